@@ -1,0 +1,35 @@
+//! The sample plugins, built from `plugins/` by build.rs and embedded in the
+//! binary, so that `trellis demo` needs nothing but the binary.
+
+/// Where build.rs put every plugin it built: the samples and the hostile
+/// test fixtures (`hostile_*.wasm`). Tests load fixtures from here.
+pub const PLUGINS_DIR: &str = env!("TRELLIS_PLUGINS_DIR");
+
+/// A sample plugin embedded in the binary.
+pub struct Sample {
+    /// Its file name, e.g. `csv-aggregate.wasm`.
+    pub file_name: &'static str,
+    pub bytes: &'static [u8],
+}
+
+macro_rules! sample {
+    ($name:literal, $built:literal) => {
+        Sample {
+            file_name: concat!($name, ".wasm"),
+            bytes: include_bytes!(concat!(env!("TRELLIS_PLUGINS_DIR"), "/", $built, ".wasm")),
+        }
+    };
+}
+
+/// The sample plugins: two transformations, a checksum and a listener.
+pub const SAMPLES: [Sample; 4] = [
+    sample!("csv-aggregate", "csv_aggregate"),
+    sample!("concat", "concat"),
+    sample!("sql-checksum", "sql_checksum"),
+    sample!("jsonl-listener", "jsonl_listener"),
+];
+
+/// The embedded sample called `name` (without `.wasm`).
+pub fn sample(name: &str) -> Option<&'static Sample> {
+    SAMPLES.iter().find(|sample| sample.file_name.strip_suffix(".wasm") == Some(name))
+}

@@ -1,0 +1,93 @@
+//! The command line: what the user typed, parsed by clap, then executed.
+//!
+//! Invariant: this is the edge. It is the only place that uses anyhow, and
+//! it turns every error into one line and an exit code; it holds no logic
+//! that a library module or the server would need too.
+
+mod demo;
+mod plugins;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+use crate::runtime::{Runtime, RuntimeOptions};
+
+#[derive(Debug, Parser)]
+#[command(name = "trellis", version, about = "A goal-oriented data scheduler with WebAssembly plugins")]
+pub struct Cli {
+    /// Where compiled plugins are cached between runs
+    /// [default: $TRELLIS_CACHE_DIR, else $XDG_CACHE_HOME/trellis, else ~/.cache/trellis]
+    #[arg(long, global = true, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Inspect, run and checksum plugins: the plugin author's tools
+    #[command(subcommand)]
+    Plugins(plugins::PluginsCommand),
+    /// Write sample data and the sample plugins to a directory and run them
+    Demo(demo::DemoArgs),
+}
+
+/// How a command ended, beyond errors (which exit with 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Success,
+    /// A plugin (or, later, a view) failed.
+    Failed,
+}
+
+impl From<Status> for ExitCode {
+    fn from(status: Status) -> ExitCode {
+        match status {
+            Status::Success => ExitCode::SUCCESS,
+            Status::Failed => ExitCode::from(1),
+        }
+    }
+}
+
+impl Cli {
+    pub async fn run(self) -> anyhow::Result<Status> {
+        let cache_dir = self.cache_dir.or_else(default_cache_dir);
+        let runtime = Runtime::new(RuntimeOptions { cache_dir }).context("starting the plugin runtime")?;
+        match self.command {
+            Command::Plugins(command) => command.run(&runtime).await,
+            Command::Demo(args) => args.run(&runtime).await,
+        }
+    }
+}
+
+fn default_cache_dir() -> Option<PathBuf> {
+    let env = |key: &str| std::env::var_os(key).filter(|value| !value.is_empty()).map(PathBuf::from);
+    env("TRELLIS_CACHE_DIR")
+        .or_else(|| env("XDG_CACHE_HOME").map(|dir| dir.join("trellis")))
+        .or_else(|| env("HOME").map(|dir| dir.join(".cache").join("trellis")))
+}
+
+/// Logs go to stderr. `TRELLIS_LOG` takes a tracing filter; by default
+/// plugins' own messages are shown at info and trellis's at warn.
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TRELLIS_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,trellis::plugin=info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+}
+
+/// Parses `KEY=VALUE` (configuration) arguments.
+fn key_value(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.trim().is_empty() => Ok((key.trim().to_string(), value.to_string())),
+        _ => Err(format!("`{text}` is not KEY=VALUE")),
+    }
+}
+
+/// Parses `NAME=PATH` arguments.
+fn named_path(text: &str) -> Result<(String, PathBuf), String> {
+    key_value(text).map(|(name, path)| (name, PathBuf::from(path)))
+}

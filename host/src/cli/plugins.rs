@@ -1,0 +1,273 @@
+//! `trellis plugins inspect|run|checksum`: try a plugin on local data
+//! without a project.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+
+use super::{Status, key_value, named_path};
+use crate::runtime::{
+    CallReport, ChecksumRequest, Limits, Plugin, Runtime, TransformInput, TransformOutcome, TransformRequest, World,
+};
+
+#[derive(Debug, Subcommand)]
+pub(super) enum PluginsCommand {
+    /// Show a plugin's world, name, version, content hash, exports and configuration keys
+    Inspect {
+        file: PathBuf,
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a transformation plugin on local directories and print its outcome
+    Run(RunArgs),
+    /// Compute a version checksum with a checksum plugin
+    Checksum(ChecksumArgs),
+}
+
+#[derive(Debug, Args)]
+pub(super) struct RunArgs {
+    file: PathBuf,
+    /// An input directory, granted read-only; repeat for several inputs
+    #[arg(long = "input", value_name = "NAME=DIR", value_parser = named_path)]
+    inputs: Vec<(String, PathBuf)>,
+    /// The output directory, granted read-write; created if missing
+    #[arg(long, value_name = "DIR")]
+    output: PathBuf,
+    /// A configuration entry; repeat for several
+    #[arg(long = "config", value_name = "KEY=VALUE", value_parser = key_value)]
+    config: Vec<(String, String)>,
+    /// The view URL path the plugin is told it materializes
+    #[arg(long, default_value = "local/Run")]
+    view: String,
+    #[command(flatten)]
+    limits: LimitArgs,
+    /// Print JSON instead of text
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct ChecksumArgs {
+    file: PathBuf,
+    /// A configuration entry; repeat for several
+    #[arg(long = "config", value_name = "KEY=VALUE", value_parser = key_value)]
+    config: Vec<(String, String)>,
+    /// A named resource read from a file, e.g. query.sql=queries/daily.sql
+    #[arg(long = "resource", value_name = "NAME=FILE", value_parser = named_path)]
+    resources: Vec<(String, PathBuf)>,
+    /// The transformation type the checksum is for
+    #[arg(long, default_value = "")]
+    transformation: String,
+    #[command(flatten)]
+    limits: LimitArgs,
+}
+
+#[derive(Debug, Args)]
+struct LimitArgs {
+    /// Deadline per call, in seconds [default: the world's]
+    #[arg(long, value_name = "SECONDS")]
+    deadline: Option<f64>,
+    /// Memory cap per call, in MiB [default: the world's]
+    #[arg(long, value_name = "MIB")]
+    memory: Option<usize>,
+}
+
+impl LimitArgs {
+    fn apply(&self, plugin: Plugin) -> anyhow::Result<Plugin> {
+        let mut limits: Limits = plugin.limits();
+        if let Some(seconds) = self.deadline {
+            limits.deadline = Duration::try_from_secs_f64(seconds)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .with_context(|| format!("--deadline {seconds} is not a positive number of seconds"))?;
+        }
+        if let Some(mib) = self.memory {
+            if mib == 0 {
+                bail!("--memory must be at least 1 MiB");
+            }
+            limits.memory = mib.checked_mul(1 << 20).context("--memory is too large")?;
+        }
+        Ok(plugin.with_limits(limits))
+    }
+}
+
+impl PluginsCommand {
+    pub(super) async fn run(self, runtime: &Runtime) -> anyhow::Result<Status> {
+        match self {
+            PluginsCommand::Inspect { file, json } => inspect(runtime, &file, json).await,
+            PluginsCommand::Run(args) => run(runtime, args).await,
+            PluginsCommand::Checksum(args) => checksum(runtime, args).await,
+        }
+    }
+}
+
+async fn load(runtime: &Runtime, file: &Path, world: Option<World>) -> anyhow::Result<Plugin> {
+    let plugin = runtime.load_file(file).await?;
+    if let Some(world) = world.filter(|&w| w != plugin.world()) {
+        bail!("{} is a {} plugin, not a {world} plugin", file.display(), plugin.world());
+    }
+    Ok(plugin)
+}
+
+async fn inspect(runtime: &Runtime, file: &Path, json: bool) -> anyhow::Result<Status> {
+    let plugin = load(runtime, file, None).await?;
+    let report = plugin.describe().await?;
+    let info = match report.result {
+        Ok(info) => info,
+        Err(failure) => {
+            eprintln!("{}: describe failed ({:?}): {failure}", file.display(), failure.kind);
+            return Ok(Status::Failed);
+        }
+    };
+    if json {
+        let value = serde_json::json!({
+            "file": file,
+            "world": plugin.world(),
+            "name": info.name,
+            "version": info.version,
+            "description": info.description,
+            "content_hash": plugin.content_hash(),
+            "exports": plugin.exports(),
+            "config": info.config,
+            "limits": { "deadline_ms": plugin.limits().deadline.as_millis(), "memory_bytes": plugin.limits().memory },
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(Status::Success);
+    }
+    println!("file:         {}", file.display());
+    println!("world:        {}", plugin.world());
+    println!("name:         {}", info.name);
+    println!("version:      {}", info.version);
+    if !info.description.is_empty() {
+        println!("description:  {}", info.description);
+    }
+    println!("content hash: {}", plugin.content_hash());
+    println!("exports:      {}", plugin.exports().join(", "));
+    let limits = plugin.limits();
+    println!("limits:       {:?} deadline, {} MiB memory", limits.deadline, limits.memory >> 20);
+    if info.config.is_empty() {
+        println!("config:       none");
+    } else {
+        println!("config:");
+        for key in &info.config {
+            let required = if key.required { "required" } else { "optional" };
+            println!("  {:<12} {required:<9} {}", key.name, key.description);
+        }
+    }
+    Ok(Status::Success)
+}
+
+async fn run(runtime: &Runtime, args: RunArgs) -> anyhow::Result<Status> {
+    let plugin = args.limits.apply(load(runtime, &args.file, Some(World::Transformation)).await?)?;
+    // Bad input is caught before the plugin runs: unknown directories and
+    // configuration keys the plugin does not declare.
+    let mut inputs = Vec::new();
+    for (name, dir) in &args.inputs {
+        if !dir.is_dir() {
+            bail!("input `{name}`: {} is not a directory", dir.display());
+        }
+        let timestamp = std::fs::metadata(dir).and_then(|m| m.modified()).ok().map(unix_millis);
+        inputs.push(TransformInput {
+            name: name.clone(),
+            view: format!("local/{name}"),
+            dir: dir.clone(),
+            timestamp,
+            changed: true,
+        });
+    }
+    let described = plugin.describe().await?;
+    let info = match described.result {
+        Ok(info) => info,
+        Err(failure) => return Ok(print_failure(&args.file, "describe", &failure, args.json)),
+    };
+    if let Err(message) = info.check_config(&args.config) {
+        bail!("{message}");
+    }
+    std::fs::create_dir_all(&args.output)
+        .with_context(|| format!("cannot create the output directory {}", args.output.display()))?;
+
+    let request = TransformRequest {
+        view: args.view.clone(),
+        parameters: Vec::new(),
+        nominal_time: None,
+        actual_time: unix_millis(SystemTime::now()),
+        config: args.config.clone(),
+        inputs,
+        output_dir: args.output.clone(),
+    };
+    let report = plugin.transform(&request).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report_json(&report))?);
+        return Ok(if report.result.is_ok() { Status::Success } else { Status::Failed });
+    }
+    match &report.result {
+        Ok(TransformOutcome::Data { counters }) => {
+            let counters: Vec<String> = counters.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            println!("data: {} ({})", counters.join(" "), usage(&report));
+            Ok(Status::Success)
+        }
+        Ok(TransformOutcome::NoData) => {
+            println!("no-data ({})", usage(&report));
+            Ok(Status::Success)
+        }
+        Err(failure) => Ok(print_failure(&args.file, "run", failure, false)),
+    }
+}
+
+async fn checksum(runtime: &Runtime, args: ChecksumArgs) -> anyhow::Result<Status> {
+    let plugin = args.limits.apply(load(runtime, &args.file, Some(World::Checksum)).await?)?;
+    let mut resources = Vec::new();
+    for (name, path) in &args.resources {
+        let content =
+            std::fs::read(path).with_context(|| format!("resource `{name}`: cannot read {}", path.display()))?;
+        resources.push((name.clone(), content));
+    }
+    let request = ChecksumRequest { transformation: args.transformation, config: args.config, resources };
+    let report = plugin.checksum(&request).await?;
+    match report.result {
+        Ok(checksum) => {
+            println!("{checksum}");
+            Ok(Status::Success)
+        }
+        Err(failure) => Ok(print_failure(&args.file, "checksum", &failure, false)),
+    }
+}
+
+fn print_failure(file: &Path, call: &str, failure: &crate::runtime::Failure, json: bool) -> Status {
+    if json {
+        println!("{}", serde_json::json!({ "failure": failure }));
+    } else {
+        let kind =
+            serde_json::to_value(failure.kind).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+        eprintln!("{}: {call} failed ({kind}): {failure}", file.display());
+    }
+    Status::Failed
+}
+
+fn usage<T>(report: &CallReport<T>) -> String {
+    format!(
+        "{:.1} ms, peak memory {:.1} MiB",
+        report.elapsed.as_secs_f64() * 1e3,
+        report.peak_memory as f64 / (1 << 20) as f64
+    )
+}
+
+fn report_json(report: &CallReport<TransformOutcome>) -> serde_json::Value {
+    serde_json::json!({
+        "result": match &report.result {
+            Ok(outcome) => serde_json::to_value(outcome).unwrap_or_default(),
+            Err(failure) => serde_json::json!({ "failure": failure }),
+        },
+        "elapsed_ms": report.elapsed.as_secs_f64() * 1e3,
+        "peak_memory_bytes": report.peak_memory,
+        "stdout_truncated_bytes": report.stdout.truncated_bytes,
+        "stderr_truncated_bytes": report.stderr.truncated_bytes,
+    })
+}
+
+fn unix_millis(time: SystemTime) -> i64 {
+    time.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}

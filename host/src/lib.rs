@@ -1,0 +1,8 @@
+//! trellis: a goal-oriented data scheduler whose transformations, version
+//! checksums and listeners are sandboxed WebAssembly components.
+//!
+//! See ARCHITECTURE.md for the map of modules and their invariants.
+
+pub mod bundled;
+pub mod cli;
+pub mod runtime;

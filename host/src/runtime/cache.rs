@@ -1,0 +1,96 @@
+//! Compiled components, cached by the blake3 hash of their bytes: in memory
+//! for this process, and on disk so that the next process does not compile
+//! again. Only files this cache wrote itself are ever deserialized.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+/// Where a component came from, for reports and benchmarks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provenance {
+    /// Already loaded by this process.
+    Memory,
+    /// Deserialized from the on-disk cache.
+    Disk,
+    /// Compiled now.
+    Compiled,
+}
+
+pub(crate) struct CompileCache {
+    memory: Mutex<HashMap<blake3::Hash, Component>>,
+    /// `<cache dir>/<engine compatibility>`: artifacts of another wasmtime
+    /// version or configuration live in another directory and are never tried.
+    disk: Option<PathBuf>,
+}
+
+impl CompileCache {
+    pub(crate) fn new(engine: &Engine, dir: Option<&Path>) -> Self {
+        let disk = dir.map(|dir| {
+            let mut hasher = std::hash::DefaultHasher::new();
+            engine.precompile_compatibility_hash().hash(&mut hasher);
+            env!("CARGO_PKG_VERSION").hash(&mut hasher);
+            dir.join(format!("components-{:016x}", hasher.finish()))
+        });
+        CompileCache { memory: Mutex::new(HashMap::new()), disk }
+    }
+
+    /// The component for `bytes`, whose hash is `hash`, compiling it only if
+    /// neither cache has it. Blocking: call it off the async executor.
+    pub(crate) fn get_or_compile(
+        &self,
+        engine: &Engine,
+        hash: blake3::Hash,
+        bytes: &[u8],
+    ) -> wasmtime::Result<(Component, Provenance)> {
+        if let Some(component) = self.lock().get(&hash) {
+            return Ok((component.clone(), Provenance::Memory));
+        }
+        let file = self.disk.as_ref().map(|dir| dir.join(format!("{}.cwasm", hash.to_hex())));
+        if let Some(file) = file.as_ref().filter(|file| file.exists()) {
+            // SAFETY: the file was written by `store` below from
+            // `Component::serialize` of this engine configuration (the
+            // directory name says which), by rename, so it is whole.
+            // wasmtime still checks its header; a stale or foreign file
+            // fails here and is replaced by a fresh compilation.
+            match unsafe { Component::deserialize_file(engine, file) } {
+                Ok(component) => {
+                    self.lock().insert(hash, component.clone());
+                    return Ok((component, Provenance::Disk));
+                }
+                Err(e) => tracing::warn!(file = %file.display(), "discarding unusable cached component: {e}"),
+            }
+        }
+        let component = Component::new(engine, bytes)?;
+        if let Some(file) = &file {
+            if let Err(e) = store(&component, file) {
+                // The cache is an optimisation: failing to write it is not an error.
+                tracing::warn!(file = %file.display(), "cannot cache the compiled component: {e}");
+            }
+        }
+        self.lock().insert(hash, component.clone());
+        Ok((component, Provenance::Compiled))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<blake3::Hash, Component>> {
+        self.memory.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Writes the serialized component next to its final name, then renames it
+/// into place, so a crash never leaves a partial file under the final name.
+fn store(component: &Component, file: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    let dir = file.parent().ok_or("cache file has no directory")?;
+    std::fs::create_dir_all(dir)?;
+    let serialized = component.serialize()?;
+    let mut temporary = tempfile::NamedTempFile::new_in(dir)?;
+    temporary.write_all(&serialized)?;
+    temporary.as_file().sync_all()?;
+    temporary.persist(file)?;
+    Ok(())
+}
