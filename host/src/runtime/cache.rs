@@ -53,12 +53,7 @@ impl CompileCache {
         }
         let file = self.disk.as_ref().map(|dir| dir.join(format!("{}.cwasm", hash.to_hex())));
         if let Some(file) = file.as_ref().filter(|file| file.exists()) {
-            // SAFETY: the file was written by `store` below from
-            // `Component::serialize` of this engine configuration (the
-            // directory name says which), by rename, so it is whole.
-            // wasmtime still checks its header; a stale or foreign file
-            // fails here and is replaced by a fresh compilation.
-            match unsafe { Component::deserialize_file(engine, file) } {
+            match load(engine, file) {
                 Ok(component) => {
                     self.lock().insert(hash, component.clone());
                     return Ok((component, Provenance::Disk));
@@ -67,11 +62,11 @@ impl CompileCache {
             }
         }
         let component = Component::new(engine, bytes)?;
-        if let Some(file) = &file {
-            if let Err(e) = store(&component, file) {
-                // The cache is an optimisation: failing to write it is not an error.
-                tracing::warn!(file = %file.display(), "cannot cache the compiled component: {e}");
-            }
+        if let Some(file) = &file
+            && let Err(e) = store(&component, file)
+        {
+            // The cache is an optimisation: failing to write it is not an error.
+            tracing::warn!(file = %file.display(), "cannot cache the compiled component: {e}");
         }
         self.lock().insert(hash, component.clone());
         Ok((component, Provenance::Compiled))
@@ -80,6 +75,18 @@ impl CompileCache {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<blake3::Hash, Component>> {
         self.memory.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+/// Reads a cached component. The file is read into memory rather than
+/// mapped: a mapped file that someone truncates under a running process
+/// kills it with SIGBUS, and a copy of a few hundred KiB costs nothing.
+fn load(engine: &Engine, file: &Path) -> wasmtime::Result<Component> {
+    let bytes = std::fs::read(file)?;
+    // SAFETY: the file was written by `store` below from `Component::serialize`
+    // of this engine configuration (the directory name says which), by
+    // rename, so it is whole. wasmtime still checks its header; a stale or
+    // damaged file fails here and is replaced by a fresh compilation.
+    unsafe { Component::deserialize(engine, &bytes) }
 }
 
 /// Writes the serialized component next to its final name, then renames it
