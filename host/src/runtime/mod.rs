@@ -58,7 +58,7 @@ pub fn guest_input(index: usize) -> String {
 /// Host-side problems; a plugin failing is not one of them (see [`Failure`]).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot read plugin {}: {source}", path.display())]
+    #[error("cannot read plugin {}", path.display())]
     Read { path: PathBuf, source: std::io::Error },
     #[error("{name} is not a trellis plugin: {reason}")]
     NotAPlugin { name: String, reason: String },
@@ -766,6 +766,12 @@ fn classify(sandbox: &Sandbox, limits: Limits, phase: Phase) -> Failure {
                 Failure::new(FailureKind::Panic, format!("panicked: {}", sandbox.panic.as_deref().unwrap_or_default()))
             }
             Trap::UnreachableCodeReached => Failure::new(FailureKind::Trap, "aborted (wasm `unreachable`)"),
+            Trap::MemoryOutOfBounds => Failure::new(
+                FailureKind::Trap,
+                // Rust and C guests keep a shadow stack in linear memory;
+                // overflowing it shows up as this trap, so say so.
+                "trapped: out of bounds memory access (a guest whose shadow stack overflows also ends here)",
+            ),
             other => Failure::new(FailureKind::Trap, format!("trapped: {other}")),
         };
     }

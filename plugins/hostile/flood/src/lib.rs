@@ -19,7 +19,7 @@ impl Transformation for Hostile {
             stderr.write_all(&line).and_then(|()| stderr.write_all(b"\n")).map_err(Failure::fatal)?;
         }
         stdout.flush().map_err(Failure::fatal)?;
-        Ok(Outcome::Data(vec![("bytes".into(), 2 * 8 << 20)]))
+        Ok(Outcome::Data(vec![("bytes".into(), 16 << 20)]))
     }
 }
 

@@ -1,13 +1,17 @@
-//! Hostile fixture: recurses until the stack runs out.
+//! Hostile fixture: recurses until the WebAssembly call stack runs out.
+//! Only scalars are involved, so nothing lands on the shadow stack in linear
+//! memory and what overflows is the stack the host limits.
 use trellis_plugin_sdk::{Failure, Outcome, PluginInfo, Request, Transformation, export_transformation};
 
 struct Hostile;
 
-#[allow(unconditional_recursion)]
-fn dive(depth: u64, ballast: [u64; 16]) -> u64 {
-    let next = std::hint::black_box(ballast);
-    // Using the result after the call keeps this from becoming a loop.
-    dive(depth + 1, next) + next[(depth % 16) as usize]
+#[inline(never)]
+fn dive(depth: u64) -> u64 {
+    if depth == u64::MAX {
+        return 1;
+    }
+    // Not associative, so the compiler cannot turn the recursion into a loop.
+    dive(depth + 1).rotate_left(7) ^ depth
 }
 
 impl Transformation for Hostile {
@@ -15,8 +19,8 @@ impl Transformation for Hostile {
         PluginInfo::new("hostile-stack-overflow", "0.0.0")
     }
 
-    fn run(_: Request) -> Result<Outcome, Failure> {
-        let depth = dive(0, [1; 16]);
+    fn run(request: Request) -> Result<Outcome, Failure> {
+        let depth = dive(request.actual_time as u64);
         Ok(Outcome::Data(vec![("depth".into(), depth)]))
     }
 }
