@@ -1,1 +1,9 @@
-//! placeholder
+//! The integration tests: real WASM plugins built from plugins/, a real
+//! `trellis` binary, real directories. One crate, one module per area.
+
+mod support;
+
+mod cli;
+mod csv_aggregate;
+mod runtime;
+mod sandbox;

@@ -1,0 +1,163 @@
+//! The plugin author's CLI: output, exit codes (0 success, 1 plugin failure,
+//! 2 usage or bad input) and one-line errors; and the demo.
+
+use expect_test::expect;
+
+use crate::support::{plugin_path, run, trellis};
+
+#[test]
+fn inspect_shows_world_identity_exports_and_configuration() {
+    let cache = tempfile::tempdir().unwrap();
+    let result = run(trellis(cache.path()).args(["plugins", "inspect"]).arg(plugin_path("csv_aggregate")));
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    // The file and content hash change with every build; the rest must not.
+    let stable: Vec<&str> =
+        result.stdout.lines().filter(|l| !l.starts_with("file:") && !l.starts_with("content hash:")).collect();
+    expect![[r#"
+        world:        transformation
+        name:         csv-aggregate
+        version:      1.0.0
+        description:  group-by with sum/count/min/max over the CSV files of all inputs
+        exports:      trellis:plugin/transform@1.0.0
+        limits:       60s deadline, 512 MiB memory
+        config:
+          group-by     optional  comma-separated columns to group by
+          aggregates   required  comma-separated sum(col), count(*), count(col), min(col), max(col); optionally name=...
+          file         optional  output file name (default part-00000.csv)"#]]
+    .assert_eq(&stable.join("\n"));
+    let hash = result.stdout.lines().find_map(|l| l.strip_prefix("content hash: ")).unwrap();
+    let bytes = std::fs::read(plugin_path("csv_aggregate")).unwrap();
+    assert_eq!(hash, blake3::hash(&bytes).to_hex().as_str());
+}
+
+#[test]
+fn inspect_json_is_machine_readable() {
+    let cache = tempfile::tempdir().unwrap();
+    let result = run(trellis(cache.path()).args(["plugins", "inspect", "--json"]).arg(plugin_path("jsonl_listener")));
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    let value: serde_json::Value = serde_json::from_str(&result.stdout).unwrap();
+    assert_eq!(value["world"], "listener");
+    assert_eq!(value["name"], "jsonl-listener");
+    assert_eq!(value["limits"]["deadline_ms"], 1000);
+    assert_eq!(value["exports"][0], "trellis:plugin/events@1.0.0");
+}
+
+#[test]
+fn bad_input_exits_2_with_one_line_naming_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let csv = plugin_path("csv_aggregate");
+    let wrong_world = format!("error: {} is a transformation plugin, not a checksum plugin", csv.display());
+    let cases: Vec<(Vec<std::ffi::OsString>, &str)> = vec![
+        (
+            vec!["plugins".into(), "inspect".into(), "/no/such.wasm".into()],
+            "error: cannot read plugin /no/such.wasm: No such file or directory (os error 2)",
+        ),
+        (
+            vec![
+                "plugins".into(),
+                "run".into(),
+                csv.clone().into(),
+                "--output".into(),
+                out.clone().into(),
+                "--input".into(),
+                "orders=/no/such/dir".into(),
+            ],
+            "error: input `orders`: /no/such/dir is not a directory",
+        ),
+        (
+            vec![
+                "plugins".into(),
+                "run".into(),
+                csv.clone().into(),
+                "--output".into(),
+                out.clone().into(),
+                "--config".into(),
+                "aggregates=count(*)".into(),
+                "--config".into(),
+                "groupby=shop".into(),
+            ],
+            "error: csv-aggregate has no configuration key `groupby` (it knows: group-by, aggregates, file)",
+        ),
+        (vec!["plugins".into(), "checksum".into(), csv.clone().into()], &wrong_world),
+        (
+            vec![
+                "plugins".into(),
+                "run".into(),
+                csv.clone().into(),
+                "--output".into(),
+                out.clone().into(),
+                "--deadline=-1".into(),
+            ],
+            "error: --deadline -1 is not a positive number of seconds",
+        ),
+    ];
+    for (args, message) in cases {
+        let result = run(trellis(&dir.path().join("cache")).args(&args));
+        assert_eq!(result.code, 2, "{args:?}: {}", result.stderr);
+        assert_eq!(result.stderr.trim_end(), message, "{args:?}");
+    }
+    // clap's own usage errors exit 2 as well.
+    let result = run(trellis(&dir.path().join("cache")).args(["plugins", "run", "x.wasm", "--config", "novalue"]));
+    assert_eq!(result.code, 2);
+    assert!(result.stderr.contains("`novalue` is not KEY=VALUE"), "{}", result.stderr);
+}
+
+#[test]
+fn a_plugin_failure_exits_1_and_says_what_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let result = run(trellis(&dir.path().join("cache"))
+        .args(["plugins", "run"])
+        .arg(plugin_path("hostile_panic"))
+        .args(["--view", "shop/Daily/SHOP10", "--output"])
+        .arg(dir.path().join("out")));
+    assert_eq!(result.code, 1);
+    assert!(
+        result.stderr.contains("run failed (panic): panicked: deliberate panic while materializing shop/Daily/SHOP10"),
+        "{}",
+        result.stderr
+    );
+}
+
+#[test]
+fn checksum_prints_the_checksum() {
+    let dir = tempfile::tempdir().unwrap();
+    let query = dir.path().join("q.sql");
+    std::fs::write(&query, "SELECT 1").unwrap();
+    let by_config = run(trellis(&dir.path().join("cache"))
+        .args(["plugins", "checksum"])
+        .arg(plugin_path("sql_checksum"))
+        .args(["--config", "query=SELECT  1 -- one"]));
+    assert_eq!(by_config.code, 0, "{}", by_config.stderr);
+    let by_resource = run(trellis(&dir.path().join("cache"))
+        .args(["plugins", "checksum"])
+        .arg(plugin_path("sql_checksum"))
+        .arg("--resource")
+        .arg(format!("q.sql={}", query.display())));
+    assert_eq!(by_resource.code, 0, "{}", by_resource.stderr);
+    assert_eq!(by_config.stdout, by_resource.stdout);
+    assert_eq!(by_config.stdout.trim().len(), 64);
+}
+
+#[test]
+fn the_demo_runs_end_to_end_and_only_overwrites_its_own_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = dir.path().join("demo");
+    for _ in 0..2 {
+        let result = run(trellis(&dir.path().join("cache")).arg("demo").arg(&demo));
+        assert_eq!(result.code, 0, "{}\n{}", result.stdout, result.stderr);
+        assert!(result.stdout.contains("have the same version checksum"), "{}", result.stdout);
+        assert!(result.stdout.contains("demo finished in"), "{}", result.stdout);
+    }
+    let daily = std::fs::read_to_string(demo.join("data/daily-sales/daily-sales.csv")).unwrap();
+    assert_eq!(daily.lines().count(), 1 + 9, "{daily}");
+    assert_eq!(std::fs::read_to_string(demo.join("state/events.jsonl")).unwrap().lines().count(), 6);
+
+    let precious = dir.path().join("precious");
+    std::fs::create_dir_all(&precious).unwrap();
+    std::fs::write(precious.join("thesis.tex"), "years of work").unwrap();
+    let result = run(trellis(&dir.path().join("cache")).arg("demo").arg(&precious));
+    assert_eq!(result.code, 2);
+    assert!(result.stderr.contains("exists and was not written by `trellis demo`"), "{}", result.stderr);
+    assert_eq!(std::fs::read_to_string(precious.join("thesis.tex")).unwrap(), "years of work");
+}

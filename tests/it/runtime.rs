@@ -1,0 +1,196 @@
+//! The runtime's own guarantees: the compile cache, refusing non-plugins,
+//! worlds, configuration checks, checksums and listener instances.
+
+use trellis::runtime::{
+    ChecksumRequest, Error, FailureKind, ListenerEvent, Provenance, Runtime, RuntimeOptions, ViewState, World,
+};
+
+use crate::support::{load, plugin_path, request, runtime};
+
+#[tokio::test]
+async fn compiled_components_are_cached_in_memory_and_on_disk() {
+    let cache = tempfile::tempdir().unwrap();
+    let options = RuntimeOptions { cache_dir: Some(cache.path().to_path_buf()) };
+    let path = plugin_path("concat");
+
+    let first = Runtime::new(options.clone()).unwrap();
+    assert_eq!(first.load_file(&path).await.unwrap().provenance(), Provenance::Compiled);
+    assert_eq!(first.load_file(&path).await.unwrap().provenance(), Provenance::Memory);
+
+    // A new process (here: a new runtime) finds it on disk.
+    let second = Runtime::new(options.clone()).unwrap();
+    let plugin = second.load_file(&path).await.unwrap();
+    assert_eq!(plugin.provenance(), Provenance::Disk);
+    let out = tempfile::tempdir().unwrap();
+    assert!(plugin.transform(&request(&[], out.path(), &[])).await.unwrap().result.is_ok());
+
+    // A damaged cache file is discarded and replaced, not trusted.
+    let cached: Vec<_> =
+        walk(cache.path()).into_iter().filter(|p| p.extension().is_some_and(|e| e == "cwasm")).collect();
+    assert_eq!(cached.len(), 1, "{cached:?}");
+    std::fs::write(&cached[0], b"not a compiled component").unwrap();
+    let third = Runtime::new(options.clone()).unwrap();
+    assert_eq!(third.load_file(&path).await.unwrap().provenance(), Provenance::Compiled);
+    let fourth = Runtime::new(options).unwrap();
+    assert_eq!(fourth.load_file(&path).await.unwrap().provenance(), Provenance::Disk);
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() { found.extend(walk(&path)) } else { found.push(path) }
+    }
+    found
+}
+
+#[tokio::test]
+async fn things_that_are_not_plugins_are_refused_with_a_reason() {
+    let error = runtime().load("garbage", b"\0asm but not really".to_vec()).await.err().unwrap();
+    assert!(matches!(error, Error::NotAPlugin { .. }), "{error}");
+    assert!(error.to_string().starts_with("garbage is not a trellis plugin: "), "{error}");
+
+    let empty_component = b"(component)".to_vec();
+    let error = runtime().load("empty", empty_component).await.err().unwrap();
+    assert_eq!(
+        error.to_string(),
+        "empty is not a trellis plugin: it exports none of trellis:plugin/transform@1.0.0, \
+         trellis:plugin/version-checksum@1.0.0, trellis:plugin/events@1.0.0"
+    );
+
+    let error = runtime().load_file(std::path::Path::new("/no/such/plugin.wasm")).await.err().unwrap();
+    assert_eq!(error.to_string(), "cannot read plugin /no/such/plugin.wasm");
+    let cause = std::error::Error::source(&error).unwrap().to_string();
+    assert!(cause.starts_with("No such file or directory"), "{cause}");
+}
+
+#[tokio::test]
+async fn a_plugin_is_only_called_through_its_own_world() {
+    let checksum = load("sql_checksum").await;
+    assert_eq!(checksum.world(), World::Checksum);
+    let out = tempfile::tempdir().unwrap();
+    let error = checksum.transform(&request(&[], out.path(), &[])).await.err().unwrap();
+    assert_eq!(error.to_string(), "sql_checksum is a checksum plugin, not a transformation plugin");
+}
+
+#[tokio::test]
+async fn describe_declares_configuration_that_the_host_checks() {
+    let plugin = load("csv_aggregate").await;
+    let info = plugin.describe().await.unwrap().result.unwrap();
+    assert_eq!(info.name, "csv-aggregate");
+    let keys: Vec<(&str, bool)> = info.config.iter().map(|k| (k.name.as_str(), k.required)).collect();
+    assert_eq!(keys, [("group-by", false), ("aggregates", true), ("file", false)]);
+
+    let config =
+        |entries: &[(&str, &str)]| entries.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<Vec<_>>();
+    assert_eq!(info.check_config(&config(&[("aggregates", "count(*)")])), Ok(()));
+    assert_eq!(
+        info.check_config(&config(&[("group-by", "shop")])),
+        Err("csv-aggregate needs configuration key `aggregates`: comma-separated sum(col), count(*), count(col), \
+             min(col), max(col); optionally name=..."
+            .into())
+    );
+    assert_eq!(
+        info.check_config(&config(&[("aggregates", "count(*)"), ("groupby", "shop")])),
+        Err("csv-aggregate has no configuration key `groupby` (it knows: group-by, aggregates, file)".into())
+    );
+}
+
+async fn sql_checksum(query: &str) -> Result<String, String> {
+    let plugin = load("sql_checksum").await;
+    let request = ChecksumRequest {
+        transformation: "hive".into(),
+        config: vec![("query".into(), query.into())],
+        resources: Vec::new(),
+    };
+    plugin.checksum(&request).await.unwrap().result.map_err(|failure| failure.message)
+}
+
+#[tokio::test]
+async fn sql_checksum_ignores_comments_set_statements_and_whitespace() {
+    let base = sql_checksum("SELECT shop, SUM(amount) FROM orders WHERE note = 'a  b' GROUP BY shop").await.unwrap();
+    assert_eq!(base.len(), 64);
+    assert!(base.chars().all(|c| c.is_ascii_hexdigit()));
+    for same in [
+        "SELECT shop, SUM(amount) FROM orders WHERE note = 'a  b' GROUP BY shop",
+        "  SELECT shop,\n\tSUM(amount)\n  FROM orders -- the raw orders\n WHERE note = 'a  b'\n GROUP BY shop ;\n",
+        "SET hive.exec.parallel=true;\nset mapred.job.queue.name = etl ;SELECT shop, SUM(amount) /* total */ FROM orders WHERE note = 'a  b' GROUP BY shop",
+        "/* header\n comment */ SELECT shop, SUM(amount) FROM orders WHERE note = 'a  b' GROUP BY shop",
+    ] {
+        assert_eq!(sql_checksum(same).await.unwrap(), base, "{same}");
+    }
+    for different in [
+        "SELECT shop, SUM(amount) FROM orders WHERE note = 'a b' GROUP BY shop",
+        "SELECT shop, SUM(amount) FROM orders WHERE note = 'a  b -- not a comment' GROUP BY shop",
+        "SELECT shop, MAX(amount) FROM orders WHERE note = 'a  b' GROUP BY shop",
+        "SELECT shop, SUM(amount) FROM orders WHERE note = 'a  b' GROUP BY shop; SELECT 1",
+    ] {
+        assert_ne!(sql_checksum(different).await.unwrap(), base, "{different}");
+    }
+    assert_eq!(sql_checksum("SELECT 'unterminated").await, Err("unterminated ' quote".into()));
+}
+
+#[tokio::test]
+async fn a_checksum_can_come_from_a_named_resource() {
+    let plugin = load("sql_checksum").await;
+    let from_resource = ChecksumRequest {
+        transformation: "hive".into(),
+        config: Vec::new(),
+        resources: vec![("daily.sql".into(), b"SELECT 1 -- one".to_vec())],
+    };
+    let from_resource = plugin.checksum(&from_resource).await.unwrap().result.unwrap();
+    assert_eq!(from_resource, sql_checksum("SELECT 1").await.unwrap());
+    let missing = plugin.checksum(&ChecksumRequest::default()).await.unwrap().result.unwrap_err();
+    assert_eq!(missing.kind, FailureKind::Fatal);
+    assert_eq!(missing.message, "no `query` in the configuration and no resource to read it from");
+}
+
+fn transition(sequence: u64, view: &str, previous: ViewState, current: ViewState) -> ListenerEvent {
+    ListenerEvent::Transition {
+        sequence,
+        view: view.into(),
+        previous,
+        current,
+        actions: vec!["transform".into()],
+        time: 1_430_438_400_000,
+        run_id: Some("run-1".into()),
+        error: None,
+    }
+}
+
+#[tokio::test]
+async fn the_jsonl_listener_appends_one_line_per_event_in_its_state_directory() {
+    let plugin = load("jsonl_listener").await;
+    let state = tempfile::tempdir().unwrap();
+    let (mut listener, started) = plugin.start_listener(&[], Some(state.path())).await.unwrap();
+    assert!(started.result.is_ok(), "{:?}", started.result);
+    let events = [
+        transition(1, "shop/Daily/SHOP10/2015/05/01", ViewState::Waiting, ViewState::Transforming),
+        transition(2, "shop/Daily/SHOP10/2015/05/01", ViewState::Transforming, ViewState::Materialized),
+        ListenerEvent::Gap { first_sequence: 3, last_sequence: 9 },
+    ];
+    for event in &events {
+        assert!(listener.on_event(event).await.result.is_ok());
+    }
+    let written = std::fs::read_to_string(state.path().join("events.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = written.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[0]["sequence"], 1);
+    assert_eq!(lines[0]["previous"], "waiting");
+    assert_eq!(lines[1]["current"], "materialized");
+    assert_eq!(lines[1]["run_id"], "run-1");
+    assert_eq!(lines[2]["gap"]["last_sequence"], 9);
+}
+
+#[tokio::test]
+async fn a_listener_without_its_state_directory_fails_to_start_and_stays_dead() {
+    let plugin = load("jsonl_listener").await;
+    let (mut listener, started) = plugin.start_listener(&[], None).await.unwrap();
+    let failure = started.result.unwrap_err();
+    assert_eq!(failure.kind, FailureKind::Fatal);
+    assert!(failure.message.starts_with("cannot open /state/events.jsonl: "), "{}", failure.message);
+    assert!(!listener.is_alive());
+    let event = transition(1, "v", ViewState::Receive, ViewState::Waiting);
+    let failure = listener.on_event(&event).await.result.unwrap_err();
+    assert_eq!(failure.message, "the listener instance failed earlier; restart it");
+}

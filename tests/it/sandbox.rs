@@ -1,0 +1,185 @@
+//! The hostile fixtures: each misbehaviour is contained, reported with a
+//! clear message within its time bound, and the host keeps serving.
+
+use std::time::{Duration, Instant};
+
+use trellis::runtime::{FailureKind, Limits, TransformOutcome};
+
+use crate::support::{load, plugin_path, request, trellis};
+
+/// The host still works: a trivial call on the shared runtime succeeds.
+async fn assert_host_still_serves() {
+    let trivial = load("trivial").await;
+    let out = tempfile::tempdir().unwrap();
+    let report = trivial.transform(&request(&[], out.path(), &[])).await.unwrap();
+    assert_eq!(report.result, Ok(TransformOutcome::Data { counters: vec![] }));
+}
+
+fn with_deadline(plugin: trellis::runtime::Plugin, deadline: Duration) -> trellis::runtime::Plugin {
+    let limits = Limits { deadline, ..plugin.limits() };
+    plugin.with_limits(limits)
+}
+
+#[tokio::test]
+async fn an_infinite_loop_is_stopped_at_its_deadline() {
+    let spin = with_deadline(load("hostile_spin").await, Duration::from_secs(1));
+    let out = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let report = spin.transform(&request(&[], out.path(), &[])).await.unwrap();
+    let elapsed = started.elapsed();
+    let failure = report.result.unwrap_err();
+    assert_eq!(failure.kind, FailureKind::Timeout);
+    assert_eq!(failure.message, "deadline of 1s exceeded");
+    assert!(failure.is_retryable());
+    assert!(elapsed >= Duration::from_secs(1) && elapsed < Duration::from_secs(2), "stopped after {elapsed:?}");
+    assert_host_still_serves().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_spinning_guest_does_not_stall_other_calls_on_the_same_thread() {
+    // One executor thread: if the spinning guest did not yield, the trivial
+    // call could only run after the deadline.
+    let spin = with_deadline(load("hostile_spin").await, Duration::from_secs(2));
+    let trivial = load("trivial").await;
+    let (spin_out, trivial_out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let spin_request = request(&[], spin_out.path(), &[]);
+    let spinning = tokio::spawn(async move { spin.transform(&spin_request).await.unwrap() });
+    tokio::task::yield_now().await;
+    let started = Instant::now();
+    let report = trivial.transform(&request(&[], trivial_out.path(), &[])).await.unwrap();
+    assert!(report.result.is_ok());
+    assert!(started.elapsed() < Duration::from_secs(1), "trivial call waited {:?}", started.elapsed());
+    assert_eq!(spinning.await.unwrap().result.unwrap_err().kind, FailureKind::Timeout);
+}
+
+#[tokio::test]
+async fn a_memory_bomb_fails_at_the_cap() {
+    let bomb = load("hostile_memory_bomb").await;
+    let bomb = bomb.with_limits(Limits { memory: 64 << 20, ..bomb.limits() });
+    let out = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let report = bomb.transform(&request(&[], out.path(), &[])).await.unwrap();
+    let failure = report.result.unwrap_err();
+    assert_eq!(failure.kind, FailureKind::MemoryExhausted);
+    assert!(failure.message.starts_with("memory cap of 64 MiB exceeded (asked for "), "{}", failure.message);
+    assert!(report.peak_memory <= 64 << 20, "peak {} bytes", report.peak_memory);
+    assert!(report.peak_memory >= 32 << 20, "the bomb only reached {} bytes", report.peak_memory);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_host_still_serves().await;
+}
+
+#[test]
+fn a_memory_bomb_leaves_host_memory_bounded() {
+    // In a process of its own, so that its peak RSS is the bomb's alone.
+    let dir = tempfile::tempdir().unwrap();
+    #[allow(clippy::zombie_processes, reason = "reaped by wait4 below, which also reports its peak RSS")]
+    let mut child = trellis(&dir.path().join("cache"))
+        .args(["plugins", "run"])
+        .arg(plugin_path("hostile_memory_bomb"))
+        .args(["--memory", "256", "--output"])
+        .arg(dir.path().join("out"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    let mut status = 0;
+    // SAFETY: plain libc structs filled in by wait4 for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let waited = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(waited, child.id() as i32);
+    assert_eq!(libc::WEXITSTATUS(status), 1, "{stderr}");
+    assert!(stderr.contains("run failed (memory-exhausted): memory cap of 256 MiB exceeded"), "{stderr}");
+    let peak_rss_mib = usage.ru_maxrss / 1024;
+    assert!(peak_rss_mib < 256 + 128, "peak RSS {peak_rss_mib} MiB for a 256 MiB cap");
+}
+
+#[tokio::test]
+async fn a_panic_message_reaches_the_outcome() {
+    let panic = load("hostile_panic").await;
+    let out = tempfile::tempdir().unwrap();
+    for _ in 0..2 {
+        // Twice: a trap poisons only its own store, never the plugin.
+        let report = panic.transform(&request(&[], out.path(), &[])).await.unwrap();
+        let failure = report.result.unwrap_err();
+        assert_eq!(failure.kind, FailureKind::Panic);
+        assert!(
+            failure.message.starts_with("panicked: deliberate panic while materializing test/View (at "),
+            "{}",
+            failure.message
+        );
+    }
+    assert_host_still_serves().await;
+}
+
+#[tokio::test]
+async fn a_stack_overflow_is_a_trap() {
+    let overflow = load("hostile_stack_overflow").await;
+    let out = tempfile::tempdir().unwrap();
+    let report = overflow.transform(&request(&[], out.path(), &[])).await.unwrap();
+    let failure = report.result.unwrap_err();
+    assert_eq!((failure.kind, failure.message.as_str()), (FailureKind::StackOverflow, "stack overflow"));
+    assert_host_still_serves().await;
+}
+
+#[tokio::test]
+async fn escape_attempts_fail_inside_the_guest() {
+    let escape = load("hostile_escape").await;
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("input");
+    std::fs::create_dir_all(&input).unwrap();
+    std::fs::write(input.join("victim.csv"), "precious").unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+
+    let report = escape.transform(&request(&[("orders", &input)], &out, &[])).await.unwrap();
+    let report_text = std::fs::read_to_string(out.join("report.txt")).unwrap();
+    assert_eq!(report.result, Ok(TransformOutcome::Data { counters: vec![("escaped".into(), 0)] }), "{report_text}");
+    let attempts: Vec<&str> = report_text.lines().map(|line| line.split(": ").next().unwrap()).collect();
+    assert_eq!(
+        attempts,
+        [
+            "read /etc/passwd",
+            "list /",
+            "read ../ of the output",
+            "read ../../ of an input",
+            "write into an input",
+            "delete an input file",
+            "tcp connect 127.0.0.1:22",
+            "udp bind",
+            "read the environment",
+        ]
+    );
+    assert!(report_text.lines().all(|line| line.contains(": denied (")), "{report_text}");
+    // And the host's files are as they were.
+    assert_eq!(std::fs::read_to_string(input.join("victim.csv")).unwrap(), "precious");
+    assert!(!input.join("planted").exists());
+    assert_host_still_serves().await;
+}
+
+#[tokio::test]
+async fn a_flood_of_output_is_captured_up_to_64_kib() {
+    let flood = load("hostile_flood").await;
+    let out = tempfile::tempdir().unwrap();
+    let report = flood.transform(&request(&[], out.path(), &[])).await.unwrap();
+    assert!(report.result.is_ok(), "{:?}", report.result);
+    for captured in [&report.stdout, &report.stderr] {
+        assert_eq!(captured.text.len(), 64 << 10);
+        assert_eq!(captured.truncated_bytes, (8 << 20) - (64 << 10));
+    }
+    assert_host_still_serves().await;
+}
+
+#[tokio::test]
+async fn a_malformed_result_is_a_failure() {
+    let bad = load("hostile_bad_result").await;
+    let out = tempfile::tempdir().unwrap();
+    let report = bad.transform(&request(&[], out.path(), &[])).await.unwrap();
+    let failure = report.result.unwrap_err();
+    assert_eq!(failure.kind, FailureKind::MalformedResult);
+    assert!(!failure.is_retryable());
+    assert!(failure.message.starts_with("malformed result: "), "{}", failure.message);
+    assert!(failure.message.to_lowercase().contains("utf-8"), "{}", failure.message);
+    assert_host_still_serves().await;
+}
