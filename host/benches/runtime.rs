@@ -2,7 +2,7 @@
 //! cold compilation of csv-aggregate, and its load from the on-disk cache.
 //!
 //! Run: `cargo bench -p trellis --bench runtime` (add `-- --calls N` to change
-//! the sample size). Prints one line per figure, for BENCHMARKS.md.
+//! the sample size, `-- --calls-only` to skip compilation, e.g. for perf). Prints one line per figure, for BENCHMARKS.md.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -14,9 +14,12 @@ fn main() {
     let calls =
         std::env::args().skip_while(|arg| arg != "--calls").nth(1).and_then(|n| n.parse().ok()).unwrap_or(5000usize);
     let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    let calls_only = std::env::args().any(|arg| arg == "--calls-only");
     tokio.block_on(async {
         call_overhead(calls).await;
-        compile_and_cache().await;
+        if !calls_only {
+            compile_and_cache().await;
+        }
     });
 }
 
@@ -64,13 +67,15 @@ async fn call_overhead(calls: usize) {
 async fn compile_and_cache() {
     let bytes = std::fs::read(plugin_path("csv_aggregate")).expect("csv_aggregate.wasm");
     let cache = tempfile::tempdir().expect("tempdir");
-    let options = RuntimeOptions { cache_dir: Some(cache.path().to_path_buf()) };
+    let options = RuntimeOptions { cache_dir: Some(cache.path().to_path_buf()), ..RuntimeOptions::default() };
 
     let mut compiles = Vec::new();
     for round in 0..5 {
         // A fresh cache directory each round, so that every load compiles.
         let empty = tempfile::tempdir().expect("tempdir");
-        let runtime = Runtime::new(RuntimeOptions { cache_dir: Some(empty.path().to_path_buf()) }).expect("runtime");
+        let runtime =
+            Runtime::new(RuntimeOptions { cache_dir: Some(empty.path().to_path_buf()), ..RuntimeOptions::default() })
+                .expect("runtime");
         let started = Instant::now();
         let plugin = runtime.load("csv-aggregate", bytes.clone()).await.expect("compile");
         compiles.push(started.elapsed());

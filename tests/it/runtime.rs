@@ -10,7 +10,7 @@ use crate::support::{load, plugin_path, request, runtime};
 #[tokio::test]
 async fn compiled_components_are_cached_in_memory_and_on_disk() {
     let cache = tempfile::tempdir().unwrap();
-    let options = RuntimeOptions { cache_dir: Some(cache.path().to_path_buf()) };
+    let options = RuntimeOptions { cache_dir: Some(cache.path().to_path_buf()), ..RuntimeOptions::default() };
     let path = plugin_path("concat");
 
     let first = Runtime::new(options.clone()).unwrap();
@@ -193,4 +193,34 @@ async fn a_listener_without_its_state_directory_fails_to_start_and_stays_dead() 
     let event = transition(1, "v", ViewState::Receive, ViewState::Waiting);
     let failure = listener.on_event(&event).await.result.unwrap_err();
     assert_eq!(failure.message, "the listener instance failed earlier; restart it");
+}
+
+#[tokio::test]
+async fn overlapping_grants_are_refused() {
+    let trivial = load("trivial").await;
+    let out = tempfile::tempdir().unwrap();
+    let inside = out.path().join("inside");
+    std::fs::create_dir_all(&inside).unwrap();
+    let error = trivial.transform(&request(&[("orders", &inside)], out.path(), &[])).await.err().unwrap();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "cannot grant {} to the plugin: it lies inside {}, and one of them is writable",
+            inside.display(),
+            out.path().display()
+        )
+    );
+}
+
+#[tokio::test]
+async fn an_output_holding_a_symlink_is_refused() {
+    // Readers of published data must never be pointed outside it.
+    let trivial = load("trivial").await;
+    let out = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(out.path().join("sub")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", out.path().join("sub/link")).unwrap();
+    let report = trivial.transform(&request(&[], out.path(), &[])).await.unwrap();
+    let failure = report.result.unwrap_err();
+    assert_eq!(failure.kind, FailureKind::MalformedResult);
+    assert!(failure.message.ends_with("sub/link, which is not a regular file or directory"), "{}", failure.message);
 }

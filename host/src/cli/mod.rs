@@ -56,7 +56,8 @@ impl From<Status> for ExitCode {
 impl Cli {
     pub async fn run(self) -> anyhow::Result<Status> {
         let cache_dir = self.cache_dir.or_else(default_cache_dir);
-        let runtime = Runtime::new(RuntimeOptions { cache_dir }).context("starting the plugin runtime")?;
+        let runtime = Runtime::new(RuntimeOptions { cache_dir, ..RuntimeOptions::default() })
+            .context("starting the plugin runtime")?;
         match self.command {
             Command::Plugins(command) => command.run(&runtime).await,
             Command::Demo(args) => args.run(&runtime).await,

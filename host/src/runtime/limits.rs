@@ -30,9 +30,28 @@ impl Limits {
 /// Bytes of captured stdout and of stderr kept per call.
 pub const CAPTURE_LIMIT: usize = 64 << 10;
 
-/// Table elements a component may have in all; generous for real guests,
-/// small enough that tables cannot be used to exhaust host memory.
+/// Table elements a component may have, summed over its tables: generous
+/// for real guests, small enough that tables cannot exhaust host memory.
 const TABLE_ELEMENTS_LIMIT: usize = 100_000;
+
+/// Instances, tables and memories per store. A Rust component has a handful
+/// of each; the wasmtime default of 10,000 would let a crafted component
+/// hold gigabytes outside the memory cap.
+const COUNT_LIMIT: usize = 100;
+
+/// The longest deadline a plugin may be given: long enough for any real
+/// transformation, short enough that `Instant + deadline` cannot overflow.
+pub const MAX_DEADLINE: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// The most memory a plugin may be given: what a 32-bit memory can address.
+pub const MAX_MEMORY: usize = 4 << 30;
+
+impl Limits {
+    /// These limits within [`MAX_DEADLINE`] and [`MAX_MEMORY`].
+    pub(crate) fn clamped(self) -> Limits {
+        Limits { deadline: self.deadline.min(MAX_DEADLINE), memory: self.memory.min(MAX_MEMORY) }
+    }
+}
 
 /// Enforces [`Limits::memory`] over the sum of all linear memories, which
 /// wasmtime's own `StoreLimits` cannot: it limits each memory separately.
@@ -41,6 +60,9 @@ pub(crate) struct MemoryLimiter {
     cap: usize,
     in_use: usize,
     peak: usize,
+    /// The growth just approved, undone if wasmtime then fails to grow.
+    pending: usize,
+    table_elements: usize,
     /// Set when a growth was refused: the trap that follows is then reported
     /// as the memory cap being hit, not as whatever the guest did next.
     pub(crate) refused: Option<usize>,
@@ -48,7 +70,7 @@ pub(crate) struct MemoryLimiter {
 
 impl MemoryLimiter {
     pub(crate) fn new(cap: usize) -> Self {
-        MemoryLimiter { cap, in_use: 0, peak: 0, refused: None }
+        MemoryLimiter { cap, in_use: 0, peak: 0, pending: 0, table_elements: 0, refused: None }
     }
 
     pub(crate) fn peak(&self) -> usize {
@@ -57,19 +79,45 @@ impl MemoryLimiter {
 }
 
 impl wasmtime::ResourceLimiter for MemoryLimiter {
-    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
-        let total = self.in_use - current.min(self.in_use) + desired;
-        if total > self.cap {
+    fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        // `desired` comes from the guest and may be near usize::MAX: no
+        // arithmetic here may overflow.
+        let growth = desired.saturating_sub(current);
+        let total = self.in_use.saturating_add(growth);
+        if total > self.cap || maximum.is_some_and(|max| desired > max) {
             self.refused = Some(total);
             return Ok(false);
         }
         self.in_use = total;
+        self.pending = growth;
         self.peak = self.peak.max(total);
         Ok(true)
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
-        Ok(desired <= TABLE_ELEMENTS_LIMIT)
+    fn memory_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.in_use -= std::mem::take(&mut self.pending);
+        Ok(())
+    }
+
+    fn table_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        let total = self.table_elements.saturating_add(desired.saturating_sub(current));
+        if total > TABLE_ELEMENTS_LIMIT {
+            return Ok(false);
+        }
+        self.table_elements = total;
+        Ok(true)
+    }
+
+    fn instances(&self) -> usize {
+        COUNT_LIMIT
+    }
+
+    fn tables(&self) -> usize {
+        COUNT_LIMIT
+    }
+
+    fn memories(&self) -> usize {
+        COUNT_LIMIT
     }
 }
 
@@ -88,5 +136,31 @@ mod tests {
         assert!(!limiter.memory_growing(0, 1, None).unwrap());
         assert_eq!(limiter.refused, Some(101));
         assert_eq!(limiter.peak(), 100);
+    }
+
+    #[test]
+    fn huge_requests_are_refused_without_overflow() {
+        let mut limiter = MemoryLimiter::new(100);
+        assert!(limiter.memory_growing(0, 50, None).unwrap());
+        assert!(!limiter.memory_growing(10, usize::MAX, None).unwrap());
+        assert_eq!(limiter.refused, Some(usize::MAX));
+        // A memory's own declared maximum is respected too.
+        assert!(!limiter.memory_growing(0, 20, Some(10)).unwrap());
+    }
+
+    #[test]
+    fn a_failed_growth_gives_its_memory_back() {
+        let mut limiter = MemoryLimiter::new(100);
+        assert!(limiter.memory_growing(0, 80, None).unwrap());
+        limiter.memory_grow_failed(wasmtime::format_err!("mmap failed")).unwrap();
+        assert!(limiter.memory_growing(0, 90, None).unwrap());
+    }
+
+    #[test]
+    fn table_elements_are_summed_over_tables() {
+        let mut limiter = MemoryLimiter::new(100);
+        assert!(limiter.table_growing(0, TABLE_ELEMENTS_LIMIT - 10, None).unwrap());
+        assert!(!limiter.table_growing(0, 11, None).unwrap());
+        assert!(limiter.table_growing(0, 10, None).unwrap());
     }
 }

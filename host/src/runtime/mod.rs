@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmtime::component::{HasSelf, Linker};
-use wasmtime::{Config, Engine, Store, Trap};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
 
 use bindings::checksum::{Checksum as ChecksumBindings, ChecksumPre};
 use bindings::listener::{Listener as ListenerBindings, ListenerPre};
@@ -103,11 +103,21 @@ impl std::fmt::Display for World {
 }
 
 /// Settings of the runtime as a whole.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct RuntimeOptions {
     /// Where compiled components are cached across processes; `None` keeps
     /// them in memory only.
     pub cache_dir: Option<PathBuf>,
+    /// Use wasmtime's pooling allocator (falls back to on-demand allocation
+    /// where it cannot reserve its address space; `TRELLIS_NO_POOLING`
+    /// turns it off).
+    pub pooling: bool,
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        RuntimeOptions { cache_dir: None, pooling: true }
+    }
 }
 
 /// The one engine of the process, with its linker, compile cache and epoch
@@ -121,6 +131,39 @@ struct RuntimeInner {
     engine: Engine,
     linker: Linker<Sandbox>,
     cache: cache::CompileCache,
+    /// One permit per live store, so that calls wait for a pool slot
+    /// instead of failing to instantiate when the pool is full.
+    stores: Arc<tokio::sync::Semaphore>,
+}
+
+/// How many stores may be alive at once: concurrent calls plus running
+/// listener instances. The pooling allocator reserves this many slots.
+pub const POOL_SLOTS: u32 = 128;
+
+fn engine_config(pooling: bool) -> Config {
+    let mut config = Config::new();
+    config.epoch_interruption(true);
+    // Checksums must be reproducible across machines.
+    config.cranelift_nan_canonicalization(true);
+    config.relaxed_simd_deterministic(true);
+    // Plugins are wasm32; 64-bit memories would only widen the attack surface.
+    config.wasm_memory64(false);
+    if pooling {
+        // A fresh store per call is the isolation model; the pool makes it
+        // cheap by reusing memory slots and fiber stacks instead of mapping
+        // and unmapping them for every call.
+        let mut pool = PoolingAllocationConfig::new();
+        pool.total_component_instances(POOL_SLOTS)
+            .total_stacks(POOL_SLOTS)
+            .total_core_instances(POOL_SLOTS * 16)
+            .total_memories(POOL_SLOTS * 4)
+            .total_tables(POOL_SLOTS * 8)
+            .max_memory_size(limits::MAX_MEMORY);
+        // No linear_memory_keep_resident: memset-ing a kept megabyte on every
+        // reuse costs more than faulting in the few pages a call touches.
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    }
+    config
 }
 
 impl Drop for RuntimeInner {
@@ -132,11 +175,17 @@ impl Drop for RuntimeInner {
 
 impl Runtime {
     pub fn new(options: RuntimeOptions) -> Result<Runtime, Error> {
-        let mut config = Config::new();
-        config.epoch_interruption(true);
-        // Checksums must be reproducible across machines.
-        config.cranelift_nan_canonicalization(true);
-        let engine = Engine::new(&config).map_err(|e| Error::Engine(e.to_string()))?;
+        let pooling = options.pooling && std::env::var_os("TRELLIS_NO_POOLING").is_none();
+        let engine = match pooling.then(|| Engine::new(&engine_config(true))) {
+            Some(Ok(engine)) => engine,
+            // The pool reserves address space up front; where that fails
+            // (small address spaces, strict overcommit), allocate on demand.
+            Some(Err(e)) => {
+                tracing::warn!("pooling allocator unavailable, allocating on demand: {e}");
+                Engine::new(&engine_config(false)).map_err(|e| Error::Engine(e.to_string()))?
+            }
+            None => Engine::new(&engine_config(false)).map_err(|e| Error::Engine(e.to_string()))?,
+        };
 
         let mut linker = Linker::new(&engine);
         // All of WASI is linked, because a Rust guest's std imports much of
@@ -158,14 +207,19 @@ impl Runtime {
             .map_err(|e| Error::Engine(format!("cannot start the epoch ticker: {e}")))?;
 
         let cache = cache::CompileCache::new(&engine, options.cache_dir.as_deref());
-        Ok(Runtime { inner: Arc::new(RuntimeInner { engine, linker, cache }) })
+        let stores = Arc::new(tokio::sync::Semaphore::new(POOL_SLOTS as usize));
+        Ok(Runtime { inner: Arc::new(RuntimeInner { engine, linker, cache, stores }) })
     }
 
     /// Loads the plugin in `path`, named after its file stem.
     pub async fn load_file(&self, path: &Path) -> Result<Plugin, Error> {
         let bytes = tokio::fs::read(path).await.map_err(|source| Error::Read { path: path.to_path_buf(), source })?;
         let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        self.load(&name, bytes).await
+        self.load(&name, bytes).await.map_err(|error| match error {
+            // Name the file, which the user typed, rather than the plugin.
+            Error::NotAPlugin { reason, .. } => Error::NotAPlugin { name: path.display().to_string(), reason },
+            other => other,
+        })
     }
 
     /// Loads a plugin from its bytes: compiles it (or finds it in the
@@ -210,6 +264,7 @@ impl Runtime {
                 load_time: started.elapsed(),
                 pre,
                 engine: engine.clone(),
+                stores: self.inner.stores.clone(),
             }),
             limits: Limits::default_for(world),
         })
@@ -243,6 +298,7 @@ struct PluginInner {
     load_time: Duration,
     pre: Pre,
     engine: Engine,
+    stores: Arc<tokio::sync::Semaphore>,
 }
 
 /// What `describe` says of a plugin.
@@ -481,12 +537,16 @@ impl Plugin {
     }
 
     /// This plugin with other limits, e.g. from the project configuration.
+    /// Deadlines are clamped to a week and memory to 4 GiB.
     pub fn with_limits(&self, limits: Limits) -> Plugin {
-        Plugin { inner: self.inner.clone(), limits }
+        Plugin { inner: self.inner.clone(), limits: limits.clamped() }
     }
 
-    fn store(&self, grants: &[Grant], deterministic: bool) -> Result<Store<Sandbox>, Error> {
-        Sandbox::store(&self.inner.engine, self.inner.name.clone(), grants, self.limits, deterministic)
+    /// A fresh store, once a store slot is free.
+    async fn store(&self, grants: &[Grant], deterministic: bool) -> Result<Store<Sandbox>, Error> {
+        let slot =
+            self.inner.stores.clone().acquire_owned().await.map_err(|_| Error::Engine("runtime shut down".into()))?;
+        Sandbox::store(&self.inner.engine, self.inner.name.clone(), grants, self.limits, deterministic, slot)
     }
 
     fn wrong_world(&self, expected: World) -> Error {
@@ -495,7 +555,7 @@ impl Plugin {
 
     /// Calls `describe`, under the world's limits, with no grants.
     pub async fn describe(&self) -> Result<CallReport<PluginInfo>, Error> {
-        let mut store = self.store(&[], true)?;
+        let mut store = self.store(&[], true).await?;
         let started = Instant::now();
         let result = match &self.inner.pre {
             Pre::Transformation(pre) => {
@@ -537,6 +597,7 @@ impl Plugin {
             .map(|(index, input)| Grant { host: input.dir.clone(), guest: guest_input(index), writable: false })
             .collect();
         grants.push(Grant { host: request.output_dir.clone(), guest: GUEST_OUTPUT.into(), writable: true });
+        check_no_overlap(&grants)?;
         let wit_request = wit::Request {
             view: request.view.clone(),
             parameters: request.parameters.clone(),
@@ -558,7 +619,7 @@ impl Plugin {
             output: GUEST_OUTPUT.into(),
         };
 
-        let mut store = self.store(&grants, false)?;
+        let mut store = self.store(&grants, false).await?;
         let started = Instant::now();
         let call = async {
             let instance = pre.instantiate_async(&mut store).await.map_err(Phase::Instantiate)?;
@@ -566,7 +627,11 @@ impl Plugin {
         };
         let result = tokio::time::timeout(self.limits.deadline + GRACE, call).await;
         Ok(report(&store, started, self.limits, result, |returned| match returned {
-            Ok(wit::Outcome::Data(counters)) => Ok(TransformOutcome::Data { counters }),
+            Ok(wit::Outcome::Data(counters)) => {
+                check_counters(&counters)?;
+                check_plain_files(&request.output_dir)?;
+                Ok(TransformOutcome::Data { counters })
+            }
             Ok(wit::Outcome::NoData) => Ok(TransformOutcome::NoData),
             Err(wit::Failure::Retryable(message)) => Err(Failure::new(FailureKind::Retryable, message)),
             Err(wit::Failure::Fatal(message)) => Err(Failure::new(FailureKind::Fatal, message)),
@@ -589,7 +654,7 @@ impl Plugin {
                 .map(|(name, content)| wit::NamedResource { name: name.clone(), content: content.clone() })
                 .collect(),
         };
-        let mut store = self.store(&[], true)?;
+        let mut store = self.store(&[], true).await?;
         let started = Instant::now();
         let call = async {
             let instance: ChecksumBindings = pre.instantiate_async(&mut store).await.map_err(Phase::Instantiate)?;
@@ -615,7 +680,7 @@ impl Plugin {
             .map(|dir| Grant { host: dir.to_path_buf(), guest: GUEST_STATE.into(), writable: true })
             .into_iter()
             .collect();
-        let mut store = self.store(&grants, false)?;
+        let mut store = self.store(&grants, false).await?;
         let started = Instant::now();
         let call = async {
             let instance = pre.instantiate_async(&mut store).await.map_err(Phase::Instantiate)?;
@@ -633,6 +698,71 @@ impl Plugin {
             ListenerInstance { plugin: self.clone(), bindings: bindings.filter(|_| report.result.is_ok()), store };
         Ok((instance, report))
     }
+}
+
+/// Refuses grants where one directory contains another: an input inside
+/// the output would become writable, an output inside an input would let a
+/// call change its own inputs.
+fn check_no_overlap(grants: &[Grant]) -> Result<(), Error> {
+    let resolved: Vec<PathBuf> = grants
+        .iter()
+        .map(|grant| {
+            std::fs::canonicalize(&grant.host)
+                .map_err(|e| Error::Grant { path: grant.host.clone(), reason: e.to_string() })
+        })
+        .collect::<Result<_, _>>()?;
+    for (i, a) in resolved.iter().enumerate() {
+        for (j, b) in resolved.iter().enumerate() {
+            let writable = grants[i].writable || grants[j].writable;
+            if i != j && writable && b.starts_with(a) {
+                return Err(Error::Grant {
+                    path: grants[j].host.clone(),
+                    reason: format!("it lies inside {}, and one of them is writable", grants[i].host.display()),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Most counters a transformation may report, and the longest name.
+const COUNTER_LIMIT: usize = 64;
+const COUNTER_NAME_LIMIT: usize = 128;
+
+fn check_counters(counters: &[(String, u64)]) -> Result<(), Failure> {
+    if counters.len() > COUNTER_LIMIT {
+        return Err(Failure::new(
+            FailureKind::MalformedResult,
+            format!("malformed result: {} counters, at most {COUNTER_LIMIT} are allowed", counters.len()),
+        ));
+    }
+    if let Some((name, _)) = counters.iter().find(|(name, _)| name.len() > COUNTER_NAME_LIMIT) {
+        return Err(Failure::new(
+            FailureKind::MalformedResult,
+            format!("malformed result: a counter name of {} bytes, at most {COUNTER_NAME_LIMIT}", name.len()),
+        ));
+    }
+    Ok(())
+}
+
+/// The output may hold only directories and regular files: a symlink left
+/// by the guest would point readers of the published data anywhere.
+fn check_plain_files(dir: &Path) -> Result<(), Failure> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| Failure::new(FailureKind::Retryable, format!("cannot read the output {}: {e}", dir.display())))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Failure::new(FailureKind::Retryable, format!("cannot read the output: {e}")))?;
+        let kind = entry.file_type().map_err(|e| Failure::new(FailureKind::Retryable, e.to_string()))?;
+        if kind.is_dir() {
+            check_plain_files(&entry.path())?;
+        } else if !kind.is_file() {
+            return Err(Failure::new(
+                FailureKind::MalformedResult,
+                format!("the output holds {}, which is not a regular file or directory", entry.path().display()),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn listener_failure(error: bindings::listener::exports::trellis::plugin::events::ListenerError) -> Failure {
@@ -730,9 +860,13 @@ fn report<R, T>(
         Ok(Ok(returned)) => convert(returned),
         Ok(Err(phase)) => Err(classify(sandbox, limits, phase)),
         Err(_elapsed) => Err(timeout(limits)),
-    };
+    }
+    .map_err(|failure| Failure { message: sandbox::bounded(failure.message), ..failure });
     let (stdout, stderr) = sandbox.take_output();
     let plugin = sandbox.plugin();
+    if sandbox.dropped_log_messages > 0 {
+        tracing::warn!(target: "trellis::plugin", plugin, dropped = sandbox.dropped_log_messages, "log budget exhausted; messages dropped");
+    }
     for (stream, captured) in [("stdout", &stdout), ("stderr", &stderr)] {
         if !captured.text.is_empty() {
             tracing::info!(target: "trellis::plugin", plugin, stream, truncated_bytes = captured.truncated_bytes, "{}", captured.text.trim_end());
@@ -746,13 +880,16 @@ fn timeout(limits: Limits) -> Failure {
 }
 
 fn classify(sandbox: &Sandbox, limits: Limits, phase: Phase) -> Failure {
+    let panic = sandbox.panic.as_deref().map(|message| format!("panicked: {message}"));
     // The limiter's refusal explains whatever trap followed it: a Rust guest
-    // aborts when an allocation fails.
+    // aborts when an allocation fails, or panics if it used try_reserve.
     if let Some(asked) = sandbox.limiter.refused {
-        return Failure::new(
-            FailureKind::MemoryExhausted,
-            format!("memory cap of {} MiB exceeded (asked for {} MiB)", limits.memory >> 20, asked.div_ceil(1 << 20)),
-        );
+        let mut message =
+            format!("memory cap of {} MiB exceeded (asked for {} MiB)", limits.memory >> 20, asked.div_ceil(1 << 20));
+        if let Some(panic) = panic {
+            message = format!("{message}; then {panic}");
+        }
+        return Failure::new(FailureKind::MemoryExhausted, message);
     }
     let (error, instantiating) = match phase {
         Phase::Instantiate(error) => (error, true),
@@ -762,9 +899,7 @@ fn classify(sandbox: &Sandbox, limits: Limits, phase: Phase) -> Failure {
         return match trap {
             Trap::Interrupt => timeout(limits),
             Trap::StackOverflow => Failure::new(FailureKind::StackOverflow, "stack overflow"),
-            _ if sandbox.panic.is_some() => {
-                Failure::new(FailureKind::Panic, format!("panicked: {}", sandbox.panic.as_deref().unwrap_or_default()))
-            }
+            _ if panic.is_some() => Failure::new(FailureKind::Panic, panic.unwrap_or_default()),
             Trap::UnreachableCodeReached => Failure::new(FailureKind::Trap, "aborted (wasm `unreachable`)"),
             Trap::MemoryOutOfBounds => Failure::new(
                 FailureKind::Trap,
@@ -781,7 +916,8 @@ fn classify(sandbox: &Sandbox, limits: Limits, phase: Phase) -> Failure {
     if instantiating {
         return Failure::new(FailureKind::Instantiation, format!("cannot instantiate: {error:#}"));
     }
-    // The call returned, but its result could not be lifted: the canonical
-    // ABI rejected it (bad UTF-8, bad discriminant, out-of-bounds pointer).
+    // The call returned, but what crossed the boundary was refused: its
+    // result could not be lifted (bad UTF-8, bad discriminant, out-of-bounds
+    // pointer), or a host call's arguments were over their limits.
     Failure::new(FailureKind::MalformedResult, format!("malformed result: {error:#}"))
 }

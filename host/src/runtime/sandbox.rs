@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio::sync::OwnedSemaphorePermit;
 use wasmtime::component::ResourceTable;
 use wasmtime::{Engine, Store, UpdateDeadline};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
@@ -23,8 +24,21 @@ pub(crate) struct Grant {
     pub writable: bool,
 }
 
-/// Longest log message or panic report kept from a guest.
-const MESSAGE_LIMIT: usize = 16 << 10;
+/// Longest log message, panic report or failure message kept from a guest.
+pub(crate) const MESSAGE_LIMIT: usize = 16 << 10;
+
+/// Bytes of log messages a store may send to the host log; past it,
+/// messages are counted and dropped, like captured output.
+const LOG_BUDGET: usize = 256 << 10;
+
+/// Most bytes the guest may pass to the host in one host call. Rust's std
+/// writes in 4 KiB chunks; without this, one `log` call could make the host
+/// copy 128 MiB (wasmtime's default) before any of our limits applies.
+const HOSTCALL_BYTES: usize = 4 << 20;
+
+/// Most handles (open files, streams) a store may hold at once. Each open
+/// file is a host file descriptor; wasmtime's default is a million.
+const HANDLE_LIMIT: usize = 256;
 
 pub(crate) struct Sandbox {
     wasi: WasiCtx,
@@ -33,8 +47,12 @@ pub(crate) struct Sandbox {
     pub(crate) deadline: Instant,
     plugin: Arc<str>,
     pub(crate) panic: Option<String>,
+    log_budget: usize,
+    pub(crate) dropped_log_messages: u64,
     stdout: CaptureStream,
     stderr: CaptureStream,
+    /// Held for the store's life: one of the runtime's store slots.
+    _slot: OwnedSemaphorePermit,
 }
 
 impl Sandbox {
@@ -46,6 +64,7 @@ impl Sandbox {
         grants: &[Grant],
         limits: Limits,
         deterministic: bool,
+        slot: OwnedSemaphorePermit,
     ) -> Result<Store<Sandbox>, Error> {
         let stdout = CaptureStream::new(CAPTURE_LIMIT);
         let stderr = CaptureStream::new(CAPTURE_LIMIT);
@@ -67,18 +86,24 @@ impl Sandbox {
                 .insecure_random(Deterministic::new(vec![0x5e, 0xed]))
                 .insecure_random_seed(0);
         }
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(HANDLE_LIMIT);
         let sandbox = Sandbox {
             wasi: wasi.build(),
-            table: ResourceTable::new(),
+            table,
             limiter: MemoryLimiter::new(limits.memory),
-            deadline: Instant::now() + limits.deadline,
+            deadline: Instant::now() + limits.clamped().deadline,
             plugin,
             panic: None,
+            log_budget: LOG_BUDGET,
+            dropped_log_messages: 0,
             stdout,
             stderr,
+            _slot: slot,
         };
         let mut store = Store::new(engine, sandbox);
         store.limiter(|sandbox| &mut sandbox.limiter);
+        store.set_hostcall_fuel(HOSTCALL_BYTES);
         // The engine's epoch ticks every EPOCH_TICK; at each tick the guest
         // yields to tokio, and once past its deadline it is interrupted.
         store.set_epoch_deadline(1);
@@ -107,7 +132,8 @@ impl WasiView for Sandbox {
     }
 }
 
-fn bounded(mut message: String) -> String {
+/// `message`, cut at [`MESSAGE_LIMIT`] bytes on a character boundary.
+pub(crate) fn bounded(mut message: String) -> String {
     if message.len() > MESSAGE_LIMIT {
         let mut end = MESSAGE_LIMIT;
         while !message.is_char_boundary(end) {
@@ -122,6 +148,12 @@ fn bounded(mut message: String) -> String {
 impl host::Host for Sandbox {
     fn log(&mut self, level: LogLevel, message: String) {
         let message = bounded(message);
+        if message.len() > self.log_budget {
+            self.log_budget = 0;
+            self.dropped_log_messages += 1;
+            return;
+        }
+        self.log_budget -= message.len();
         let plugin = &*self.plugin;
         match level {
             LogLevel::Trace => tracing::trace!(target: "trellis::plugin", plugin, "{message}"),
@@ -133,7 +165,9 @@ impl host::Host for Sandbox {
     }
 
     fn report_panic(&mut self, message: String) {
-        self.panic = Some(bounded(message));
+        let message = bounded(message);
+        tracing::error!(target: "trellis::plugin", plugin = &*self.plugin, "panicked: {message}");
+        self.panic = Some(message);
     }
 }
 
