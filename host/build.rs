@@ -2,7 +2,7 @@
 //! fixtures) for wasm32-wasip2, so that the binary can embed the samples and
 //! the tests always run against freshly built plugins.
 //!
-//! The nested cargo gets its own target directory (`target/plugins`), which
+//! The nested cargo gets its own target directory (`<target>/plugins`), which
 //! avoids deadlocking on the outer build's lock, and an environment cleaned
 //! of the outer build's variables. A missing wasm target is installed with
 //! rustup, or the build stops with one line naming the command to run.
@@ -13,25 +13,39 @@ use std::process::{Command, Stdio};
 const TARGET: &str = "wasm32-wasip2";
 
 fn main() {
-    let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    let root = manifest_dir.parent().expect("host/ has a parent").to_path_buf();
+    let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
+    let Some(root) = manifest_dir.parent().map(Path::to_path_buf) else {
+        fail("CARGO_MANIFEST_DIR has no parent: host/ must sit in the trellis checkout");
+    };
     let plugins = root.join("plugins");
-    for watched in ["plugins/Cargo.toml", "plugins/Cargo.lock", "plugin-sdk/Cargo.toml", "plugin-sdk/src", "wit"] {
-        println!("cargo::rerun-if-changed={}", root.join(watched).display());
+    let watched = [
+        "plugins/Cargo.toml",
+        "plugins/Cargo.lock",
+        "plugins/.cargo/config.toml",
+        "plugin-sdk/Cargo.toml",
+        "plugin-sdk/src",
+        "wit",
+        "rust-toolchain.toml",
+    ];
+    for path in watched {
+        println!("cargo::rerun-if-changed={}", root.join(path).display());
     }
-    for member in std::fs::read_dir(&plugins).expect("plugins/ exists").flatten() {
+    let Ok(members) = std::fs::read_dir(&plugins) else {
+        fail(&format!("cannot read {}", plugins.display()));
+    };
+    for member in members.flatten() {
         let path = member.path();
         if path.is_dir() && path.file_name().is_some_and(|n| n != "target" && n != ".cargo") {
             println!("cargo::rerun-if-changed={}", path.display());
         }
     }
-    println!("cargo::rerun-if-env-changed=CARGO_TARGET_DIR");
 
-    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .map(|dir| if dir.is_relative() { root.join(dir) } else { dir })
-        .unwrap_or_else(|| root.join("target"))
-        .join("plugins");
+    // `<target dir>/<profile>/build/trellis-<hash>/out` → `<target dir>/plugins`,
+    // shared by every profile, wherever cargo was told to put its target dir.
+    let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_default());
+    let Some(target_dir) = out_dir.ancestors().nth(4).map(|dir| dir.join("plugins")) else {
+        fail(&format!("unexpected OUT_DIR {}", out_dir.display()));
+    };
 
     ensure_wasm_target();
 
@@ -45,11 +59,18 @@ fn main() {
         // Our stdout is read by cargo as directives: keep the nested build's off it.
         .stdout(Stdio::from(std::io::stderr()));
     clean_environment(&mut command);
-    let status = command.status();
-    if !matches!(status, Ok(status) if status.success()) {
-        fail("building the plugins in plugins/ for wasm32-wasip2 failed; the errors are above");
+    match command.status() {
+        Ok(status) if status.success() => {}
+        Ok(_) => fail("building the plugins in plugins/ for wasm32-wasip2 failed; the errors are above"),
+        Err(e) => fail(&format!("cannot run cargo to build the plugins in plugins/: {e}")),
     }
     let built = target_dir.join(TARGET).join("release");
+    // If someone deletes a built plugin, build it again.
+    if let Ok(entries) = std::fs::read_dir(&built) {
+        for entry in entries.flatten().filter(|e| e.path().extension().is_some_and(|x| x == "wasm")) {
+            println!("cargo::rerun-if-changed={}", entry.path().display());
+        }
+    }
     println!("cargo::rustc-env=TRELLIS_PLUGINS_DIR={}", built.display());
 }
 
@@ -85,8 +106,10 @@ fn has_wasm_target() -> bool {
 fn clean_environment(command: &mut Command) {
     for (key, _) in std::env::vars_os() {
         let Some(key) = key.to_str() else { continue };
-        let outer_cargo = key.starts_with("CARGO")
+        let outer_cargo = (key.starts_with("CARGO") || key.starts_with("__CARGO"))
             && !(key == "CARGO_HOME"
+                // The jobserver: the nested build shares the outer build's job slots.
+                || key == "CARGO_MAKEFLAGS"
                 || key.starts_with("CARGO_NET_")
                 || key.starts_with("CARGO_HTTP_")
                 || key.starts_with("CARGO_REGISTRIES_")

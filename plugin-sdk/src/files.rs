@@ -52,12 +52,16 @@ fn collect(root: &Path, dir: &Path, found: &mut Vec<String>) -> io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
+        let path = entry.path();
+        let Some(name) = name.to_str() else {
+            // Skipping it would silently lose data.
+            return Err(io::Error::other(format!("{} has a name that is not UTF-8", path.display())));
+        };
         if !is_data_file(name) {
             continue;
         }
-        let path = entry.path();
-        if entry.file_type()?.is_dir() {
+        // is_dir follows symlinks, so a linked directory is walked, not read as a file.
+        if path.is_dir() {
             collect(root, &path, found)?;
         } else {
             let relative = path.strip_prefix(root).unwrap_or(&path);

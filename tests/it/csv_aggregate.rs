@@ -181,3 +181,29 @@ fn a_bad_aggregate_is_fatal_and_says_what_is_allowed() {
         result.stderr
     );
 }
+
+#[test]
+fn numbers_are_plain_exact_decimals() {
+    for (cell, problem) in [
+        ("1_000", "`1_000` is not a number"),
+        ("1e3", "`1e3` is not a number"),
+        ("1234567890123456789012345678901234567890", "has too many digits to add exactly"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let csv = format!("shop,amount\nS1,{cell}\n");
+        let result = run_on(dir.path(), &[("a.csv", &csv)], "sum(amount)");
+        assert_eq!(result.code, 1, "{cell}: {}", result.stderr);
+        assert!(result.stderr.contains("orders:a.csv line 2: column `amount`: "), "{}", result.stderr);
+        assert!(result.stderr.contains(problem), "{cell}: {}", result.stderr);
+    }
+}
+
+#[test]
+fn empty_files_are_no_rows_and_group_values_are_trimmed() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = [("a.csv", ""), ("b.csv", "shop,amount\nS1 ,1.5\n S1,2.5\n")];
+    let result = run_on(dir.path(), &files, "sum(amount)");
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    let written = std::fs::read_to_string(dir.path().join("out/part-00000.csv")).unwrap();
+    assert_eq!(written, "shop,sum_amount\nS1,4\n");
+}

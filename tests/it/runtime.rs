@@ -31,8 +31,17 @@ async fn compiled_components_are_cached_in_memory_and_on_disk() {
     std::fs::write(&cached[0], b"not a compiled component").unwrap();
     let third = Runtime::new(options.clone()).unwrap();
     assert_eq!(third.load_file(&path).await.unwrap().provenance(), Provenance::Compiled);
-    let fourth = Runtime::new(options).unwrap();
+    let fourth = Runtime::new(options.clone()).unwrap();
     assert_eq!(fourth.load_file(&path).await.unwrap().provenance(), Provenance::Disk);
+
+    // Cached files are native code: one that others could have written is
+    // not trusted either.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&cached[0], std::fs::Permissions::from_mode(0o666)).unwrap();
+    let fifth = Runtime::new(options).unwrap();
+    assert_eq!(fifth.load_file(&path).await.unwrap().provenance(), Provenance::Compiled);
+    let mode = std::fs::metadata(&cached[0]).unwrap().permissions().mode();
+    assert_eq!(mode & 0o077, 0, "rewritten cache file has mode {mode:o}");
 }
 
 fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
@@ -127,7 +136,7 @@ async fn sql_checksum_ignores_comments_set_statements_and_whitespace() {
     ] {
         assert_ne!(sql_checksum(different).await.unwrap(), base, "{different}");
     }
-    assert_eq!(sql_checksum("SELECT 'unterminated").await, Err("unterminated ' quote".into()));
+    assert_eq!(sql_checksum("SELECT 'unterminated").await, Err("query: unterminated ' quote".into()));
 }
 
 #[tokio::test]
@@ -223,4 +232,56 @@ async fn an_output_holding_a_symlink_is_refused() {
     let failure = report.result.unwrap_err();
     assert_eq!(failure.kind, FailureKind::MalformedResult);
     assert!(failure.message.ends_with("sub/link, which is not a regular file or directory"), "{}", failure.message);
+}
+
+#[tokio::test]
+async fn sql_checksum_covers_every_resource_and_keeps_backslashes_in_identifiers() {
+    let plugin = load("sql_checksum").await;
+    let checksum = |resources: Vec<(&str, &str)>| {
+        let request = ChecksumRequest {
+            transformation: "hive".into(),
+            config: Vec::new(),
+            resources: resources.into_iter().map(|(n, c)| (n.to_string(), c.as_bytes().to_vec())).collect(),
+        };
+        let plugin = plugin.clone();
+        async move { plugin.checksum(&request).await.unwrap().result }
+    };
+    let both = checksum(vec![("a.sql", "SELECT 1"), ("b.sql", "SELECT 2")]).await.unwrap();
+    assert_ne!(both, checksum(vec![("a.sql", "SELECT 1"), ("b.sql", "SELECT 3")]).await.unwrap());
+    assert_eq!(both, checksum(vec![("a.sql", "SELECT  1 -- x"), ("b.sql", "SELECT 2;")]).await.unwrap());
+    // Backticks quote identifiers without escapes: this is complete SQL.
+    assert!(checksum(vec![("a.sql", r"SELECT `odd\` FROM t")]).await.is_ok());
+}
+
+#[tokio::test]
+async fn the_jsonl_listener_repairs_a_line_left_half_written() {
+    let plugin = load("jsonl_listener").await;
+    let state = tempfile::tempdir().unwrap();
+    std::fs::write(state.path().join("events.jsonl"), "{\"sequence\":1,\"vi").unwrap();
+    let (mut listener, started) = plugin.start_listener(&[], Some(state.path())).await.unwrap();
+    assert!(started.result.is_ok());
+    let event = transition(2, "v", ViewState::Receive, ViewState::Waiting);
+    assert!(listener.on_event(&event).await.result.is_ok());
+    let written = std::fs::read_to_string(state.path().join("events.jsonl")).unwrap();
+    let lines: Vec<&str> = written.lines().collect();
+    assert_eq!(lines.len(), 2, "{written}");
+    let last: serde_json::Value = serde_json::from_str(lines[1]).unwrap();
+    assert_eq!(last["sequence"], 2);
+}
+
+#[tokio::test]
+async fn concat_never_joins_lines_of_different_files_and_keeps_one_header() {
+    let concat = load("concat").await;
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir_all(&input).unwrap();
+    std::fs::write(input.join("a.csv"), "").unwrap();
+    std::fs::write(input.join("b.csv"), "shop,amount\nS1,1").unwrap();
+    std::fs::write(input.join("c.csv"), "shop,amount\nS2,2\n").unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let config = [("header", "true"), ("file", "all.csv")];
+    let report = concat.transform(&request(&[("orders", &input)], &out, &config)).await.unwrap();
+    assert!(report.result.is_ok(), "{:?}", report.result);
+    assert_eq!(std::fs::read_to_string(out.join("all.csv")).unwrap(), "shop,amount\nS1,1\nS2,2\n");
 }

@@ -36,7 +36,7 @@ impl DemoArgs {
         let dir = &self.dir;
         prepare(dir)?;
         let plugins_dir = dir.join("plugins");
-        std::fs::create_dir_all(&plugins_dir)?;
+        std::fs::create_dir_all(&plugins_dir).with_context(|| format!("creating {}", plugins_dir.display()))?;
         for sample in &SAMPLES {
             std::fs::write(plugins_dir.join(sample.file_name), sample.bytes)
                 .with_context(|| format!("writing {}", sample.file_name))?;
@@ -62,7 +62,8 @@ impl DemoArgs {
             transform(&concat, "demo/AllOrders", &orders, &all, &[("header", "true"), ("file", "orders.csv")]).await?;
         if ok_daily {
             println!("\n{}:", daily.join("daily-sales.csv").display());
-            print!("{}", std::fs::read_to_string(daily.join("daily-sales.csv"))?);
+            let written = daily.join("daily-sales.csv");
+            print!("{}", std::fs::read_to_string(&written).with_context(|| format!("reading {}", written.display()))?);
             println!();
         }
 
@@ -88,7 +89,7 @@ impl DemoArgs {
         }
 
         let state = dir.join("state");
-        std::fs::create_dir_all(&state)?;
+        std::fs::create_dir_all(&state).with_context(|| format!("creating {}", state.display()))?;
         let ok_listener =
             listen(&jsonl_listener, &state, [(ok_daily, "demo/DailySales"), (ok_all, "demo/AllOrders")]).await?;
 
@@ -117,7 +118,8 @@ fn prepare(dir: &Path) -> anyhow::Result<()> {
         }
     }
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    std::fs::write(dir.join(MARKER), "written by `trellis demo`\n")?;
+    std::fs::write(dir.join(MARKER), "written by `trellis demo`\n")
+        .with_context(|| format!("writing {}", dir.join(MARKER).display()))?;
     Ok(())
 }
 
@@ -126,7 +128,7 @@ fn write_orders(orders: &Path) -> anyhow::Result<()> {
     let mut order_id = 1000;
     for (s, shop) in SHOPS.iter().enumerate() {
         let shop_dir = orders.join(shop);
-        std::fs::create_dir_all(&shop_dir)?;
+        std::fs::create_dir_all(&shop_dir).with_context(|| format!("creating {}", shop_dir.display()))?;
         for (d, day) in DAYS.iter().enumerate() {
             let mut csv = String::from("order_id,shop,day,amount\n");
             for n in 0..(3 + (s + d) % 3) {
@@ -134,9 +136,11 @@ fn write_orders(orders: &Path) -> anyhow::Result<()> {
                 let cents = 500 + (order_id * 37 + n * 101) % 9000;
                 writeln!(csv, "{order_id},{shop},{day},{}.{:02}", cents / 100, cents % 100)?;
             }
-            std::fs::write(shop_dir.join(format!("{day}.csv")), csv)?;
+            let file = shop_dir.join(format!("{day}.csv"));
+            std::fs::write(&file, csv).with_context(|| format!("writing {}", file.display()))?;
         }
-        std::fs::write(shop_dir.join("_SUCCESS"), "")?;
+        let flag = shop_dir.join("_SUCCESS");
+        std::fs::write(&flag, "").with_context(|| format!("writing {}", flag.display()))?;
     }
     Ok(())
 }
@@ -148,7 +152,7 @@ async fn transform(
     output: &Path,
     config: &[(&str, &str)],
 ) -> anyhow::Result<bool> {
-    std::fs::create_dir_all(output)?;
+    std::fs::create_dir_all(output).with_context(|| format!("creating {}", output.display()))?;
     let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
     let request = TransformRequest {
         view: view.into(),

@@ -1,10 +1,12 @@
 //! Compiled components, cached by the blake3 hash of their bytes: in memory
 //! for this process, and on disk so that the next process does not compile
-//! again. Only files this cache wrote itself are ever deserialized.
+//! again. Only files this cache wrote itself are ever deserialized: the
+//! directory is private to its owner, and so must each file be.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::io::Write;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -36,6 +38,15 @@ impl CompileCache {
             engine.precompile_compatibility_hash().hash(&mut hasher);
             env!("CARGO_PKG_VERSION").hash(&mut hasher);
             dir.join(format!("components-{:016x}", hasher.finish()))
+        });
+        // Cached files are native code that runs unsandboxed: use the disk
+        // only if the directory is ours alone.
+        let disk = disk.filter(|dir| match make_private(dir) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), "not caching compiled plugins on disk: {e}");
+                false
+            }
         });
         CompileCache { memory: Mutex::new(HashMap::new()), disk }
     }
@@ -81,12 +92,33 @@ impl CompileCache {
 /// mapped: a mapped file that someone truncates under a running process
 /// kills it with SIGBUS, and a copy of a few hundred KiB costs nothing.
 fn load(engine: &Engine, file: &Path) -> wasmtime::Result<Component> {
+    let dir_owner = std::fs::metadata(file.parent().unwrap_or(file))?.uid();
+    let metadata = std::fs::symlink_metadata(file)?;
+    if !metadata.is_file() || metadata.uid() != dir_owner || metadata.mode() & 0o022 != 0 {
+        wasmtime::bail!("not a private regular file of the cache's owner");
+    }
     let bytes = std::fs::read(file)?;
     // SAFETY: the file was written by `store` below from `Component::serialize`
     // of this engine configuration (the directory name says which), by
     // rename, so it is whole. wasmtime still checks its header; a stale or
     // damaged file fails here and is replaced by a fresh compilation.
     unsafe { Component::deserialize(engine, &bytes) }
+}
+
+/// Creates `dir` readable and writable by its owner only, and checks that
+/// the owner is this process's user (by creating a file and comparing).
+fn make_private(dir: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    let probe = tempfile::NamedTempFile::new_in(dir).map_err(|e| e.to_string())?;
+    let me = probe.as_file().metadata().map_err(|e| e.to_string())?.uid();
+    let metadata = std::fs::metadata(dir).map_err(|e| e.to_string())?;
+    if metadata.uid() != me {
+        return Err(format!("it belongs to user {}, not to this process's user {me}", metadata.uid()));
+    }
+    if metadata.mode() & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 /// Writes the serialized component next to its final name, then renames it

@@ -8,14 +8,13 @@
 //! - `file`: the output file name, default `part-00000.csv`.
 //!
 //! Every input file must have a header row naming the columns used. Numbers
-//! are exact decimals, so sums of money do not drift. An empty cell is a
+//! are exact decimals, so sums of money do not drift. Empty files count as
+//! no rows; group values are trimmed. An empty cell is a
 //! missing value: `count(col)`, `sum`, `min` and `max` skip it. A malformed
 //! row is a fatal error that names the file and line.
 
-use std::collections::BTreeMap;
-use std::str::FromStr;
-
 use rust_decimal::Decimal;
+use std::collections::BTreeMap;
 use trellis_plugin_sdk::{
     ConfigKey, Failure, InputFile, Outcome, PluginInfo, Request, ResultExt, Transformation, export_transformation,
 };
@@ -166,6 +165,9 @@ fn aggregate_file(
     aggregates: &[Aggregate],
     groups: &mut BTreeMap<Vec<String>, Vec<Accumulator>>,
 ) -> Result<u64, Failure> {
+    if std::fs::metadata(&file.path).or_fatal(|| file)?.len() == 0 {
+        return Ok(0); // an empty part file has no header and no rows
+    }
     let mut reader = csv::Reader::from_path(&file.path).or_fatal(|| file)?;
     let headers = reader.headers().or_fatal(|| format!("{file} line 1"))?.clone();
     let column = |name: &str| {
@@ -186,7 +188,7 @@ fn aggregate_file(
         })?;
         let line = record.position().map(|p| p.line()).unwrap_or(0);
         rows += 1;
-        let key: Vec<String> = key_columns.iter().map(|&i| record[i].to_string()).collect();
+        let key: Vec<String> = key_columns.iter().map(|&i| record[i].trim().to_string()).collect();
         let accumulators = groups.entry(key).or_insert_with(|| aggregates.iter().map(Aggregate::accumulator).collect());
         for ((aggregate, accumulator), column) in aggregates.iter().zip(accumulators).zip(&value_columns) {
             let Some(column) = *column else {
@@ -204,11 +206,9 @@ fn aggregate_file(
                 *n += 1;
                 continue;
             }
-            let value = Decimal::from_str(cell).map_err(|_| {
-                Failure::fatal(format!(
-                    "{file} line {line}: column `{}`: `{cell}` is not a number",
-                    aggregate.column.as_deref().unwrap_or_default()
-                ))
+            let column = aggregate.column.as_deref().unwrap_or_default();
+            let value = parse_decimal(cell).map_err(|problem| {
+                Failure::fatal(format!("{file} line {line}: column `{column}`: `{cell}` {problem}"))
             })?;
             match accumulator {
                 Accumulator::Sum(sum) => {
@@ -223,6 +223,18 @@ fn aggregate_file(
         }
     }
     Ok(rows)
+}
+
+/// Parses a plain decimal (`-12.50`, `7`, `+.5`) exactly. rust_decimal
+/// alone would also take `1_000` and round digits past its 28th.
+fn parse_decimal(text: &str) -> Result<Decimal, &'static str> {
+    let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
+    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+    let plain = |part: &str| part.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() && fraction.is_empty() || !plain(whole) || !plain(fraction) {
+        return Err("is not a number");
+    }
+    Decimal::from_str_exact(text).map_err(|_| "has too many digits to add exactly")
 }
 
 /// The message of a CSV error without its position, which we print ourselves.

@@ -7,7 +7,7 @@
 //! latest event of every view.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::{Read, Seek, SeekFrom, Write};
 
 use serde_json::json;
 use trellis_plugin_sdk::{Config, ConfigKey, Event, Listener, ListenerError, PluginInfo, export_listener};
@@ -26,11 +26,13 @@ impl Listener for JsonlListener {
 
     fn start(config: Config<'_>) -> Result<Self, ListenerError> {
         let path = config.get("file").unwrap_or("/state/events.jsonl").to_string();
-        let file = OpenOptions::new()
+        let mut file = OpenOptions::new()
             .create(true)
+            .read(true)
             .append(true)
             .open(&path)
             .map_err(|e| ListenerError::fatal(format!("cannot open {path}: {e}")))?;
+        terminate_last_line(&mut file).map_err(|e| ListenerError::fatal(format!("cannot repair {path}: {e}")))?;
         Ok(JsonlListener { file, path })
     }
 
@@ -50,10 +52,29 @@ impl Listener for JsonlListener {
                 "gap": { "first_sequence": gap.first_sequence, "last_sequence": gap.last_sequence },
             }),
         };
-        writeln!(self.file, "{line}")
+        // One write per event: a failure cannot leave half a line behind
+        // for the next event to continue.
+        self.file
+            .write_all(format!("{line}\n").as_bytes())
             .and_then(|()| self.file.flush())
             .map_err(|e| ListenerError::retryable(format!("cannot append to {}: {e}", self.path)))
     }
 }
 
 export_listener!(JsonlListener);
+
+/// If an earlier instance died mid-line, ends that line, so that the next
+/// event starts a line of its own.
+fn terminate_last_line(file: &mut File) -> std::io::Result<()> {
+    let length = file.metadata()?.len();
+    if length == 0 {
+        return Ok(());
+    }
+    file.seek(SeekFrom::Start(length - 1))?;
+    let mut last = [0u8];
+    file.read_exact(&mut last)?;
+    if last[0] != b'\n' {
+        file.write_all(b"\n")?;
+    }
+    Ok(())
+}

@@ -2,8 +2,8 @@
 //! Schedoscope's rule for Hive queries: what changes the query's meaning
 //! changes the checksum, and nothing else does.
 //!
-//! The SQL comes from the configuration key `query`, or else from the first
-//! named resource. Before hashing with blake3 it is normalized: `--` and
+//! The SQL comes from the configuration key `query` and from every named
+//! resource (query files); all of them count. Before hashing with blake3 it is normalized: `--` and
 //! `/* */` comments are removed, `SET ...;` statements are dropped, and runs
 //! of whitespace outside quotes become one space. Text inside '...', "..."
 //! and `...` is kept exactly.
@@ -20,17 +20,29 @@ impl Checksum for SqlChecksum {
     }
 
     fn checksum(input: ChecksumInput) -> Result<String, String> {
-        let sql = match input.config().get("query") {
-            Some(query) => query.to_string(),
-            None => {
-                let resource =
-                    input.resources.first().ok_or("no `query` in the configuration and no resource to read it from")?;
-                String::from_utf8(resource.content.clone())
-                    .map_err(|_| format!("resource `{}` is not UTF-8 text", resource.name))?
-            }
-        };
-        let normalized = normalize(&sql)?;
-        Ok(blake3::hash(normalized.as_bytes()).to_hex().to_string())
+        // Every piece of SQL counts: the `query` key, then each resource in
+        // order, each normalized.
+        let mut pieces = Vec::new();
+        if let Some(query) = input.config().get("query") {
+            pieces.push(("query".to_string(), query.to_string()));
+        }
+        for resource in &input.resources {
+            let text = String::from_utf8(resource.content.clone())
+                .map_err(|_| format!("resource `{}` is not UTF-8 text", resource.name))?;
+            pieces.push((resource.name.clone(), text));
+        }
+        if pieces.is_empty() {
+            return Err("no `query` in the configuration and no resource to read it from".to_string());
+        }
+        let mut hasher = blake3::Hasher::new();
+        for (name, sql) in &pieces {
+            let normalized = normalize(sql).map_err(|e| format!("{name}: {e}"))?;
+            // Lengths frame each piece, so that text cannot move between
+            // them. Names are not hashed: renaming a file changes no logic.
+            hasher.update(&(normalized.len() as u64).to_le_bytes());
+            hasher.update(normalized.as_bytes());
+        }
+        Ok(hasher.finalize().to_hex().to_string())
     }
 }
 
@@ -86,7 +98,9 @@ fn normalize(sql: &str) -> Result<String, String> {
                 let mut closed = false;
                 while let Some(q) = chars.next() {
                     current.push(q);
-                    if q == '\\' {
+                    // Hive string literals have backslash escapes; backtick
+                    // identifiers do not.
+                    if q == '\\' && quote != '`' {
                         if let Some(escaped) = chars.next() {
                             current.push(escaped);
                         }
