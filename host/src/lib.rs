@@ -4,5 +4,7 @@
 //! See ARCHITECTURE.md for the map of modules and their invariants.
 
 pub mod bundled;
+pub mod catalog;
 pub mod cli;
+pub mod lattice;
 pub mod runtime;

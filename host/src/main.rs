@@ -6,6 +6,12 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // `trellis views ... | head` must end quietly, as other Unix tools do,
+    // not panic in println! when the pipe closes.
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = trellis::cli::Cli::parse();
     trellis::cli::init_logging();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {

@@ -7,3 +7,4 @@ mod cli;
 mod csv_aggregate;
 mod runtime;
 mod sandbox;
+mod scenarios;

@@ -4,6 +4,7 @@
 //! it turns every error into one line and an exit code; it holds no logic
 //! that a library module or the server would need too.
 
+mod catalog;
 mod demo;
 mod plugins;
 
@@ -34,6 +35,12 @@ enum Command {
     Plugins(plugins::PluginsCommand),
     /// Write sample data and the sample plugins to a directory and run them
     Demo(demo::DemoArgs),
+    /// Load the project and print a summary, or every problem found
+    Validate(catalog::ProjectArgs),
+    /// List the views a pattern addresses, with their data paths
+    Views(catalog::ViewsArgs),
+    /// Show the views one view depends on, their data paths and dataIn()
+    Deps(catalog::DepsArgs),
 }
 
 /// How a command ended, beyond errors (which exit with 2).
@@ -56,11 +63,17 @@ impl From<Status> for ExitCode {
 impl Cli {
     pub async fn run(self) -> anyhow::Result<Status> {
         let cache_dir = self.cache_dir.or_else(default_cache_dir);
-        let runtime = Runtime::new(RuntimeOptions { cache_dir, ..RuntimeOptions::default() })
-            .context("starting the plugin runtime")?;
+        // Only the commands that run plugins start the engine.
+        let runtime = || {
+            Runtime::new(RuntimeOptions { cache_dir: cache_dir.clone(), ..RuntimeOptions::default() })
+                .context("starting the plugin runtime")
+        };
         match self.command {
-            Command::Plugins(command) => command.run(&runtime).await,
-            Command::Demo(args) => args.run(&runtime).await,
+            Command::Plugins(command) => command.run(&runtime()?).await,
+            Command::Demo(args) => args.run(&runtime()?).await,
+            Command::Validate(args) => catalog::validate(&args),
+            Command::Views(args) => catalog::views(&args),
+            Command::Deps(args) => catalog::deps(&args),
         }
     }
 }

@@ -1,0 +1,196 @@
+//! The catalog: a project's settings, plugins and view types, loaded from
+//! `trellis.toml` and validated as a whole.
+//!
+//! Invariants: a `Catalog` that exists is valid. Every name it refers to
+//! resolves (plugins, dependency view types, template variables), its
+//! type-level dependency graph has no cycle except self-dependencies that
+//! only look into the past, and every view it can describe has a path
+//! inside the storage root. It does no I/O after loading and knows nothing
+//! of instantiated views (that is `lattice`), the metastore or wasmtime.
+
+pub mod expression;
+pub mod pattern;
+mod project;
+pub mod template;
+pub mod time;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use project::{Diagnostic, LoadError, load, parse};
+use template::Template;
+
+/// Names the time dimension gives to path templates, coarsest first.
+pub const TIME_VARIABLES: [&str; 5] = ["YEAR", "MONTH", "DAY", "HOUR", "MINUTE"];
+
+/// The file a project is declared in.
+pub const PROJECT_FILE: &str = "trellis.toml";
+
+/// A loaded, valid project.
+#[derive(Debug)]
+pub struct Catalog {
+    /// The project directory; relative paths in the file are relative to it.
+    pub root: PathBuf,
+    pub settings: Settings,
+    pub plugins: BTreeMap<String, PluginDecl>,
+    types: Vec<ViewType>,
+    by_name: HashMap<String, ViewTypeId>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub name: String,
+    /// Where views' data lives; every data path is inside it.
+    pub storage: PathBuf,
+    pub metastore: PathBuf,
+    /// What `latest()` counts back from.
+    pub evaluation_time: EvaluationTime,
+    pub retries: u32,
+    pub concurrency: usize,
+    pub deadline: Option<Duration>,
+    pub memory_mib: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EvaluationTime {
+    /// The wall clock when the dependency is resolved (Oozie's default).
+    Present,
+    /// The actual time of the materialization.
+    Actual,
+}
+
+#[derive(Debug, Clone)]
+pub struct PluginDecl {
+    pub name: String,
+    pub file: PathBuf,
+    pub deadline: Option<Duration>,
+    pub memory_mib: Option<usize>,
+    /// At most this many transformations of this plugin at once.
+    pub concurrency: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ViewTypeId(pub u32);
+
+#[derive(Debug, Clone)]
+pub struct ViewType {
+    pub id: ViewTypeId,
+    /// `package/Name`.
+    pub name: String,
+    pub package: String,
+    pub comment: String,
+    pub parameters: Vec<Parameter>,
+    pub fields: Vec<Field>,
+    pub time: Option<time::Dataset>,
+    pub transformation: Transformation,
+    /// Schedoscope's defineVersion: when set, the version checksum is this.
+    pub version: Option<String>,
+    pub dependencies: Vec<Dependency>,
+    /// Relative to the storage root.
+    pub path: Template,
+    /// Empty: the directory's existence is enough.
+    pub done_flag: String,
+    pub format: String,
+    pub materialize_once: bool,
+    pub schema_checksum: String,
+    /// Where it is declared in trellis.toml.
+    pub line: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ParameterKind {
+    String,
+    Int,
+    Boolean,
+}
+
+#[derive(Debug, Clone)]
+pub struct Parameter {
+    pub name: String,
+    pub kind: ParameterKind,
+    pub comment: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Field {
+    pub name: String,
+    pub kind: String,
+    pub comment: String,
+}
+
+#[derive(Debug, Clone)]
+pub enum Transformation {
+    /// `noop`: external data, present when its done flag is.
+    External,
+    Plugin {
+        plugin: String,
+        /// Values may use `${parameter}` and the functions of
+        /// `catalog::expression`; resolved per view.
+        config: Vec<(String, expression::ConfigValue)>,
+        /// A checksum plugin that extracts what of the logic counts.
+        checksum: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct Dependency {
+    /// The input's name for the transformation (`dataIn('name')`).
+    pub name: String,
+    pub target: ViewTypeId,
+    /// One binding per parameter of the target, in its order.
+    pub parameters: Vec<Binding>,
+    pub time: TimeSelection,
+    pub line: usize,
+}
+
+/// The values a dependency's parameter takes, from the dependent's.
+#[derive(Debug, Clone)]
+pub enum Binding {
+    One(Template),
+    /// An enumeration: one dependency view per value (a total over shops).
+    Each(Vec<Template>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeSelection {
+    /// The target has no time dimension.
+    Timeless,
+    /// `current(from)..current(to)`, relative to the dependent's instance.
+    Current { from: i64, to: i64 },
+    /// `latest(n)`: the n-th latest instance whose data exists.
+    Latest(i64),
+    /// Every instance of the target inside the dependent's period.
+    All,
+}
+
+impl Catalog {
+    pub fn types(&self) -> &[ViewType] {
+        &self.types
+    }
+
+    pub fn get(&self, id: ViewTypeId) -> &ViewType {
+        &self.types[id.0 as usize]
+    }
+
+    pub fn find(&self, name: &str) -> Option<&ViewType> {
+        self.by_name.get(name).map(|&id| self.get(id))
+    }
+
+    /// The declared view type names closest to `name`, best first.
+    pub fn closest(&self, name: &str) -> Vec<&str> {
+        closest(name, self.types.iter().map(|t| t.name.as_str()))
+    }
+}
+
+/// Up to three of `candidates` that look like `name`, best first.
+pub fn closest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut scored: Vec<(f64, &str)> = candidates
+        .map(|candidate| (strsim::jaro_winkler(&name.to_lowercase(), &candidate.to_lowercase()), candidate))
+        .filter(|(score, _)| *score > 0.7)
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+    scored.into_iter().take(3).map(|(_, candidate)| candidate).collect()
+}

@@ -1,0 +1,232 @@
+//! `trellis validate`, `trellis views` and `trellis deps`: load a project,
+//! instantiate views and explain their dependencies, without transforming.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use chrono::{DateTime, Utc};
+use clap::Args;
+
+use super::Status;
+use crate::catalog::{self, Catalog, Transformation};
+use crate::lattice::{Lattice, Resolution, ResolvedView, ViewId};
+
+#[derive(Debug, Args)]
+pub(super) struct ProjectArgs {
+    /// The project directory, holding trellis.toml
+    #[arg(long, short = 'p', default_value = ".", value_name = "DIR")]
+    project: PathBuf,
+    /// Print JSON instead of text
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct ViewsArgs {
+    #[command(flatten)]
+    project: ProjectArgs,
+    /// A view pattern, e.g. shop.datamart/DailySales/SHOP10/rymd(20150501-20150507)
+    #[arg(long, short = 'v', value_name = "PATTERN")]
+    views: String,
+    /// Also list the views they depend on, transitively
+    #[arg(long, short = 'd')]
+    deps: bool,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct DepsArgs {
+    #[command(flatten)]
+    project: ProjectArgs,
+    /// The view's URL path, e.g. shop.datamart/MonthlySales/SHOP10/2015/05
+    view: String,
+    /// The evaluation time for latest(), e.g. 2015-05-03T12:00Z [default: now]
+    #[arg(long, value_name = "TIME")]
+    now: Option<String>,
+}
+
+fn load(project: &Path) -> anyhow::Result<Catalog> {
+    // The diagnostics are already one line each, with file and line.
+    catalog::load(project).map_err(|e| match e {
+        catalog::LoadError::Invalid(diagnostics) => {
+            anyhow::anyhow!(diagnostics.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))
+        }
+        other => anyhow::Error::new(other),
+    })
+}
+
+/// Checks latest() against the done flags on disk.
+fn on_disk(lattice: &Lattice<'_>, view: &ResolvedView) -> bool {
+    lattice.done_flag_path_of(view).exists()
+}
+
+pub(super) fn validate(args: &ProjectArgs) -> anyhow::Result<Status> {
+    let catalog = match catalog::load(&args.project) {
+        Ok(catalog) => catalog,
+        Err(catalog::LoadError::Invalid(diagnostics)) => {
+            // Every problem, one per line, then a count.
+            for diagnostic in &diagnostics {
+                eprintln!("{}", path_of(&args.project, diagnostic));
+            }
+            bail!(
+                "{} problem{} in {}",
+                diagnostics.len(),
+                plural(diagnostics.len()),
+                args.project.join(catalog::PROJECT_FILE).display()
+            );
+        }
+        Err(other) => return Err(other.into()),
+    };
+    let types = catalog.types();
+    if args.json {
+        let value = serde_json::json!({
+            "project": catalog.settings.name,
+            "storage": catalog.settings.storage,
+            "plugins": catalog.plugins.keys().collect::<Vec<_>>(),
+            "view_types": types.iter().map(|t| serde_json::json!({
+                "name": t.name,
+                "parameters": t.parameters.iter().map(|p| &p.name).collect::<Vec<_>>(),
+                "time": t.time.as_ref().map(|d| d.frequency().to_string()),
+                "transformation": transformation_name(&t.transformation),
+                "dependencies": t.dependencies.iter().map(|d| catalog.get(d.target).name.as_str()).collect::<Vec<_>>(),
+                "schema_checksum": t.schema_checksum,
+            })).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(Status::Success);
+    }
+    println!(
+        "project {}: {} view type{}, {} plugin{}",
+        catalog.settings.name,
+        types.len(),
+        plural(types.len()),
+        catalog.plugins.len(),
+        plural(catalog.plugins.len())
+    );
+    for view_type in types {
+        let params: Vec<&str> = view_type.parameters.iter().map(|p| p.name.as_str()).collect();
+        let time = view_type.time.as_ref().map(|d| format!(" every {}", d.frequency())).unwrap_or_default();
+        let deps: Vec<&str> = view_type.dependencies.iter().map(|d| catalog.get(d.target).name.as_str()).collect();
+        let deps = if deps.is_empty() { String::new() } else { format!(" <- {}", deps.join(", ")) };
+        println!(
+            "  {}({}){time} [{}]{deps}",
+            view_type.name,
+            params.join(", "),
+            transformation_name(&view_type.transformation)
+        );
+    }
+    Ok(Status::Success)
+}
+
+fn path_of(project: &Path, diagnostic: &catalog::Diagnostic) -> String {
+    let file = project.join(catalog::PROJECT_FILE);
+    match diagnostic.line {
+        Some(line) => format!("{}:{line}: {}", file.display(), diagnostic.message),
+        None => format!("{}: {}", file.display(), diagnostic.message),
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+fn transformation_name(transformation: &Transformation) -> &str {
+    match transformation {
+        Transformation::External => "noop",
+        Transformation::Plugin { plugin, .. } => plugin,
+    }
+}
+
+pub(super) fn views(args: &ViewsArgs) -> anyhow::Result<Status> {
+    let catalog = load(&args.project.project)?;
+    let pattern = catalog::pattern::parse(&args.views)?;
+    let mut lattice = Lattice::new(&catalog);
+    let resolution = Resolution { evaluation_time: Utc::now(), exists: &on_disk };
+    let addressed = lattice.instantiate(&pattern, &resolution)?;
+    let listed: Vec<ViewId> = if args.deps { transitive(&lattice, &addressed) } else { dedup(addressed) };
+    if args.project.json {
+        let views: Vec<_> = listed
+            .iter()
+            .map(|&id| serde_json::json!({ "view": lattice.url_path(id), "data_path": lattice.data_path(id) }))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&views)?);
+    } else {
+        for id in listed {
+            println!("{}  {}", lattice.url_path(id), lattice.data_path(id).display());
+        }
+    }
+    Ok(Status::Success)
+}
+
+fn dedup(mut ids: Vec<ViewId>) -> Vec<ViewId> {
+    let mut seen = std::collections::HashSet::new();
+    ids.retain(|id| seen.insert(*id));
+    ids
+}
+
+/// The addressed views and everything they depend on, each once, addressed
+/// views first.
+fn transitive(lattice: &Lattice<'_>, addressed: &[ViewId]) -> Vec<ViewId> {
+    let mut seen = std::collections::HashSet::new();
+    let mut order = Vec::new();
+    let mut queue: std::collections::VecDeque<ViewId> = addressed.iter().copied().collect();
+    while let Some(id) = queue.pop_front() {
+        if seen.insert(id) {
+            order.push(id);
+            queue.extend(lattice.dependencies(id).iter().copied());
+        }
+    }
+    order
+}
+
+pub(super) fn deps(args: &DepsArgs) -> anyhow::Result<Status> {
+    let catalog = load(&args.project.project)?;
+    let now: DateTime<Utc> = match &args.now {
+        Some(text) => catalog::time::parse_timestamp(text, chrono_tz::Tz::UTC)
+            .with_context(|| format!("--now {text}"))?
+            .with_timezone(&Utc),
+        None => Utc::now(),
+    };
+    let mut lattice = Lattice::new(&catalog);
+    let resolution = Resolution { evaluation_time: now, exists: &on_disk };
+    let id = lattice.view(&args.view, &resolution)?;
+    let view_type = lattice.view_type(id);
+    let groups = lattice.dependencies_by_declaration(id);
+    let by_name: Vec<(&str, Vec<ViewId>)> =
+        view_type.dependencies.iter().map(|d| d.name.as_str()).zip(groups).collect();
+    if args.project.json {
+        let value = serde_json::json!({
+            "view": lattice.url_path(id),
+            "data_path": lattice.data_path(id),
+            "dependencies": by_name.iter().map(|(name, ids)| serde_json::json!({
+                "name": name,
+                "views": ids.iter().map(|&d| serde_json::json!({ "view": lattice.url_path(d), "data_path": lattice.data_path(d) })).collect::<Vec<_>>(),
+                "data_in": data_in(&lattice, ids),
+            })).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(Status::Success);
+    }
+    let data_out = lattice.data_path(id).display().to_string();
+    let path_of = |d: ViewId| lattice.data_path(d).display().to_string();
+    let config = lattice.config(id, now, &data_out, &path_of).map_err(|e| anyhow::anyhow!("{}: {e}", args.view))?;
+    println!("{}  {}", lattice.url_path(id), lattice.data_path(id).display());
+    for (name, ids) in by_name {
+        println!("  {name}: {} view{}", ids.len(), plural(ids.len()));
+        for &dependency in &ids {
+            println!("    {}  {}", lattice.url_path(dependency), lattice.data_path(dependency).display());
+        }
+        println!("    dataIn('{name}') = {}", data_in(&lattice, &ids));
+    }
+    if !config.is_empty() {
+        println!("  config (actual time {}):", now.format("%Y-%m-%dT%H:%MZ"));
+        for (key, value) in config {
+            println!("    {key} = {value}");
+        }
+    }
+    Ok(Status::Success)
+}
+
+/// Oozie's dataIn: the data paths, joined with commas.
+fn data_in(lattice: &Lattice<'_>, ids: &[ViewId]) -> String {
+    ids.iter().map(|&id| lattice.data_path(id).display().to_string()).collect::<Vec<_>>().join(",")
+}
