@@ -848,3 +848,60 @@ fn kind_name(kind: ParameterKind) -> &'static str {
         ParameterKind::Boolean => "boolean",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn checksum(text: &str) -> String {
+        let catalog = parse(text, Path::new("/project")).unwrap_or_else(|e| panic!("{e}"));
+        catalog.find("s.raw/Orders").unwrap().schema_checksum.clone()
+    }
+
+    const BASE: &str = r#"
+[[view]]
+name = "s.raw/Orders"
+comment = "orders"
+parameters = [{ name = "shop" }]
+fields = [{ name = "id", type = "string" }, { name = "amount", type = "decimal" }]
+time = { frequency = "1d", initial = "2015-01-01" }
+"#;
+
+    #[test]
+    fn schema_checksum_ignores_key_order_comments_and_documentation() {
+        let reordered = r#"
+# a comment
+[[view]]
+time = { initial = "2015-01-01", frequency = "1d" }   # inline comment
+fields = [{ type = "string", name = "id" }, { type = "decimal", name = "amount", comment = "EUR" }]
+parameters = [{ comment = "the shop", name = "shop" }]
+comment = "other documentation"
+name = "s.raw/Orders"
+"#;
+        assert_eq!(checksum(BASE), checksum(reordered));
+        // The initial instance says which views exist, not what they hold.
+        assert_eq!(checksum(BASE), checksum(&BASE.replace("2015-01-01", "2016-01-01")));
+    }
+
+    #[test]
+    fn schema_checksum_changes_with_the_schema() {
+        let base = checksum(BASE);
+        let changes = [
+            BASE.replace(r#"type = "decimal""#, r#"type = "double""#),
+            BASE.replace(r#"name = "amount""#, r#"name = "total""#),
+            BASE.replace(
+                r#"{ name = "amount", type = "decimal" }"#,
+                r#"{ name = "amount", type = "decimal" }, { name = "x", type = "int" }"#,
+            ),
+            BASE.replace(r#"[{ name = "shop" }]"#, r#"[{ name = "shop", type = "int" }]"#),
+            BASE.replace(r#"frequency = "1d""#, r#"frequency = "1M""#),
+            BASE.replace(r#"initial = "2015-01-01" }"#, r#"initial = "2015-01-01", timezone = "Europe/Berlin" }"#),
+            format!("{BASE}format = \"parquet\"\n"),
+            format!("{BASE}done_flag = \"\"\n"),
+            format!("{BASE}path = \"orders/${{shop}}/${{YEAR}}/${{MONTH}}/${{DAY}}\"\n"),
+        ];
+        for changed in &changes {
+            assert_ne!(checksum(changed), base, "{changed}");
+        }
+    }
+}
