@@ -96,7 +96,7 @@ impl ConfigValue {
                 continue;
             };
             let end = closing_brace(body).ok_or_else(|| format!("unclosed `${{` in `{text}`"))?;
-            let mut parser = Parser { text: &body[..end], at: 0 };
+            let mut parser = Parser { text: &body[..end], at: 0, depth: 0 };
             let expression = parser.expression()?;
             parser.skip_space();
             if parser.at != parser.text.len() {
@@ -219,12 +219,17 @@ fn evaluate(e: &Expression, context: &Context<'_>) -> Result<Value, String> {
 struct Parser<'a> {
     text: &'a str,
     at: usize,
+    depth: usize,
 }
+
+/// How deeply calls may nest: enough for any real value, few enough that
+/// evaluation cannot exhaust the stack.
+const NESTING_LIMIT: usize = 16;
 
 impl Parser<'_> {
     fn skip_space(&mut self) {
-        while self.text[self.at..].starts_with(char::is_whitespace) {
-            self.at += 1;
+        while let Some(c) = self.text[self.at..].chars().next().filter(|c| c.is_whitespace()) {
+            self.at += c.len_utf8();
         }
     }
 
@@ -270,6 +275,10 @@ impl Parser<'_> {
             let known: Vec<&str> = FUNCTIONS.iter().map(|(known, ..)| *known).collect();
             return Err(format!("unknown function `{name}` (functions: {})", known.join(", ")));
         };
+        self.depth += 1;
+        if self.depth > NESTING_LIMIT {
+            return Err(format!("calls nest deeper than {NESTING_LIMIT} in `${{{}}}`", self.text));
+        }
         let mut args = Vec::new();
         if !self.eat(')') {
             loop {
@@ -282,6 +291,7 @@ impl Parser<'_> {
                 }
             }
         }
+        self.depth -= 1;
         if args.len() != arity {
             return Err(format!(
                 "{name} takes {arity} argument{}, not {}",
@@ -326,6 +336,8 @@ mod tests {
             ("${dateOffset(nominalTime(), -1, 'DAY')}", "2015-04-30T00:00Z"),
             ("${formatTime(dateOffset(nominalTime(), 1, 'MONTH'), 'yyyy/MM')}", "2015/06"),
             ("day=${formatTime(nominalTime(), 'yyyyMMdd')}/x", "day=20150501/x"),
+            // Any Unicode whitespace around tokens, including a no-break space.
+            ("${\u{a0}nominalTime(\u{a0})\u{a0}}", "2015-05-01T00:00Z"),
         ];
         for (text, expected) in cases {
             assert_eq!(resolve(text).as_deref(), Ok(expected), "{text}");
@@ -344,6 +356,10 @@ mod tests {
             ("${dateOffset(nominalTime(), 1)}", "dateOffset takes 3 arguments, not 2"),
             ("${dataIn('orders'}", "expected `,` or `)` in `${dataIn('orders'}`"),
             ("${shop", "unclosed `${` in `${shop`"),
+            (
+                "${formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(nominalTime(), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y')}",
+                "calls nest deeper than 16 in `${formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(nominalTime(), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y')}`",
+            ),
         ];
         for (text, expected) in cases {
             assert_eq!(resolve(text), Err(expected.to_string()), "{text}");

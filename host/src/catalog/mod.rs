@@ -55,9 +55,10 @@ pub struct Settings {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum EvaluationTime {
-    /// The wall clock when the dependency is resolved (Oozie's default).
+    /// The wall clock when the dependency is resolved (Oozie with
+    /// `latest-el.use-current-time`, the seed's worked example).
     Present,
-    /// The actual time of the materialization.
+    /// The actual time of the materialization (Oozie's default).
     Actual,
 }
 
@@ -182,6 +183,30 @@ impl Catalog {
     /// The declared view type names closest to `name`, best first.
     pub fn closest(&self, name: &str) -> Vec<&str> {
         closest(name, self.types.iter().map(|t| t.name.as_str()))
+    }
+}
+
+/// Checks one parameter value: a safe single path component of its kind.
+/// Returns it in canonical form (`007` and `+7` are the int `7`), so that
+/// one value is one view, or why it is refused.
+pub fn canonical_value(kind: ParameterKind, value: &str) -> Result<String, &'static str> {
+    if value.is_empty() {
+        return Err("empty values are not allowed");
+    }
+    if value.contains('/') || value.contains('\\') {
+        return Err("values may not contain `/` or `\\`");
+    }
+    if value == "." || value.contains("..") {
+        return Err("values may not contain `..`");
+    }
+    if value.chars().any(char::is_control) {
+        return Err("values may not contain NUL or control characters");
+    }
+    match kind {
+        ParameterKind::String => Ok(value.to_string()),
+        ParameterKind::Int => value.parse::<i64>().map(|n| n.to_string()).map_err(|_| "not an int"),
+        ParameterKind::Boolean if value == "true" || value == "false" => Ok(value.to_string()),
+        ParameterKind::Boolean => Err("not true or false"),
     }
 }
 

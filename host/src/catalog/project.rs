@@ -14,7 +14,7 @@ use super::template::{Template, is_identifier};
 use super::time::{Dataset, Frequency};
 use super::{
     Binding, Catalog, Dependency, EvaluationTime, Field, PROJECT_FILE, Parameter, ParameterKind, PluginDecl, Settings,
-    TIME_VARIABLES, TimeSelection, Transformation, ViewType, ViewTypeId, closest,
+    TIME_VARIABLES, TimeSelection, Transformation, ViewType, ViewTypeId, canonical_value, closest,
 };
 
 /// One problem in the project file, with its line when known.
@@ -64,17 +64,20 @@ pub fn parse(text: &str, root: &Path) -> Result<Catalog, LoadError> {
 
 fn syntax_error(error: &toml::de::Error, lines: &LineIndex) -> Diagnostic {
     let line = error.span().map(|span| lines.line(span.start));
-    let mut message = error.message().trim().to_string();
-    // serde says "unknown field `x`, expected one of `a`, `b`": add the
-    // closest valid key, which is usually the typo's fix.
+    Diagnostic { line, message: with_suggestion(error.message().trim()) }
+}
+
+/// serde says "unknown field `x`, expected one of `a`, `b`": add the
+/// closest valid key, which is usually the typo's fix.
+fn with_suggestion(message: &str) -> String {
     if let Some(unknown) = message.strip_prefix("unknown field `").and_then(|rest| rest.split('`').next()) {
         let expected: Vec<&str> =
             message.split("expected").nth(1).unwrap_or_default().split('`').skip(1).step_by(2).collect();
         if let Some(best) = closest(unknown, expected.iter().copied()).first() {
-            message = format!("{message}; did you mean `{best}`?");
+            return format!("{message}; did you mean `{best}`?");
         }
     }
-    Diagnostic { line, message }
+    message.to_string()
 }
 
 struct LineIndex {
@@ -101,7 +104,7 @@ struct RawProject {
     #[serde(default)]
     defaults: RawDefaults,
     #[serde(default)]
-    plugins: BTreeMap<String, Spanned<RawPlugin>>,
+    plugins: BTreeMap<String, Spanned<toml::Value>>,
     #[serde(default, rename = "view")]
     views: Vec<Spanned<RawViewType>>,
 }
@@ -122,13 +125,6 @@ struct RawDefaults {
     concurrency: Option<usize>,
     deadline: Option<Spanned<String>>,
     memory_mib: Option<usize>,
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum RawPlugin {
-    File(String),
-    Table(RawPluginTable),
 }
 
 #[derive(Deserialize)]
@@ -208,16 +204,36 @@ struct RawTransformation {
 struct RawDependency {
     view: Spanned<String>,
     name: Option<String>,
-    #[serde(default)]
-    parameters: BTreeMap<String, RawBinding>,
+    parameters: Option<Spanned<BTreeMap<String, toml::Value>>>,
     time: Option<Spanned<String>>,
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
 enum RawBinding {
     One(String),
     Each(Vec<String>),
+}
+
+impl RawBinding {
+    fn from_value(value: &toml::Value) -> Option<RawBinding> {
+        match value {
+            toml::Value::String(text) => Some(RawBinding::One(text.clone())),
+            toml::Value::Integer(n) => Some(RawBinding::One(n.to_string())),
+            toml::Value::Boolean(b) => Some(RawBinding::One(b.to_string())),
+            toml::Value::Array(items) => {
+                let texts: Option<Vec<String>> = items
+                    .iter()
+                    .map(|item| match item {
+                        toml::Value::String(text) => Some(text.clone()),
+                        toml::Value::Integer(n) => Some(n.to_string()),
+                        toml::Value::Boolean(b) => Some(b.to_string()),
+                        _ => None,
+                    })
+                    .collect();
+                texts.map(RawBinding::Each)
+            }
+            _ => None,
+        }
+    }
 }
 
 /// The field types a schema may use.
@@ -236,6 +252,18 @@ impl Checker<'_> {
 
     fn check(&mut self, raw: RawProject, root: &Path) -> Option<Catalog> {
         let settings = self.settings(&raw, root);
+        if let Some(settings) = &settings
+            && (root.starts_with(&settings.storage) || settings.metastore.starts_with(&settings.storage))
+        {
+            // Publishing a view replaces its directory: the storage root
+            // must never hold the project file, plugins or the metastore.
+            self.diagnostics.push(Diagnostic {
+                line: None,
+                message:
+                    "project.storage must be a directory of its own, holding neither the project nor the metastore"
+                        .into(),
+            });
+        }
         let plugins = self.plugins(&raw.plugins, root);
 
         // Names first, so that dependencies can refer to types declared later.
@@ -264,6 +292,7 @@ impl Checker<'_> {
             return None;
         }
         self.check_cycles(&types);
+        self.check_distinct_paths(&types);
         Some(Catalog { root: root.to_path_buf(), settings: settings?, plugins, types, by_name })
     }
 
@@ -294,39 +323,53 @@ impl Checker<'_> {
         })
     }
 
-    fn plugins(&mut self, raw: &BTreeMap<String, Spanned<RawPlugin>>, root: &Path) -> BTreeMap<String, PluginDecl> {
+    fn plugins(&mut self, raw: &BTreeMap<String, Spanned<toml::Value>>, root: &Path) -> BTreeMap<String, PluginDecl> {
         let mut plugins = BTreeMap::new();
         for (name, plugin) in raw {
             let offset = plugin.span().start;
-            let decl = match plugin.get_ref() {
-                RawPlugin::File(file) => PluginDecl {
-                    name: name.clone(),
-                    file: root.join(file),
-                    deadline: None,
-                    memory_mib: None,
-                    concurrency: None,
-                },
-                RawPlugin::Table(table) => {
-                    let deadline = match table.deadline.as_deref().map(humantime::parse_duration) {
-                        Some(Ok(deadline)) => Some(deadline),
-                        Some(Err(e)) => {
-                            self.error(offset, format!("plugin {name}: deadline: {e}"));
-                            None
-                        }
-                        None => None,
-                    };
-                    PluginDecl {
-                        name: name.clone(),
-                        file: root.join(&table.file),
-                        deadline,
-                        memory_mib: table.memory_mib,
-                        concurrency: table.concurrency,
+            // A file name, or a table with limits: converted by hand, because
+            // serde's untagged enums would lose the unknown-key message.
+            let table = match plugin.get_ref() {
+                toml::Value::String(file) => {
+                    RawPluginTable { file: file.clone(), deadline: None, memory_mib: None, concurrency: None }
+                }
+                value @ toml::Value::Table(_) => match value.clone().try_into::<RawPluginTable>() {
+                    Ok(table) => table,
+                    Err(e) => {
+                        let message = with_suggestion(e.message().trim());
+                        self.error(offset, format!("plugin {name}: {message}"));
+                        continue;
                     }
+                },
+                other => {
+                    self.error(
+                        offset,
+                        format!("plugin {name}: expected a file name or a table, found {}", other.type_str()),
+                    );
+                    continue;
                 }
             };
+            let deadline = match table.deadline.as_deref().map(humantime::parse_duration) {
+                Some(Ok(deadline)) => Some(deadline),
+                Some(Err(e)) => {
+                    self.error(offset, format!("plugin {name}: deadline: {e}"));
+                    None
+                }
+                None => None,
+            };
+            if table.concurrency == Some(0) || table.memory_mib == Some(0) {
+                self.error(offset, format!("plugin {name}: concurrency and memory_mib must be at least 1"));
+            }
             if name == "noop" {
                 self.error(offset, "`noop` is built in (external data): leave `transformation` out instead");
             }
+            let decl = PluginDecl {
+                name: name.clone(),
+                file: root.join(&table.file),
+                deadline,
+                memory_mib: table.memory_mib,
+                concurrency: table.concurrency,
+            };
             plugins.insert(name.clone(), decl);
         }
         plugins
@@ -460,11 +503,18 @@ impl Checker<'_> {
         };
 
         let done_flag = raw.done_flag.as_ref().map(|f| f.get_ref().clone()).unwrap_or_else(|| "_SUCCESS".into());
-        if done_flag.contains('/') || done_flag == "." || done_flag == ".." || done_flag.contains('\0') {
+        if done_flag.contains(['/', '\\'])
+            || done_flag == "."
+            || done_flag == ".."
+            || done_flag.chars().any(char::is_control)
+        {
             let offset = raw.done_flag.as_ref().map_or(at, |f| f.span().start);
             self.error(offset, format!("{name}: done_flag `{done_flag}` must be a plain file name"));
         }
 
+        if raw.dependencies.len() > DEPENDENCY_LIMIT {
+            self.error(at, format!("{name}: {} dependencies, more than {DEPENDENCY_LIMIT}", raw.dependencies.len()));
+        }
         let mut dependencies = Vec::new();
         for dependency in &raw.dependencies {
             if let Some(resolved) = self.dependency(&name, dependency, &parameters, time.as_ref(), by_name, all) {
@@ -557,6 +607,30 @@ impl Checker<'_> {
                 format!("{name}: path `{text}` must stay inside the storage root (no leading `/`, no `..`)"),
             );
         }
+        if literal_parts.contains('\\') || literal_parts.chars().any(char::is_control) {
+            self.error(
+                at,
+                format!("{name}: path `{}` may not contain `\\` or control characters", text.escape_debug()),
+            );
+        }
+        let shape = path_shape(path);
+        if shape.first().is_none_or(|first| first.is_none()) || shape.iter().any(|c| c == &Some(String::new())) {
+            self.error(
+                at,
+                format!("{name}: path `{text}` must start with a fixed directory name and have no empty components"),
+            );
+        }
+        // A parameter value may hold any character but `/`: next to other
+        // text in one component, two different values could give one path.
+        for component in text.split('/') {
+            let parameter_inside = parameters.iter().any(|p| component.contains(&format!("${{{}}}", p.name)));
+            if parameter_inside && !parameters.iter().any(|p| component == format!("${{{}}}", p.name)) {
+                self.error(
+                    at,
+                    format!("{name}: path component `{component}` must be a parameter alone, like `${{shop}}`"),
+                );
+            }
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -583,54 +657,102 @@ impl Checker<'_> {
         let context = format!("{name}: dependency on {target_name}");
 
         // Every parameter of the target gets values: explicitly, or from
-        // the dependent's parameter of the same name.
-        let target_parameters: Vec<&str> = target_raw.parameters.iter().map(|p| p.get_ref().name.as_str()).collect();
-        for key in d.parameters.keys() {
-            if !target_parameters.contains(&key.as_str()) {
-                let known =
-                    if target_parameters.is_empty() { "none".to_string() } else { target_parameters.join(", ") };
-                self.error(at, format!("{context}: {target_name} has no parameter `{key}` (its parameters: {known})"));
+        // the dependent's parameter of the same name and kind.
+        let bindings_at = d.parameters.as_ref().map_or(at, |p| p.span().start);
+        let raw_bindings: BTreeMap<&str, Option<RawBinding>> = d
+            .parameters
+            .iter()
+            .flat_map(|p| p.get_ref().iter())
+            .map(|(key, value)| (key.as_str(), RawBinding::from_value(value)))
+            .collect();
+        let target_parameters: Vec<(&str, ParameterKind)> =
+            target_raw.parameters.iter().map(|p| (p.get_ref().name.as_str(), p.get_ref().kind)).collect();
+        for (key, binding) in &raw_bindings {
+            if !target_parameters.iter().any(|(name, _)| name == key) {
+                let known: Vec<&str> = target_parameters.iter().map(|(name, _)| *name).collect();
+                let known = if known.is_empty() { "none".to_string() } else { known.join(", ") };
+                self.error(
+                    bindings_at,
+                    format!("{context}: {target_name} has no parameter `{key}` (its parameters: {known})"),
+                );
+            } else if binding.is_none() {
+                self.error(bindings_at, format!("{context}: `{key}` must be a string or a list of strings"));
             }
         }
         let mut bindings = Vec::new();
-        for target_parameter in &target_parameters {
-            let texts: Vec<&String> = match d.parameters.get(*target_parameter) {
-                Some(RawBinding::One(text)) => vec![text],
-                Some(RawBinding::Each(values)) if values.is_empty() => {
-                    self.error(at, format!("{context}: `{target_parameter}` enumerates no values"));
+        let mut fan_out: usize = 1;
+        for &(target_parameter, kind) in &target_parameters {
+            let (texts, each): (Vec<&String>, bool) = match raw_bindings.get(target_parameter) {
+                Some(Some(RawBinding::One(text))) => (vec![text], false),
+                Some(Some(RawBinding::Each(values))) if values.is_empty() => {
+                    self.error(bindings_at, format!("{context}: `{target_parameter}` enumerates no values"));
                     continue;
                 }
-                Some(RawBinding::Each(values)) => values.iter().collect(),
-                None if parameters.iter().any(|p| p.name == *target_parameter) => {
-                    bindings.push(Binding::One(Template::parse(&format!("${{{target_parameter}}}")).ok()?));
-                    continue;
-                }
-                None => {
-                    self.error(
-                        at,
-                        format!("{context}: parameter `{target_parameter}` of {target_name} has no value; bind it with parameters = {{ {target_parameter} = ... }}"),
-                    );
-                    continue;
-                }
+                Some(Some(RawBinding::Each(values))) => (values.iter().collect(), true),
+                Some(None) => continue,
+                None => match parameters.iter().find(|p| p.name == target_parameter) {
+                    Some(own) if own.kind == kind => {
+                        bindings.push(Binding::One(Template::parse(&format!("${{{target_parameter}}}")).ok()?));
+                        continue;
+                    }
+                    Some(own) => {
+                        self.error(at, format!("{context}: `{target_parameter}` is {} in {name} but {} in {target_name}; bind it explicitly", kind_name(own.kind), kind_name(kind)));
+                        continue;
+                    }
+                    None => {
+                        self.error(
+                            at,
+                            format!("{context}: parameter `{target_parameter}` of {target_name} has no value; bind it with parameters = {{ {target_parameter} = ... }}"),
+                        );
+                        continue;
+                    }
+                },
             };
-            let mut templates = Vec::new();
+            fan_out = fan_out.saturating_mul(texts.len());
+            let mut templates: Vec<Template> = Vec::new();
+            let mut literals = std::collections::HashSet::new();
             for text in texts {
                 match Template::parse(text) {
                     Ok(template) => {
                         for variable in template.variables() {
                             if !parameters.iter().any(|p| p.name == variable) {
-                                self.error(at, format!("{context}: `${{{variable}}}` is not a parameter of {name}"));
+                                self.error(
+                                    bindings_at,
+                                    format!("{context}: `${{{variable}}}` is not a parameter of {name}"),
+                                );
+                            }
+                        }
+                        // A literal is checked now, not when the first view
+                        // using it is instantiated.
+                        if let Some(literal) = template.as_literal() {
+                            match canonical_value(kind, literal) {
+                                Ok(value) if !literals.insert(value.clone()) => {
+                                    self.error(
+                                        bindings_at,
+                                        format!("{context}: `{target_parameter}` lists `{value}` twice"),
+                                    );
+                                }
+                                Ok(_) => {}
+                                Err(reason) => self.error(
+                                    bindings_at,
+                                    format!("{context}: `{target_parameter}` = `{}`: {reason}", literal.escape_debug()),
+                                ),
                             }
                         }
                         templates.push(template);
                     }
-                    Err(e) => self.error(at, format!("{context}: {e}")),
+                    Err(e) => self.error(bindings_at, format!("{context}: {e}")),
                 }
             }
-            bindings.push(match d.parameters.get(*target_parameter) {
-                Some(RawBinding::Each(_)) => Binding::Each(templates),
-                _ => Binding::One(templates.pop()?),
-            });
+            bindings.push(if each { Binding::Each(templates) } else { Binding::One(templates.pop()?) });
+        }
+        if fan_out > FAN_OUT_LIMIT {
+            self.error(
+                bindings_at,
+                format!(
+                    "{context}: the enumerations give {fan_out} dependency views per view, more than {FAN_OUT_LIMIT}"
+                ),
+            );
         }
 
         let time_at = d.time.as_ref().map_or(at, |t| t.span().start);
@@ -648,15 +770,22 @@ impl Checker<'_> {
                 self.error(time_at, format!("{context}: {target_name} has no time dimension; remove `time`"));
                 return None;
             }
-            (Some(target_time), None) => match time {
-                Some(own) if own.frequency().to_string() == target_time.frequency => {
-                    TimeSelection::Current { from: 0, to: 0 }
+            (Some(target_time), None) => {
+                let same =
+                    Dataset::parse(&target_time.frequency, &target_time.initial, target_time.timezone.as_deref());
+                match (time, same) {
+                    // Same frequency, start and zone: instance for instance.
+                    (Some(own), Ok(theirs)) if *own == theirs => TimeSelection::Current { from: 0, to: 0 },
+                    (Some(_), _) => {
+                        self.error(at, format!("{context}: the two time dimensions differ; say which instances with `time` (current(n), current(a)..current(b), latest(n) or all)"));
+                        return None;
+                    }
+                    (None, _) => {
+                        self.error(at, format!("{context}: {name} has no time dimension; say which instance with `time = \"latest(n)\"`"));
+                        return None;
+                    }
                 }
-                _ => {
-                    self.error(at, format!("{context}: say which instances with `time` (current(n), current(a)..current(b), latest(n) or all)"));
-                    return None;
-                }
-            },
+            }
             (Some(_), Some(TimeSelection::Latest(n))) => TimeSelection::Latest(n),
             (Some(_), Some(selection)) if time.is_none() => {
                 let what = if selection == TimeSelection::All { "all" } else { "current()" };
@@ -694,6 +823,30 @@ impl Checker<'_> {
             time,
             line: self.lines.line(raw.span().start),
         })
+    }
+
+    /// No two view types may have paths that could meet: equal, or one
+    /// inside the other. Components with variables match anything.
+    fn check_distinct_paths(&mut self, types: &[ViewType]) {
+        let shapes: Vec<Vec<Option<String>>> = types.iter().map(|t| path_shape(&t.path)).collect();
+        for (i, a) in shapes.iter().enumerate() {
+            for (j, b) in shapes.iter().enumerate().skip(i + 1) {
+                let overlap = a.iter().zip(b).all(|(x, y)| match (x, y) {
+                    (Some(x), Some(y)) => x == y,
+                    _ => true,
+                });
+                if overlap {
+                    let (first, second) = (&types[i], &types[j]);
+                    self.diagnostics.push(Diagnostic {
+                        line: Some(second.line),
+                        message: format!(
+                            "{} and {} could share data: paths `{}` and `{}` overlap; give each its own directory",
+                            first.name, second.name, first.path, second.path
+                        ),
+                    });
+                }
+            }
+        }
     }
 
     /// Type-level cycles are errors, except a type depending on its own
@@ -750,6 +903,13 @@ impl Checker<'_> {
     }
 }
 
+/// A path template's components: `Some(text)` for a fixed one, `None` for
+/// one that holds a variable.
+fn path_shape(path: &Template) -> Vec<Option<String>> {
+    let marked = path.render(|_| Some("\u{1}"));
+    marked.split('/').map(|component| (!component.contains('\u{1}')).then(|| component.to_string())).collect()
+}
+
 /// `package/Name`: a dotted lower-case package and a capitalized name.
 fn check_type_name(name: &str) -> Result<(), String> {
     let guide = "view type names look like shop.datamart/DailySales";
@@ -786,12 +946,26 @@ fn default_path(name: &str, parameters: &[Parameter], depth: usize) -> String {
     path
 }
 
+/// How far `current(n)` and `latest(n)` may reach, and how wide a range
+/// may be: a minute dataset over ten years is five million instances.
+const OFFSET_LIMIT: i64 = 10_000_000;
+const RANGE_LIMIT: i64 = 100_000;
+
+/// Most dependency views one declaration may give a view through its
+/// enumerations, and most declarations a view type may have.
+const FAN_OUT_LIMIT: usize = 100_000;
+const DEPENDENCY_LIMIT: usize = 1_000;
+
 /// `current(n)`, `current(a)..current(b)`, `latest(n)` or `all`.
 fn parse_time_selection(text: &str) -> Result<TimeSelection, String> {
     let guide = "time is current(n), current(a)..current(b), latest(n) or all";
     let call = |text: &str, function: &str| -> Option<Result<i64, String>> {
         let inner = text.trim().strip_prefix(function)?.trim_start().strip_prefix('(')?.strip_suffix(')')?;
-        Some(inner.trim().parse::<i64>().map_err(|_| format!("`{}` is not a whole number ({guide})", inner.trim())))
+        Some(match inner.trim().parse::<i64>() {
+            Ok(n) if n.abs() <= OFFSET_LIMIT => Ok(n),
+            Ok(_) => Err(format!("`{}` is further than {OFFSET_LIMIT} instances away", inner.trim())),
+            Err(_) => Err(format!("`{}` is not a whole number ({guide})", inner.trim())),
+        })
     };
     let text = text.trim();
     if text == "all" {
@@ -802,6 +976,9 @@ fn parse_time_selection(text: &str) -> Result<TimeSelection, String> {
         let to = call(to, "current").ok_or_else(|| format!("`{text}`: {guide}"))??;
         if from > to {
             return Err(format!("`{text}`: the range runs backwards; write current({to})..current({from})"));
+        }
+        if to - from >= RANGE_LIMIT {
+            return Err(format!("`{text}`: a range of more than {RANGE_LIMIT} instances"));
         }
         return Ok(TimeSelection::Current { from, to });
     }

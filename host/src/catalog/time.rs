@@ -390,7 +390,9 @@ impl Dataset {
     /// The index of `current(n)` for `nominal`, if that instance exists.
     pub fn current_index(&self, nominal: DateTime<Utc>, n: i64) -> Option<i64> {
         let k = self.index_at_or_before(nominal)?.checked_add(n)?;
-        (k >= 0).then_some(k)
+        // Past either end of time (before the initial instance, beyond
+        // chrono's range) there is no instance.
+        self.instance(k).map(|_| k)
     }
 
     /// The index of `latest(n)` evaluated at `evaluation`; `exists` is asked

@@ -44,14 +44,20 @@ pub(super) struct DepsArgs {
     now: Option<String>,
 }
 
+/// Loads the project; on problems, prints each on its own line (file and
+/// line first) and fails with their count.
 fn load(project: &Path) -> anyhow::Result<Catalog> {
-    // The diagnostics are already one line each, with file and line.
-    catalog::load(project).map_err(|e| match e {
-        catalog::LoadError::Invalid(diagnostics) => {
-            anyhow::anyhow!(diagnostics.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))
+    match catalog::load(project) {
+        Ok(catalog) => Ok(catalog),
+        Err(catalog::LoadError::Invalid(diagnostics)) => {
+            for diagnostic in &diagnostics {
+                eprintln!("{}", path_of(project, diagnostic));
+            }
+            let file = project.join(catalog::PROJECT_FILE);
+            bail!("{} problem{} in {}", diagnostics.len(), plural(diagnostics.len()), file.display());
         }
-        other => anyhow::Error::new(other),
-    })
+        Err(other) => Err(other.into()),
+    }
 }
 
 /// Checks latest() against the done flags on disk.
@@ -60,22 +66,7 @@ fn on_disk(lattice: &Lattice<'_>, view: &ResolvedView) -> bool {
 }
 
 pub(super) fn validate(args: &ProjectArgs) -> anyhow::Result<Status> {
-    let catalog = match catalog::load(&args.project) {
-        Ok(catalog) => catalog,
-        Err(catalog::LoadError::Invalid(diagnostics)) => {
-            // Every problem, one per line, then a count.
-            for diagnostic in &diagnostics {
-                eprintln!("{}", path_of(&args.project, diagnostic));
-            }
-            bail!(
-                "{} problem{} in {}",
-                diagnostics.len(),
-                plural(diagnostics.len()),
-                args.project.join(catalog::PROJECT_FILE).display()
-            );
-        }
-        Err(other) => return Err(other.into()),
-    };
+    let catalog = load(&args.project)?;
     let types = catalog.types();
     if args.json {
         let value = serde_json::json!({
@@ -193,6 +184,9 @@ pub(super) fn deps(args: &DepsArgs) -> anyhow::Result<Status> {
     let groups = lattice.dependencies_by_declaration(id);
     let by_name: Vec<(&str, Vec<ViewId>)> =
         view_type.dependencies.iter().map(|d| d.name.as_str()).zip(groups).collect();
+    let data_out = lattice.data_path(id).display().to_string();
+    let path_of = |d: ViewId| lattice.data_path(d).display().to_string();
+    let config = lattice.config(id, now, &data_out, &path_of).map_err(|e| anyhow::anyhow!("{}: {e}", args.view))?;
     if args.project.json {
         let value = serde_json::json!({
             "view": lattice.url_path(id),
@@ -202,13 +196,11 @@ pub(super) fn deps(args: &DepsArgs) -> anyhow::Result<Status> {
                 "views": ids.iter().map(|&d| serde_json::json!({ "view": lattice.url_path(d), "data_path": lattice.data_path(d) })).collect::<Vec<_>>(),
                 "data_in": data_in(&lattice, ids),
             })).collect::<Vec<_>>(),
+            "config": config.iter().map(|(k, v)| (k.clone(), serde_json::Value::from(v.as_str()))).collect::<serde_json::Map<_, _>>(),
         });
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(Status::Success);
     }
-    let data_out = lattice.data_path(id).display().to_string();
-    let path_of = |d: ViewId| lattice.data_path(d).display().to_string();
-    let config = lattice.config(id, now, &data_out, &path_of).map_err(|e| anyhow::anyhow!("{}: {e}", args.view))?;
     println!("{}  {}", lattice.url_path(id), lattice.data_path(id).display());
     for (name, ids) in by_name {
         println!("  {name}: {} view{}", ids.len(), plural(ids.len()));

@@ -50,6 +50,12 @@ pub enum Error {
     BadInstance { view_type: String, time: String, reason: String },
     #[error("the pattern addresses {count} views, more than the limit of {limit}")]
     TooMany { count: usize, limit: usize },
+    #[error(transparent)]
+    Pattern(crate::catalog::pattern::PatternError),
+    #[error("`{url_path}` must name exactly one view, not a pattern")]
+    NotOneView { url_path: String },
+    #[error("{view}: dependency `{dependency}`: {source}")]
+    Dependency { view: String, dependency: String, source: Box<Error> },
 }
 
 fn suggest(closest: &[String]) -> String {
@@ -136,33 +142,51 @@ impl<'c> Lattice<'c> {
             })?;
             types.push(view_type);
         }
-        let mut addressed = Vec::new();
-        for view_type in types {
-            for values in pattern.parameter_lists() {
-                let (params, instance) = parse_values(view_type, &values)?;
-                addressed.push(self.intern(view_type.id, params, instance));
+        let mark = self.mark();
+        let result = (|| {
+            let mut addressed = Vec::new();
+            for view_type in types {
+                for values in pattern.parameter_lists() {
+                    let (params, instance) = parse_values(view_type, &values)?;
+                    addressed.push(self.intern(view_type.id, params, instance));
+                }
             }
+            self.resolve_pending(resolution)?;
+            Ok(addressed)
+        })();
+        if result.is_err() {
+            self.rollback(mark);
         }
-        self.resolve_pending(resolution)?;
-        Ok(addressed)
+        result
     }
 
-    /// The view with this URL path, added with its dependencies.
+    /// Where the lattice stands, to undo a failed instantiation.
+    fn mark(&self) -> (usize, usize) {
+        (self.views.len(), self.edges.len())
+    }
+
+    /// Forgets every view added since `mark`, so that a failed
+    /// instantiation leaves no half-resolved views behind.
+    fn rollback(&mut self, (views, edges): (usize, usize)) {
+        for key in self.views.drain(views..) {
+            self.index.remove(&key);
+        }
+        self.edge_start.truncate(views);
+        self.edges.truncate(edges);
+        self.edge_origin.truncate(edges);
+        self.resolved = views;
+    }
+
+    /// The view with this URL path, added with its dependencies. The path
+    /// is read like a pattern (so `%2F` means the same everywhere) and must
+    /// address exactly one view.
     pub fn view(&mut self, url_path: &str, resolution: &Resolution<'_>) -> Result<ViewId, Error> {
-        let trimmed = url_path.trim_matches('/');
-        let mut parts = trimmed.splitn(3, '/');
-        let (package, short) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
-        let name = format!("{package}/{short}");
-        let view_type = self.catalog.find(&name).ok_or_else(|| Error::UnknownViewType {
-            closest: self.catalog.closest(&name).into_iter().map(String::from).collect(),
-            name: name.clone(),
-        })?;
-        let values: Vec<String> =
-            parts.next().map(|rest| rest.split('/').map(String::from).collect()).unwrap_or_default();
-        let (params, instance) = parse_values(view_type, &values)?;
-        let id = self.intern(view_type.id, params, instance);
-        self.resolve_pending(resolution)?;
-        Ok(id)
+        let pattern = crate::catalog::pattern::parse(url_path).map_err(Error::Pattern)?;
+        if pattern.view_types.len() != 1 || pattern.count() != 1 {
+            return Err(Error::NotOneView { url_path: url_path.to_string() });
+        }
+        let addressed = self.instantiate(&pattern, resolution)?;
+        Ok(addressed[0])
     }
 
     fn intern(&mut self, view_type: ViewTypeId, params: Vec<String>, instance: i64) -> ViewId {
@@ -223,12 +247,21 @@ impl<'c> Lattice<'c> {
             // Parameter values: the cartesian product of the bindings.
             let mut tuples: Vec<Vec<String>> = vec![Vec::new()];
             for (binding, parameter) in dependency.parameters.iter().zip(&target.parameters) {
-                let values: Vec<String> = match binding {
+                let rendered: Vec<String> = match binding {
                     Binding::One(template) => vec![template.render(value_of)],
                     Binding::Each(templates) => templates.iter().map(|t| t.render(value_of)).collect(),
                 };
-                for value in &values {
-                    check_value(target, &parameter.name, parameter.kind, value)?;
+                let mut values = Vec::with_capacity(rendered.len());
+                for value in &rendered {
+                    let value =
+                        check_value(target, &parameter.name, parameter.kind, value).map_err(|e| Error::Dependency {
+                            view: self.url_path(id),
+                            dependency: dependency.name.clone(),
+                            source: Box::new(e),
+                        })?;
+                    if !values.contains(&value) {
+                        values.push(value);
+                    }
                 }
                 tuples = tuples
                     .into_iter()
@@ -269,6 +302,8 @@ impl<'c> Lattice<'c> {
                     continue;
                 }
             };
+            let mut instances = instances;
+            instances.dedup();
             for params in &tuples {
                 for &instance in &instances {
                     out.push((origin, target.id, params.clone(), instance));
@@ -321,7 +356,17 @@ impl<'c> Lattice<'c> {
         let mut path = view_type.name.clone();
         for value in self.params(id) {
             path.push('/');
-            path.push_str(value);
+            // Written so that the pattern parser reads it back as this value.
+            for c in value.chars() {
+                match c {
+                    '%' => path.push_str("%25"),
+                    '(' | ')' | ',' | '\\' => {
+                        path.push('\\');
+                        path.push(c);
+                    }
+                    c => path.push(c),
+                }
+            }
         }
         if let (Some(dataset), Some(time)) = (&view_type.time, self.time(id)) {
             for component in dataset.path_components(time) {
@@ -440,9 +485,12 @@ fn parse_values(view_type: &ViewType, values: &[String]) -> Result<(Vec<String>,
         });
     }
     let (params, time) = values.split_at(view_type.parameters.len());
-    for (parameter, value) in view_type.parameters.iter().zip(params) {
-        check_value(view_type, &parameter.name, parameter.kind, value)?;
-    }
+    let params = view_type
+        .parameters
+        .iter()
+        .zip(params)
+        .map(|(parameter, value)| check_value(view_type, &parameter.name, parameter.kind, value))
+        .collect::<Result<Vec<_>, _>>()?;
     let instance = match &view_type.time {
         None => 0,
         Some(dataset) => dataset.index_of_components(time).map_err(|reason| Error::BadInstance {
@@ -451,33 +499,58 @@ fn parse_values(view_type: &ViewType, values: &[String]) -> Result<(Vec<String>,
             reason,
         })?,
     };
-    Ok((params.to_vec(), instance))
+    Ok((params, instance))
 }
 
-/// A parameter value must be a safe single path component of its kind.
-fn check_value(view_type: &ViewType, parameter: &str, kind: ParameterKind, value: &str) -> Result<(), Error> {
-    let reason = if value.is_empty() {
-        Some("empty values are not allowed")
-    } else if value.contains('/') || value.contains('\\') {
-        Some("values may not contain `/` or `\\`")
-    } else if value == "." || value == ".." || value.contains("..") {
-        Some("values may not contain `..`")
-    } else if value.chars().any(char::is_control) {
-        Some("values may not contain NUL or control characters")
-    } else if kind == ParameterKind::Int && value.parse::<i64>().is_err() {
-        Some("not an int")
-    } else if kind == ParameterKind::Boolean && value != "true" && value != "false" {
-        Some("not true or false")
-    } else {
-        None
-    };
-    match reason {
-        None => Ok(()),
-        Some(reason) => Err(Error::BadValue {
-            view_type: view_type.name.clone(),
-            parameter: parameter.to_string(),
-            value: value.escape_debug().to_string(),
-            reason: reason.to_string(),
-        }),
+/// A parameter value, checked and made canonical by the catalog's rule.
+fn check_value(view_type: &ViewType, parameter: &str, kind: ParameterKind, value: &str) -> Result<String, Error> {
+    crate::catalog::canonical_value(kind, value).map_err(|reason| Error::BadValue {
+        view_type: view_type.name.clone(),
+        parameter: parameter.to_string(),
+        value: value.escape_debug().to_string(),
+        reason: reason.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{self, pattern};
+
+    const PROJECT: &str = r#"
+[[view]]
+name = "t.a/Count"
+parameters = [{ name = "n", type = "int" }]
+
+[[view]]
+name = "t.a/Label"
+parameters = [{ name = "label" }]
+
+[[view.dependency]]
+view = "t.a/Count"
+parameters = { n = "${label}" }
+"#;
+
+    fn resolution() -> Resolution<'static> {
+        Resolution { evaluation_time: Utc::now(), exists: &|_, _| false }
+    }
+
+    #[test]
+    fn a_failed_instantiation_leaves_the_lattice_as_it_was() {
+        let catalog = catalog::parse(PROJECT, std::path::Path::new("/p")).unwrap();
+        let mut lattice = Lattice::new(&catalog);
+        let good = lattice.instantiate(&pattern::parse("t.a/Label/7").unwrap(), &resolution()).unwrap();
+        assert_eq!(lattice.len(), 2);
+        let error = lattice.instantiate(&pattern::parse("t.a/Label/e(8,abc)").unwrap(), &resolution()).unwrap_err();
+        assert_eq!(error.to_string(), "t.a/Label/abc: dependency `count`: t.a/Count: parameter n = `abc`: not an int");
+        assert_eq!(lattice.len(), 2, "views of the failed call were kept");
+        for id in lattice.ids() {
+            let _ = lattice.dependencies(id);
+        }
+        let again = lattice.instantiate(&pattern::parse("t.a/Label/e(7,8)").unwrap(), &resolution()).unwrap();
+        assert_eq!(again[0], good[0]);
+        assert_eq!(lattice.len(), 4);
+        let count = lattice.dependencies(again[1])[0];
+        assert_eq!(lattice.url_path(count), "t.a/Count/8");
     }
 }
