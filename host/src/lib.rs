@@ -7,4 +7,6 @@ pub mod bundled;
 pub mod catalog;
 pub mod cli;
 pub mod lattice;
+pub mod metastore;
+pub mod model;
 pub mod runtime;

@@ -37,6 +37,9 @@ pub use cache::Provenance;
 pub use capture::Captured;
 pub use limits::Limits;
 
+/// The scheduling states listeners see.
+pub use crate::model::ViewState;
+
 /// How often the engine's epoch advances: the granularity of deadlines and
 /// of a running guest's yields to the async executor.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -482,20 +485,6 @@ pub enum ListenerEvent {
         first_sequence: u64,
         last_sequence: u64,
     },
-}
-
-/// The scheduling states, as the contract names them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ViewState {
-    Receive,
-    Invalidated,
-    NoData,
-    Waiting,
-    Transforming,
-    Materialized,
-    Retrying,
-    Failed,
 }
 
 /// Which phase of a call failed, for classification.

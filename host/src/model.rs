@@ -1,0 +1,69 @@
+//! Vocabulary shared by the metastore, the scheduler, the runtime and the
+//! API: plain data, no logic, no I/O.
+
+use std::fmt;
+
+/// A view's scheduling state. It outlives runs and is kept in the metastore.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ViewState {
+    Receive,
+    Invalidated,
+    NoData,
+    Waiting,
+    Transforming,
+    Materialized,
+    Retrying,
+    Failed,
+}
+
+impl ViewState {
+    pub const ALL: [ViewState; 8] = [
+        ViewState::Receive,
+        ViewState::Invalidated,
+        ViewState::NoData,
+        ViewState::Waiting,
+        ViewState::Transforming,
+        ViewState::Materialized,
+        ViewState::Retrying,
+        ViewState::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ViewState::Receive => "receive",
+            ViewState::Invalidated => "invalidated",
+            ViewState::NoData => "no-data",
+            ViewState::Waiting => "waiting",
+            ViewState::Transforming => "transforming",
+            ViewState::Materialized => "materialized",
+            ViewState::Retrying => "retrying",
+            ViewState::Failed => "failed",
+        }
+    }
+}
+
+impl fmt::Display for ViewState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A view's status within one run (Spark Declarative Pipelines' flow
+/// states). It belongs to that run only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum FlowStatus {
+    Queued,
+    Running,
+    Successful,
+    TerminatedWithError,
+    /// Never started, because the run was stopped.
+    Skipped,
+    /// In the lattice but not selected (TRANSFORM_ONLY).
+    Excluded,
+    /// Up to date: nothing to do.
+    Idle,
+    /// Running when the run was stopped.
+    Canceled,
+}
