@@ -10,3 +10,4 @@ pub mod lattice;
 pub mod metastore;
 pub mod model;
 pub mod runtime;
+pub mod scheduler;

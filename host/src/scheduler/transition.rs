@@ -1,0 +1,537 @@
+//! The scheduling state machine of one view, as a pure function:
+//! `transition(state, event) -> (state, actions)`. Schedoscope's states
+//! (seed 000) and trellis's materialization modes.
+//!
+//! Invariants: no I/O, no clock, no failure. Everything the decision needs
+//! arrives in the event (the mode, how the dependencies settled, whether the
+//! view is outdated and why); everything it wants done leaves as actions,
+//! which the scheduler's loop executes after committing the new state. An
+//! event that makes no sense in a state changes nothing and says so.
+
+use std::fmt;
+
+use crate::model::ViewState;
+
+/// How a materialize request treats the lattice (Schedoscope's modes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Mode {
+    Default,
+    /// Record current version checksums where only they changed, without
+    /// transforming.
+    ResetTransformationChecksums,
+    /// A dry run: record checksums and timestamps as if everything outdated
+    /// had been transformed, so the next DEFAULT run transforms nothing.
+    ResetTransformationChecksumsAndTimestamps,
+    /// Transform this view without asking its dependencies.
+    TransformOnly,
+    /// Mark the view materialized without transforming.
+    SetOnly,
+}
+
+/// Why a view must be transformed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reason {
+    NeverMaterialized,
+    SchemaChanged,
+    VersionChanged { old: String, new: String },
+    DependencyNewer { dependency: String },
+    Invalidated,
+    NewExternalData,
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::NeverMaterialized => f.write_str("never materialized"),
+            Reason::SchemaChanged => f.write_str("schema changed"),
+            Reason::VersionChanged { old, new } => write!(f, "version changed {old} -> {new}"),
+            Reason::DependencyNewer { dependency } => write!(f, "dependency {dependency} is newer"),
+            Reason::Invalidated => f.write_str("invalidated"),
+            Reason::NewExternalData => f.write_str("new external data"),
+        }
+    }
+}
+
+/// Whether a view whose dependencies have settled needs transforming.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Freshness {
+    UpToDate,
+    Outdated(Reason),
+}
+
+/// What is known about a view when its dependencies have settled, for
+/// deciding whether it is outdated.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Facts<'a> {
+    /// The view is in the invalidated state.
+    pub invalidated: bool,
+    /// Recorded in the metastore: the version checksum and timestamp of its
+    /// last materialization (none if never, or dropped by a schema change).
+    pub recorded_version: Option<&'a str>,
+    pub recorded_timestamp: Option<i64>,
+    /// The version checksum of its transformation now.
+    pub current_version: &'a str,
+    /// The dependency with the newest timestamp, and that timestamp.
+    pub newest_dependency: Option<(&'a str, i64)>,
+    /// For external data: the done flag's modification time now, if the
+    /// flag exists. `None` for views with a transformation.
+    pub external_flag: Option<Option<i64>>,
+}
+
+/// Schedoscope's change detection, in order: invalidation, never
+/// materialized, changed logic, newer input, new external data.
+pub fn freshness(facts: &Facts<'_>) -> Freshness {
+    if facts.invalidated {
+        return Freshness::Outdated(Reason::Invalidated);
+    }
+    let Some(timestamp) = facts.recorded_timestamp else {
+        return Freshness::Outdated(Reason::NeverMaterialized);
+    };
+    match facts.recorded_version {
+        Some(old) if old != facts.current_version => {
+            return Freshness::Outdated(Reason::VersionChanged {
+                old: old.to_string(),
+                new: facts.current_version.to_string(),
+            });
+        }
+        None => return Freshness::Outdated(Reason::NeverMaterialized),
+        Some(_) => {}
+    }
+    if let Some((dependency, newest)) = facts.newest_dependency
+        && newest > timestamp
+    {
+        return Freshness::Outdated(Reason::DependencyNewer { dependency: dependency.to_string() });
+    }
+    // Re-delivered data counts as new: a flag written again has a new time.
+    if let Some(flag) = facts.external_flag
+        && flag != Some(timestamp)
+    {
+        return Freshness::Outdated(Reason::NewExternalData);
+    }
+    Freshness::UpToDate
+}
+
+/// How a view's dependencies ended up, once none is in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settled {
+    /// The view has dependencies and every one of them is no-data.
+    pub all_no_data: bool,
+    /// Some dependency is no-data (the view will be incomplete).
+    pub some_no_data: bool,
+    /// Some dependency failed (the view will carry errors).
+    pub some_failed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A materialize request reached the view, from a run or a dependent.
+    Materialize {
+        mode: Mode,
+        materialize_once: bool,
+    },
+    /// Every dependency is materialized, no-data or failed.
+    DependenciesSettled {
+        mode: Mode,
+        settled: Settled,
+        freshness: Freshness,
+    },
+    /// The transformation (or, for external data, the done-flag check)
+    /// finished; `data` is false for no-data.
+    Transformed {
+        data: bool,
+    },
+    /// The transformation failed; `retry` says whether another attempt is
+    /// allowed (retryable and attempts left).
+    TransformFailed {
+        retry: bool,
+        error: String,
+    },
+    /// A retry's backoff elapsed.
+    RetryDue,
+    Invalidate,
+    /// The run was stopped while the view was in flight; it returns to the
+    /// state it had before the run.
+    Canceled {
+        previous: ViewState,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Send materialize requests to the dependencies.
+    AskDependencies,
+    /// Run the transformation (for external data: check the done flag).
+    Transform,
+    ScheduleRetry,
+    /// Record the view as materialized now, with its current version
+    /// checksum, flagged incomplete or with errors as its dependencies
+    /// settled (the loop keeps those with the view).
+    RecordMaterialized,
+    /// Record the current version checksum and a timestamp without
+    /// transforming (the RESET modes and SET_ONLY).
+    RecordWithoutTransforming,
+    /// Record the current version checksum only, keeping the timestamp.
+    RecordVersion,
+    RecordNoData,
+    RecordFailed {
+        error: String,
+    },
+    RecordInvalidated,
+    /// The view was up to date: nothing was done (flow status IDLE).
+    ReportIdle,
+    /// Tell waiting dependents (and the run) that this view settled.
+    NotifyDependents,
+    /// A request joined the one already in flight.
+    JoinInFlight,
+    /// The event was refused, and why (e.g. invalidating a view in flight).
+    Refuse {
+        reason: String,
+    },
+    /// The event does not apply in this state; it changed nothing.
+    Ignore,
+}
+
+/// The single transition function.
+pub fn transition(state: ViewState, event: &Event) -> (ViewState, Vec<Action>) {
+    use Action::*;
+    use ViewState::*;
+    let in_flight = matches!(state, Waiting | Transforming | Retrying);
+    match event {
+        Event::Materialize { .. } if in_flight => (state, vec![JoinInFlight]),
+        Event::Materialize { mode: Mode::SetOnly, .. } => {
+            (Materialized, vec![RecordWithoutTransforming, NotifyDependents])
+        }
+        Event::Materialize { materialize_once: true, .. } if state == Materialized => {
+            (Materialized, vec![ReportIdle, NotifyDependents])
+        }
+        Event::Materialize { mode: Mode::TransformOnly, .. } => (Transforming, vec![Transform]),
+        Event::Materialize { .. } => (Waiting, vec![AskDependencies]),
+
+        Event::DependenciesSettled { .. } if state != Waiting => (state, vec![Ignore]),
+        Event::DependenciesSettled { settled, .. } if settled.all_no_data => {
+            (NoData, vec![RecordNoData, NotifyDependents])
+        }
+        Event::DependenciesSettled { freshness: Freshness::UpToDate, .. } => {
+            (Materialized, vec![ReportIdle, NotifyDependents])
+        }
+        Event::DependenciesSettled { mode: Mode::ResetTransformationChecksumsAndTimestamps, .. } => {
+            (Materialized, vec![RecordWithoutTransforming, NotifyDependents])
+        }
+        Event::DependenciesSettled {
+            mode: Mode::ResetTransformationChecksums,
+            freshness: Freshness::Outdated(Reason::VersionChanged { .. }),
+            ..
+        } => (Materialized, vec![RecordVersion, NotifyDependents]),
+        Event::DependenciesSettled { .. } => (Transforming, vec![Transform]),
+
+        Event::Transformed { .. } if state != Transforming => (state, vec![Ignore]),
+        Event::Transformed { data: true } => (Materialized, vec![RecordMaterialized, NotifyDependents]),
+        Event::Transformed { data: false } => (NoData, vec![RecordNoData, NotifyDependents]),
+
+        Event::TransformFailed { .. } if state != Transforming => (state, vec![Ignore]),
+        Event::TransformFailed { retry: true, .. } => (Retrying, vec![ScheduleRetry]),
+        Event::TransformFailed { retry: false, error } => {
+            (Failed, vec![RecordFailed { error: error.clone() }, NotifyDependents])
+        }
+
+        Event::RetryDue if state == Retrying => (Transforming, vec![Transform]),
+        Event::RetryDue => (state, vec![Ignore]),
+
+        Event::Invalidate if in_flight => {
+            (state, vec![Refuse { reason: format!("the view is {state}; invalidate it when it is not in flight") }])
+        }
+        Event::Invalidate => (Invalidated, vec![RecordInvalidated]),
+
+        Event::Canceled { previous } if in_flight => (*previous, vec![NotifyDependents]),
+        Event::Canceled { .. } => (state, vec![Ignore]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use expect_test::expect;
+
+    /// One event of each kind and variation that changes the outcome.
+    fn events() -> Vec<(&'static str, Event)> {
+        let settled = |all_no_data| Settled { all_no_data, some_no_data: all_no_data, some_failed: false };
+        let outdated = Freshness::Outdated(Reason::NeverMaterialized);
+        let version = Freshness::Outdated(Reason::VersionChanged { old: "a".into(), new: "b".into() });
+        vec![
+            ("materialize", Event::Materialize { mode: Mode::Default, materialize_once: false }),
+            ("materialize once", Event::Materialize { mode: Mode::Default, materialize_once: true }),
+            ("materialize TRANSFORM_ONLY", Event::Materialize { mode: Mode::TransformOnly, materialize_once: false }),
+            ("materialize SET_ONLY", Event::Materialize { mode: Mode::SetOnly, materialize_once: false }),
+            (
+                "settled, all no-data",
+                Event::DependenciesSettled { mode: Mode::Default, settled: settled(true), freshness: outdated.clone() },
+            ),
+            (
+                "settled, up to date",
+                Event::DependenciesSettled {
+                    mode: Mode::Default,
+                    settled: settled(false),
+                    freshness: Freshness::UpToDate,
+                },
+            ),
+            (
+                "settled, outdated",
+                Event::DependenciesSettled {
+                    mode: Mode::Default,
+                    settled: settled(false),
+                    freshness: outdated.clone(),
+                },
+            ),
+            (
+                "settled, outdated, RESET_..._AND_TIMESTAMPS",
+                Event::DependenciesSettled {
+                    mode: Mode::ResetTransformationChecksumsAndTimestamps,
+                    settled: settled(false),
+                    freshness: outdated.clone(),
+                },
+            ),
+            (
+                "settled, version changed, RESET_TRANSFORMATION_CHECKSUMS",
+                Event::DependenciesSettled {
+                    mode: Mode::ResetTransformationChecksums,
+                    settled: settled(false),
+                    freshness: version,
+                },
+            ),
+            (
+                "settled, never materialized, RESET_TRANSFORMATION_CHECKSUMS",
+                Event::DependenciesSettled {
+                    mode: Mode::ResetTransformationChecksums,
+                    settled: settled(false),
+                    freshness: outdated,
+                },
+            ),
+            ("transformed, data", Event::Transformed { data: true }),
+            ("transformed, no data", Event::Transformed { data: false }),
+            ("failed, retry", Event::TransformFailed { retry: true, error: "trap".into() }),
+            ("failed, no retry", Event::TransformFailed { retry: false, error: "fatal".into() }),
+            ("retry due", Event::RetryDue),
+            ("invalidate", Event::Invalidate),
+            ("canceled", Event::Canceled { previous: ViewState::Materialized }),
+        ]
+    }
+
+    fn short(action: &Action) -> String {
+        match action {
+            Action::RecordFailed { error } => format!("RecordFailed({error})"),
+            Action::Refuse { .. } => "Refuse".into(),
+            other => format!("{other:?}"),
+        }
+    }
+
+    /// Every (state, event) pair, one line each: the golden table.
+    #[test]
+    fn every_state_and_event() {
+        let mut table = String::new();
+        for state in ViewState::ALL {
+            for (name, event) in events() {
+                let (next, actions) = transition(state, &event);
+                let actions: Vec<String> = actions.iter().map(short).collect();
+                table.push_str(&format!(
+                    "{:<13} {:<58} -> {:<13} {}\n",
+                    state.as_str(),
+                    name,
+                    next.as_str(),
+                    actions.join(", ")
+                ));
+            }
+        }
+        expect![[r#"
+            receive       materialize                                                -> waiting       AskDependencies
+            receive       materialize once                                           -> waiting       AskDependencies
+            receive       materialize TRANSFORM_ONLY                                 -> transforming  Transform
+            receive       materialize SET_ONLY                                       -> materialized  RecordWithoutTransforming, NotifyDependents
+            receive       settled, all no-data                                       -> receive       Ignore
+            receive       settled, up to date                                        -> receive       Ignore
+            receive       settled, outdated                                          -> receive       Ignore
+            receive       settled, outdated, RESET_..._AND_TIMESTAMPS                -> receive       Ignore
+            receive       settled, version changed, RESET_TRANSFORMATION_CHECKSUMS   -> receive       Ignore
+            receive       settled, never materialized, RESET_TRANSFORMATION_CHECKSUMS -> receive       Ignore
+            receive       transformed, data                                          -> receive       Ignore
+            receive       transformed, no data                                       -> receive       Ignore
+            receive       failed, retry                                              -> receive       Ignore
+            receive       failed, no retry                                           -> receive       Ignore
+            receive       retry due                                                  -> receive       Ignore
+            receive       invalidate                                                 -> invalidated   RecordInvalidated
+            receive       canceled                                                   -> receive       Ignore
+            invalidated   materialize                                                -> waiting       AskDependencies
+            invalidated   materialize once                                           -> waiting       AskDependencies
+            invalidated   materialize TRANSFORM_ONLY                                 -> transforming  Transform
+            invalidated   materialize SET_ONLY                                       -> materialized  RecordWithoutTransforming, NotifyDependents
+            invalidated   settled, all no-data                                       -> invalidated   Ignore
+            invalidated   settled, up to date                                        -> invalidated   Ignore
+            invalidated   settled, outdated                                          -> invalidated   Ignore
+            invalidated   settled, outdated, RESET_..._AND_TIMESTAMPS                -> invalidated   Ignore
+            invalidated   settled, version changed, RESET_TRANSFORMATION_CHECKSUMS   -> invalidated   Ignore
+            invalidated   settled, never materialized, RESET_TRANSFORMATION_CHECKSUMS -> invalidated   Ignore
+            invalidated   transformed, data                                          -> invalidated   Ignore
+            invalidated   transformed, no data                                       -> invalidated   Ignore
+            invalidated   failed, retry                                              -> invalidated   Ignore
+            invalidated   failed, no retry                                           -> invalidated   Ignore
+            invalidated   retry due                                                  -> invalidated   Ignore
+            invalidated   invalidate                                                 -> invalidated   RecordInvalidated
+            invalidated   canceled                                                   -> invalidated   Ignore
+            no-data       materialize                                                -> waiting       AskDependencies
+            no-data       materialize once                                           -> waiting       AskDependencies
+            no-data       materialize TRANSFORM_ONLY                                 -> transforming  Transform
+            no-data       materialize SET_ONLY                                       -> materialized  RecordWithoutTransforming, NotifyDependents
+            no-data       settled, all no-data                                       -> no-data       Ignore
+            no-data       settled, up to date                                        -> no-data       Ignore
+            no-data       settled, outdated                                          -> no-data       Ignore
+            no-data       settled, outdated, RESET_..._AND_TIMESTAMPS                -> no-data       Ignore
+            no-data       settled, version changed, RESET_TRANSFORMATION_CHECKSUMS   -> no-data       Ignore
+            no-data       settled, never materialized, RESET_TRANSFORMATION_CHECKSUMS -> no-data       Ignore
+            no-data       transformed, data                                          -> no-data       Ignore
+            no-data       transformed, no data                                       -> no-data       Ignore
+            no-data       failed, retry                                              -> no-data       Ignore
+            no-data       failed, no retry                                           -> no-data       Ignore
+            no-data       retry due                                                  -> no-data       Ignore
+            no-data       invalidate                                                 -> invalidated   RecordInvalidated
+            no-data       canceled                                                   -> no-data       Ignore
+            waiting       materialize                                                -> waiting       JoinInFlight
+            waiting       materialize once                                           -> waiting       JoinInFlight
+            waiting       materialize TRANSFORM_ONLY                                 -> waiting       JoinInFlight
+            waiting       materialize SET_ONLY                                       -> waiting       JoinInFlight
+            waiting       settled, all no-data                                       -> no-data       RecordNoData, NotifyDependents
+            waiting       settled, up to date                                        -> materialized  ReportIdle, NotifyDependents
+            waiting       settled, outdated                                          -> transforming  Transform
+            waiting       settled, outdated, RESET_..._AND_TIMESTAMPS                -> materialized  RecordWithoutTransforming, NotifyDependents
+            waiting       settled, version changed, RESET_TRANSFORMATION_CHECKSUMS   -> materialized  RecordVersion, NotifyDependents
+            waiting       settled, never materialized, RESET_TRANSFORMATION_CHECKSUMS -> transforming  Transform
+            waiting       transformed, data                                          -> waiting       Ignore
+            waiting       transformed, no data                                       -> waiting       Ignore
+            waiting       failed, retry                                              -> waiting       Ignore
+            waiting       failed, no retry                                           -> waiting       Ignore
+            waiting       retry due                                                  -> waiting       Ignore
+            waiting       invalidate                                                 -> waiting       Refuse
+            waiting       canceled                                                   -> materialized  NotifyDependents
+            transforming  materialize                                                -> transforming  JoinInFlight
+            transforming  materialize once                                           -> transforming  JoinInFlight
+            transforming  materialize TRANSFORM_ONLY                                 -> transforming  JoinInFlight
+            transforming  materialize SET_ONLY                                       -> transforming  JoinInFlight
+            transforming  settled, all no-data                                       -> transforming  Ignore
+            transforming  settled, up to date                                        -> transforming  Ignore
+            transforming  settled, outdated                                          -> transforming  Ignore
+            transforming  settled, outdated, RESET_..._AND_TIMESTAMPS                -> transforming  Ignore
+            transforming  settled, version changed, RESET_TRANSFORMATION_CHECKSUMS   -> transforming  Ignore
+            transforming  settled, never materialized, RESET_TRANSFORMATION_CHECKSUMS -> transforming  Ignore
+            transforming  transformed, data                                          -> materialized  RecordMaterialized, NotifyDependents
+            transforming  transformed, no data                                       -> no-data       RecordNoData, NotifyDependents
+            transforming  failed, retry                                              -> retrying      ScheduleRetry
+            transforming  failed, no retry                                           -> failed        RecordFailed(fatal), NotifyDependents
+            transforming  retry due                                                  -> transforming  Ignore
+            transforming  invalidate                                                 -> transforming  Refuse
+            transforming  canceled                                                   -> materialized  NotifyDependents
+            materialized  materialize                                                -> waiting       AskDependencies
+            materialized  materialize once                                           -> materialized  ReportIdle, NotifyDependents
+            materialized  materialize TRANSFORM_ONLY                                 -> transforming  Transform
+            materialized  materialize SET_ONLY                                       -> materialized  RecordWithoutTransforming, NotifyDependents
+            materialized  settled, all no-data                                       -> materialized  Ignore
+            materialized  settled, up to date                                        -> materialized  Ignore
+            materialized  settled, outdated                                          -> materialized  Ignore
+            materialized  settled, outdated, RESET_..._AND_TIMESTAMPS                -> materialized  Ignore
+            materialized  settled, version changed, RESET_TRANSFORMATION_CHECKSUMS   -> materialized  Ignore
+            materialized  settled, never materialized, RESET_TRANSFORMATION_CHECKSUMS -> materialized  Ignore
+            materialized  transformed, data                                          -> materialized  Ignore
+            materialized  transformed, no data                                       -> materialized  Ignore
+            materialized  failed, retry                                              -> materialized  Ignore
+            materialized  failed, no retry                                           -> materialized  Ignore
+            materialized  retry due                                                  -> materialized  Ignore
+            materialized  invalidate                                                 -> invalidated   RecordInvalidated
+            materialized  canceled                                                   -> materialized  Ignore
+            retrying      materialize                                                -> retrying      JoinInFlight
+            retrying      materialize once                                           -> retrying      JoinInFlight
+            retrying      materialize TRANSFORM_ONLY                                 -> retrying      JoinInFlight
+            retrying      materialize SET_ONLY                                       -> retrying      JoinInFlight
+            retrying      settled, all no-data                                       -> retrying      Ignore
+            retrying      settled, up to date                                        -> retrying      Ignore
+            retrying      settled, outdated                                          -> retrying      Ignore
+            retrying      settled, outdated, RESET_..._AND_TIMESTAMPS                -> retrying      Ignore
+            retrying      settled, version changed, RESET_TRANSFORMATION_CHECKSUMS   -> retrying      Ignore
+            retrying      settled, never materialized, RESET_TRANSFORMATION_CHECKSUMS -> retrying      Ignore
+            retrying      transformed, data                                          -> retrying      Ignore
+            retrying      transformed, no data                                       -> retrying      Ignore
+            retrying      failed, retry                                              -> retrying      Ignore
+            retrying      failed, no retry                                           -> retrying      Ignore
+            retrying      retry due                                                  -> transforming  Transform
+            retrying      invalidate                                                 -> retrying      Refuse
+            retrying      canceled                                                   -> materialized  NotifyDependents
+            failed        materialize                                                -> waiting       AskDependencies
+            failed        materialize once                                           -> waiting       AskDependencies
+            failed        materialize TRANSFORM_ONLY                                 -> transforming  Transform
+            failed        materialize SET_ONLY                                       -> materialized  RecordWithoutTransforming, NotifyDependents
+            failed        settled, all no-data                                       -> failed        Ignore
+            failed        settled, up to date                                        -> failed        Ignore
+            failed        settled, outdated                                          -> failed        Ignore
+            failed        settled, outdated, RESET_..._AND_TIMESTAMPS                -> failed        Ignore
+            failed        settled, version changed, RESET_TRANSFORMATION_CHECKSUMS   -> failed        Ignore
+            failed        settled, never materialized, RESET_TRANSFORMATION_CHECKSUMS -> failed        Ignore
+            failed        transformed, data                                          -> failed        Ignore
+            failed        transformed, no data                                       -> failed        Ignore
+            failed        failed, retry                                              -> failed        Ignore
+            failed        failed, no retry                                           -> failed        Ignore
+            failed        retry due                                                  -> failed        Ignore
+            failed        invalidate                                                 -> invalidated   RecordInvalidated
+            failed        canceled                                                   -> failed        Ignore
+        "#]].assert_eq(&table);
+    }
+
+    #[test]
+    fn change_detection_follows_schedoscope() {
+        let base = Facts {
+            recorded_version: Some("v1"),
+            recorded_timestamp: Some(100),
+            current_version: "v1",
+            newest_dependency: Some(("s.d/Raw/1", 90)),
+            ..Facts::default()
+        };
+        let external = Facts { external_flag: Some(Some(100)), newest_dependency: None, ..base };
+        let cases: Vec<(&str, Facts<'_>)> = vec![
+            ("up to date", base),
+            ("invalidated", Facts { invalidated: true, ..base }),
+            ("never materialized", Facts { recorded_timestamp: None, recorded_version: None, ..base }),
+            ("schema dropped its metadata", Facts { recorded_timestamp: None, ..base }),
+            ("version changed", Facts { current_version: "v2", ..base }),
+            ("dependency newer", Facts { newest_dependency: Some(("s.d/Raw/1", 101)), ..base }),
+            ("dependency as old", Facts { newest_dependency: Some(("s.d/Raw/1", 100)), ..base }),
+            ("external, same flag", external),
+            ("external, flag rewritten", Facts { external_flag: Some(Some(150)), ..external }),
+            ("external, flag gone", Facts { external_flag: Some(None), ..external }),
+        ];
+        let table: String = cases
+            .iter()
+            .map(|(name, facts)| match freshness(facts) {
+                Freshness::UpToDate => format!("{name}: up to date\n"),
+                Freshness::Outdated(reason) => format!("{name}: {reason}\n"),
+            })
+            .collect();
+        expect![[r#"
+            up to date: up to date
+            invalidated: invalidated
+            never materialized: never materialized
+            schema dropped its metadata: never materialized
+            version changed: version changed v1 -> v2
+            dependency newer: dependency s.d/Raw/1 is newer
+            dependency as old: up to date
+            external, same flag: up to date
+            external, flag rewritten: new external data
+            external, flag gone: new external data
+        "#]].assert_eq(&table);
+    }
+
+    #[test]
+    fn invalidating_a_view_in_flight_says_why() {
+        let (state, actions) = transition(ViewState::Transforming, &Event::Invalidate);
+        assert_eq!(state, ViewState::Transforming);
+        assert_eq!(
+            actions,
+            [Action::Refuse { reason: "the view is transforming; invalidate it when it is not in flight".into() }]
+        );
+    }
+}
