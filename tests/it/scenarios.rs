@@ -5,12 +5,14 @@
 //! Format, line by line:
 //! - `# ...` and blank lines between commands: comments and spacing;
 //! - `@copy DIR`: copy DIR (relative to the repository) into the project;
+//! - `@plugins`: copy every built plugin into the project's `plugins/`,
+//!   named with dashes (`csv-aggregate.wasm`, `hostile-panic.wasm`);
 //! - `@write PATH` ... `@end`: write a file into the project;
 //! - `$ touch PATH`: create an empty file (and its directories), e.g. a done flag;
 //! - `$ trellis ARGS`: run the real binary in the project directory; the
 //!   lines after it, up to a blank line, are its expected stdout and stderr,
-//!   with the project directory shown as `$PROJECT` and a last line
-//!   `[exit N]` when it exits non-zero.
+//!   with the project directory shown as `$PROJECT`, blank lines left out,
+//!   and a last line `[exit N]` when it exits non-zero.
 
 use std::path::{Path, PathBuf};
 
@@ -56,7 +58,19 @@ fn run_scenario(text: &str) -> (String, Vec<String>) {
     while i < lines.len() {
         let line = lines[i];
         i += 1;
-        if let Some(source) = line.strip_prefix("@copy ") {
+        if line == "@plugins" {
+            let plugins = project.path().join("plugins");
+            std::fs::create_dir_all(&plugins).unwrap();
+            for entry in std::fs::read_dir(trellis::bundled::PLUGINS_DIR).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_some_and(|e| e == "wasm") {
+                    let name = path.file_name().unwrap().to_string_lossy().replace('_', "-");
+                    std::fs::copy(&path, plugins.join(name)).unwrap();
+                }
+            }
+            out.push_str(line);
+            out.push('\n');
+        } else if let Some(source) = line.strip_prefix("@copy ") {
             copy(&repository().join(source.trim()), project.path());
             out.push_str(line);
             out.push('\n');
@@ -107,9 +121,12 @@ fn execute(command: &str, project: &Path, cache: &Path) -> String {
             String::new()
         }
         Some("trellis") => {
-            let result = run(trellis(cache).current_dir(project).args(&words[1..]));
+            // Logs carry timestamps; what a scenario checks is the output.
+            let result = run(trellis(cache).current_dir(project).env("TRELLIS_LOG", "off").args(&words[1..]));
             let project = project.display().to_string();
-            let mut output = format!("{}{}", result.stdout, result.stderr).replace(&project, "$PROJECT");
+            // Blank lines end an expectation in the file format, so they are left out.
+            let output = format!("{}{}", result.stdout, result.stderr).replace(&project, "$PROJECT");
+            let mut output: String = output.lines().filter(|l| !l.is_empty()).map(|l| format!("{l}\n")).collect();
             if result.code != 0 {
                 output.push_str(&format!("[exit {}]\n", result.code));
             }

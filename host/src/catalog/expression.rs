@@ -14,6 +14,8 @@ use super::time::{Unit, date_offset, format_time};
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConfigValue {
     parts: Vec<Part>,
+    /// The text as written, which is what version checksums hash.
+    source: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -112,7 +114,12 @@ impl ConfigValue {
         if !literal.is_empty() {
             parts.push(Part::Literal(literal));
         }
-        Ok(ConfigValue { parts })
+        Ok(ConfigValue { parts, source: text.to_string() })
+    }
+
+    /// The value as written in the project file.
+    pub fn source(&self) -> &str {
+        &self.source
     }
 
     /// Checks names against the view type: parameters and dependency names.

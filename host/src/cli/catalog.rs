@@ -15,10 +15,10 @@ use crate::lattice::{Lattice, Resolution, ResolvedView, ViewId};
 pub(super) struct ProjectArgs {
     /// The project directory, holding trellis.toml
     #[arg(long, short = 'p', default_value = ".", value_name = "DIR")]
-    project: PathBuf,
+    pub(super) project: PathBuf,
     /// Print JSON instead of text
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -46,7 +46,7 @@ pub(super) struct DepsArgs {
 
 /// Loads the project; on problems, prints each on its own line (file and
 /// line first) and fails with their count.
-fn load(project: &Path) -> anyhow::Result<Catalog> {
+pub(super) fn load(project: &Path) -> anyhow::Result<Catalog> {
     match catalog::load(project) {
         Ok(catalog) => Ok(catalog),
         Err(catalog::LoadError::Invalid(diagnostics)) => {

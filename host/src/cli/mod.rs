@@ -7,6 +7,7 @@
 mod catalog;
 mod demo;
 mod plugins;
+mod schedule;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -41,6 +42,12 @@ enum Command {
     Views(catalog::ViewsArgs),
     /// Show the views one view depends on, their data paths and dataIn()
     Deps(catalog::DepsArgs),
+    /// Materialize views and their dependencies, transforming what is outdated
+    Materialize(schedule::MaterializeArgs),
+    /// Mark views to be rematerialized on the next materialize
+    Invalidate(schedule::InvalidateArgs),
+    /// Say for every view whether it would be transformed now, and why
+    Plan(schedule::PlanArgs),
 }
 
 /// How a command ended, beyond errors (which exit with 2).
@@ -74,6 +81,9 @@ impl Cli {
             Command::Validate(args) => catalog::validate(&args),
             Command::Views(args) => catalog::views(&args),
             Command::Deps(args) => catalog::deps(&args),
+            Command::Materialize(args) => schedule::materialize(&args, &runtime()?).await,
+            Command::Invalidate(args) => schedule::invalidate(&args, &runtime()?).await,
+            Command::Plan(args) => schedule::plan(&args, &runtime()?).await,
         }
     }
 }

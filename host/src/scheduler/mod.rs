@@ -1,11 +1,15 @@
 //! The scheduler: materializes views in dependency order and keeps them
 //! current.
 //!
-//! So far only its core exists: the pure per-view state machine in
-//! `transition`. The event loop that owns view state, executes actions
-//! after the metastore commit and runs transformations as tasks under
-//! permits is the next step (issue 4).
+//! - `transition`: the pure per-view state machine and change detection;
+//! - `run`: the loop that owns view state, commits to the metastore and
+//!   then executes actions, with transformations as tasks under permits;
+//! - `publish`: staging directories and atomic publish.
 
+pub mod publish;
+pub mod run;
 pub mod transition;
+
+pub use run::{RunSummary, Scheduler};
 
 pub use transition::{Action, Event, Facts, Freshness, Mode, Reason, Settled, freshness, transition};

@@ -522,7 +522,8 @@ mod tests {
             external, same flag: up to date
             external, flag rewritten: new external data
             external, flag gone: new external data
-        "#]].assert_eq(&table);
+        "#]]
+        .assert_eq(&table);
     }
 
     #[test]

@@ -1,0 +1,126 @@
+//! `trellis materialize`, `trellis invalidate` and `trellis plan`: the
+//! scheduler, embedded, without a server.
+
+use anyhow::Context;
+use clap::Args;
+
+use super::Status;
+use super::catalog::{ProjectArgs, load};
+use crate::model::FlowStatus;
+use crate::runtime::Runtime;
+use crate::scheduler::{Mode, Scheduler};
+
+#[derive(Debug, Args)]
+pub(super) struct MaterializeArgs {
+    #[command(flatten)]
+    project: ProjectArgs,
+    /// The views to materialize, as a view pattern
+    #[arg(long, short = 'v', value_name = "PATTERN")]
+    views: String,
+    /// DEFAULT, RESET_TRANSFORMATION_CHECKSUMS, RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS, TRANSFORM_ONLY or SET_ONLY
+    #[arg(long, default_value = "DEFAULT", value_parser = parse_mode)]
+    mode: Mode,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct InvalidateArgs {
+    #[command(flatten)]
+    project: ProjectArgs,
+    #[arg(long, short = 'v', value_name = "PATTERN")]
+    views: String,
+    /// Also invalidate what they depend on
+    #[arg(long, short = 'd')]
+    deps: bool,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct PlanArgs {
+    #[command(flatten)]
+    project: ProjectArgs,
+    #[arg(long, short = 'v', value_name = "PATTERN")]
+    views: String,
+}
+
+fn parse_mode(text: &str) -> Result<Mode, String> {
+    serde_json::from_value(serde_json::Value::from(text.to_ascii_uppercase())).map_err(|_| {
+        format!("`{text}` is not a mode (DEFAULT, RESET_TRANSFORMATION_CHECKSUMS, RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS, TRANSFORM_ONLY, SET_ONLY)")
+    })
+}
+
+fn status_name(status: FlowStatus) -> String {
+    serde_json::to_value(status).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
+}
+
+pub(super) async fn materialize(args: &MaterializeArgs, runtime: &Runtime) -> anyhow::Result<Status> {
+    let catalog = load(&args.project.project)?;
+    let mut scheduler = Scheduler::open(&catalog, runtime).await.context("opening the scheduler")?;
+    let summary = scheduler.materialize(&args.views, args.mode).await?;
+    if args.project.json {
+        let value = serde_json::json!({
+            "run": summary.id,
+            "flows": summary.flows.iter().map(|(view, status)| serde_json::json!({ "view": view, "status": status })).collect::<Vec<_>>(),
+            "failures": summary.failures.iter().map(|(view, error)| serde_json::json!({ "view": view, "error": error })).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        for (view, status) in &summary.flows {
+            println!("{:<22} {view}", status_name(*status));
+        }
+        for view in &summary.incomplete {
+            println!("incomplete (a dependency has no data): {view}");
+        }
+        for view in &summary.with_errors {
+            println!("with errors (a dependency failed): {view}");
+        }
+        for (view, error) in &summary.failures {
+            eprintln!("failed: {view}: {error}");
+        }
+        let counts: Vec<String> = [
+            FlowStatus::Successful,
+            FlowStatus::Idle,
+            FlowStatus::TerminatedWithError,
+            FlowStatus::Skipped,
+            FlowStatus::Canceled,
+        ]
+        .into_iter()
+        .map(|status| (status, summary.count(status)))
+        .filter(|(_, n)| *n > 0)
+        .map(|(status, n)| format!("{n} {}", status_name(status).to_lowercase()))
+        .collect();
+        let n = summary.flows.len();
+        println!("{n} view{}: {}", if n == 1 { "" } else { "s" }, counts.join(", "));
+    }
+    Ok(if summary.failures.is_empty() { Status::Success } else { Status::Failed })
+}
+
+pub(super) async fn invalidate(args: &InvalidateArgs, runtime: &Runtime) -> anyhow::Result<Status> {
+    let catalog = load(&args.project.project)?;
+    let mut scheduler = Scheduler::open(&catalog, runtime).await.context("opening the scheduler")?;
+    let crate::scheduler::run::Invalidation { invalidated: done, refused } =
+        scheduler.invalidate(&args.views, args.deps)?;
+    for id in &done {
+        println!("invalidated {}", scheduler.lattice().url_path(*id));
+    }
+    for (id, reason) in &refused {
+        eprintln!("refused {}: {reason}", scheduler.lattice().url_path(*id));
+    }
+    Ok(if refused.is_empty() { Status::Success } else { Status::Failed })
+}
+
+pub(super) async fn plan(args: &PlanArgs, runtime: &Runtime) -> anyhow::Result<Status> {
+    let catalog = load(&args.project.project)?;
+    let mut scheduler = Scheduler::open(&catalog, runtime).await.context("opening the scheduler")?;
+    let plan = scheduler.plan(&args.views)?;
+    if args.project.json {
+        let value: Vec<_> = plan
+            .iter()
+            .map(|(id, line)| serde_json::json!({ "view": scheduler.lattice().url_path(*id), "plan": line }))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        for (id, line) in &plan {
+            println!("{}: {line}", scheduler.lattice().url_path(*id));
+        }
+    }
+    Ok(Status::Success)
+}

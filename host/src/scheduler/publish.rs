@@ -1,0 +1,96 @@
+//! Atomic publish: a transformation writes a staging directory, and on
+//! success the view's data path is replaced by it in one rename, done flag
+//! included. Readers see the old data or the new, never a mix; a failed or
+//! interrupted transformation leaves the old data untouched.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Staging directories live under the storage root (one filesystem, so
+/// renames are atomic), in a directory no view path can use: view paths
+/// never start with a `.` component.
+pub const STAGING_DIR: &str = ".trellis-staging";
+
+pub struct Staging {
+    root: PathBuf,
+}
+
+impl Staging {
+    pub fn new(storage: &Path) -> Self {
+        Staging { root: storage.join(STAGING_DIR) }
+    }
+
+    /// Removes what an interrupted process left behind.
+    pub fn clean(&self) -> io::Result<()> {
+        match std::fs::remove_dir_all(&self.root) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// A new, empty staging directory.
+    pub fn create(&self) -> io::Result<PathBuf> {
+        std::fs::create_dir_all(&self.root)?;
+        Ok(tempfile::Builder::new().prefix("view-").tempdir_in(&self.root)?.keep())
+    }
+
+    /// Writes the done flag into `staging` and makes it the data at
+    /// `data_path`, replacing what was there in one step.
+    pub fn publish(&self, staging: &Path, data_path: &Path, done_flag: &str) -> io::Result<()> {
+        if !done_flag.is_empty() {
+            std::fs::write(staging.join(done_flag), b"")?;
+        }
+        if let Some(parent) = data_path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        if data_path.exists() {
+            exchange(staging, data_path)?;
+            // `staging` now holds the old data.
+            std::fs::remove_dir_all(staging)
+        } else {
+            std::fs::rename(staging, data_path)
+        }
+    }
+
+    pub fn discard(&self, staging: &Path) {
+        if let Err(e) = std::fs::remove_dir_all(staging) {
+            tracing::warn!(staging = %staging.display(), "cannot remove a staging directory: {e}");
+        }
+    }
+}
+
+/// Swaps two directories atomically (Linux `renameat2(RENAME_EXCHANGE)`).
+fn exchange(a: &Path, b: &Path) -> io::Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let a = CString::new(a.as_os_str().as_bytes()).map_err(io::Error::other)?;
+    let b = CString::new(b.as_os_str().as_bytes()).map_err(io::Error::other)?;
+    // SAFETY: two valid NUL-terminated paths, relative to the current directory.
+    let status =
+        unsafe { libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_EXCHANGE) };
+    if status == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn publish_replaces_the_data_and_writes_the_flag() {
+        let storage = tempfile::tempdir().unwrap();
+        let staging = Staging::new(storage.path());
+        let data = storage.path().join("v/2015/05/01");
+        for content in ["first", "second"] {
+            let dir = staging.create().unwrap();
+            std::fs::write(dir.join("part"), content).unwrap();
+            staging.publish(&dir, &data, "_SUCCESS").unwrap();
+            assert_eq!(std::fs::read_to_string(data.join("part")).unwrap(), content);
+            assert!(data.join("_SUCCESS").exists());
+            assert!(!dir.exists());
+        }
+        let leftover = staging.create().unwrap();
+        staging.clean().unwrap();
+        assert!(!leftover.exists());
+        assert_eq!(std::fs::read_to_string(data.join("part")).unwrap(), "second");
+    }
+}

@@ -1,0 +1,813 @@
+//! The scheduler's loop: one owner of all view state. A run applies events
+//! to views through the pure `transition`, commits the resulting records
+//! and events to the metastore in batches, and only then executes the
+//! actions: asking dependencies, starting transformations as tasks under
+//! permits, scheduling retries, notifying dependents. Tasks report back as
+//! events through a channel.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::{Semaphore, mpsc};
+
+use super::publish::Staging;
+use super::transition::{Action, Event, Facts, Mode, Settled, freshness, transition};
+use crate::catalog::{Catalog, Transformation, ViewTypeId, pattern};
+use crate::lattice::{self, Lattice, Resolution, ResolvedView, ViewId};
+use crate::metastore::{self, Commit, Metastore, NewEvent, RunRecord, SchemaChange, ViewRecord};
+use crate::model::{FlowStatus, ViewState};
+use crate::runtime::{self, ChecksumRequest, Plugin, Runtime, TransformInput, TransformOutcome, TransformRequest};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Pattern(#[from] pattern::PatternError),
+    #[error(transparent)]
+    Lattice(#[from] lattice::Error),
+    #[error(transparent)]
+    Metastore(#[from] metastore::Error),
+    #[error("plugin {name} ({}): {source}", file.display())]
+    Plugin { name: String, file: PathBuf, source: runtime::Error },
+    #[error("checksum plugin {name} failed for {view_type}: {message}")]
+    Checksum { name: String, view_type: String, message: String },
+    #[error("{0}")]
+    Io(String),
+}
+
+/// The outcome of one run, for the CLI's summary.
+#[derive(Debug, Clone)]
+pub struct RunSummary {
+    pub id: String,
+    pub flows: Vec<(String, FlowStatus)>,
+    pub failures: Vec<(String, String)>,
+    /// Views materialized although some dependencies had no data.
+    pub incomplete: Vec<String>,
+    /// Views materialized although some dependencies failed.
+    pub with_errors: Vec<String>,
+}
+
+impl RunSummary {
+    pub fn count(&self, status: FlowStatus) -> usize {
+        self.flows.iter().filter(|(_, s)| *s == status).count()
+    }
+}
+
+/// What an invalidate request did.
+#[derive(Debug, Clone, Default)]
+pub struct Invalidation {
+    pub invalidated: Vec<ViewId>,
+    /// Views in flight, which cannot be invalidated now, with the reason.
+    pub refused: Vec<(ViewId, String)>,
+}
+
+/// What the loop keeps per view, beside its record.
+#[derive(Debug, Clone, Default)]
+struct Slot {
+    loaded: bool,
+    record: ViewRecord,
+    /// Dependencies not settled yet in this run.
+    pending: usize,
+    /// Views waiting for this one to settle.
+    waiting: Vec<ViewId>,
+    settled_in_run: bool,
+    invalidated: bool,
+    settled: Option<Settled>,
+    attempts: u32,
+    /// The timestamp a finished transformation reported (external data: the flag's time).
+    produced_at: Option<i64>,
+    /// The view was no-data when the run started.
+    no_data_before_run: bool,
+    last_error: Option<String>,
+}
+
+enum TaskResult {
+    Done { view: ViewId, data: bool, timestamp: i64 },
+    Failed { view: ViewId, retryable: bool, message: String },
+    RetryDue { view: ViewId },
+}
+
+pub struct Scheduler<'c> {
+    catalog: &'c Catalog,
+    lattice: Lattice<'c>,
+    store: Arc<Metastore>,
+    plugins: HashMap<String, Plugin>,
+    versions: HashMap<ViewTypeId, String>,
+    slots: Vec<Slot>,
+    staging: Arc<Staging>,
+    global: Arc<Semaphore>,
+    per_plugin: HashMap<String, Arc<Semaphore>>,
+    retry_backoff: Duration,
+}
+
+fn now_millis() -> i64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+fn mtime_millis(path: &std::path::Path) -> Option<i64> {
+    let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok()?;
+    modified.duration_since(SystemTime::UNIX_EPOCH).ok().map(|d| d.as_millis() as i64)
+}
+
+impl<'c> Scheduler<'c> {
+    /// Opens the metastore, registers schema checksums (dropping the
+    /// metadata of types whose schema changed), loads the plugins and
+    /// computes each type's version checksum.
+    pub async fn open(catalog: &'c Catalog, runtime: &Runtime) -> Result<Scheduler<'c>, Error> {
+        let store = Arc::new(Metastore::open(&catalog.settings.metastore)?);
+        for view_type in catalog.types() {
+            if let SchemaChange::Changed { dropped } =
+                store.register_schema(&view_type.name, &view_type.schema_checksum)?
+            {
+                tracing::info!(view_type = %view_type.name, dropped, "schema changed; its views will be rebuilt");
+            }
+        }
+        let mut plugins = HashMap::new();
+        for (name, decl) in &catalog.plugins {
+            let plugin = runtime.load_file(&decl.file).await.map_err(|source| Error::Plugin {
+                name: name.clone(),
+                file: decl.file.clone(),
+                source,
+            })?;
+            let mut limits = plugin.limits();
+            if let Some(deadline) = decl.deadline.or(catalog.settings.deadline) {
+                limits.deadline = deadline;
+            }
+            if let Some(mib) = decl.memory_mib.or(catalog.settings.memory_mib) {
+                limits.memory = mib << 20;
+            }
+            plugins.insert(name.clone(), plugin.with_limits(limits));
+        }
+        let mut versions = HashMap::new();
+        for view_type in catalog.types() {
+            let version = version_checksum(view_type, &plugins).await?;
+            versions.insert(view_type.id, version);
+        }
+        let staging = Staging::new(&catalog.settings.storage);
+        staging.clean().map_err(|e| Error::Io(format!("cannot clean {}: {e}", catalog.settings.storage.display())))?;
+        let per_plugin = catalog
+            .plugins
+            .iter()
+            .map(|(name, decl)| {
+                let permits = decl.concurrency.unwrap_or(catalog.settings.concurrency);
+                (name.clone(), Arc::new(Semaphore::new(permits)))
+            })
+            .collect();
+        Ok(Scheduler {
+            catalog,
+            lattice: Lattice::new(catalog),
+            store,
+            plugins,
+            versions,
+            slots: Vec::new(),
+            staging: Arc::new(staging),
+            global: Arc::new(Semaphore::new(catalog.settings.concurrency)),
+            per_plugin,
+            retry_backoff: Duration::from_millis(100),
+        })
+    }
+
+    pub fn lattice(&self) -> &Lattice<'c> {
+        &self.lattice
+    }
+
+    pub fn record(&self, id: ViewId) -> &ViewRecord {
+        &self.slots[id.0 as usize].record
+    }
+
+    pub fn version(&self, id: ViewId) -> &str {
+        &self.versions[&self.lattice.view_type(id).id]
+    }
+
+    /// Instantiates `pattern` and loads the records of new views.
+    pub fn instantiate(&mut self, pattern_text: &str) -> Result<Vec<ViewId>, Error> {
+        let pattern = pattern::parse(pattern_text)?;
+        let exists = |lattice: &Lattice<'_>, view: &ResolvedView| lattice.done_flag_path_of(view).exists();
+        let resolution = Resolution { evaluation_time: chrono::Utc::now(), exists: &exists };
+        let addressed = self.lattice.instantiate(&pattern, &resolution)?;
+        self.slots.resize_with(self.lattice.len(), Slot::default);
+        for id in self.lattice.ids() {
+            let slot = &mut self.slots[id.0 as usize];
+            if !slot.loaded {
+                let mut record = self.store.view(&self.lattice.url_path(id))?.unwrap_or_default();
+                // In-flight states do not survive the process that had them.
+                if matches!(record.state, ViewState::Waiting | ViewState::Transforming | ViewState::Retrying) {
+                    record.state =
+                        if record.timestamp.is_some() { ViewState::Materialized } else { ViewState::Receive };
+                }
+                slot.record = record;
+                slot.loaded = true;
+            }
+        }
+        Ok(addressed)
+    }
+
+    /// Invalidates the views of `pattern` (and with `dependencies`, what
+    /// they depend on). Returns the views refused because they are in
+    /// flight, with the reason.
+    pub fn invalidate(&mut self, pattern_text: &str, dependencies: bool) -> Result<Invalidation, Error> {
+        let addressed = self.instantiate(pattern_text)?;
+        let targets = if dependencies { self.closure(&addressed) } else { addressed };
+        let mut commit = Commit::default();
+        let (mut done, mut refused) = (Vec::new(), Vec::new());
+        for id in targets {
+            let slot = &mut self.slots[id.0 as usize];
+            let (state, actions) = transition(slot.record.state, &Event::Invalidate);
+            if let Some(Action::Refuse { reason }) = actions.first() {
+                refused.push((id, reason.clone()));
+                continue;
+            }
+            commit.events.push(NewEvent {
+                view: self.lattice.url_path(id),
+                previous: slot.record.state,
+                current: state,
+                actions: vec!["record-invalidated".into()],
+                time: now_millis(),
+                run_id: None,
+                error: None,
+            });
+            slot.record.state = state;
+            commit.views.push((self.lattice.url_path(id), slot.record.clone()));
+            done.push(id);
+        }
+        self.store.commit(&commit)?;
+        Ok(Invalidation { invalidated: done, refused })
+    }
+
+    /// For every view of `pattern` and its dependencies, dependencies first:
+    /// whether a DEFAULT run would transform it now, and why.
+    pub fn plan(&mut self, pattern_text: &str) -> Result<Vec<(ViewId, String)>, Error> {
+        let addressed = self.instantiate(pattern_text)?;
+        let order = self.dependencies_first(&addressed);
+        let mut will_change = vec![false; self.lattice.len()];
+        let mut no_data = vec![false; self.lattice.len()];
+        let mut plan = Vec::with_capacity(order.len());
+        for id in order {
+            let view_type = self.lattice.view_type(id);
+            let record = &self.slots[id.0 as usize].record;
+            let dependencies = self.lattice.dependencies(id);
+            let changing = dependencies.iter().find(|d| will_change[d.0 as usize]);
+            let external = matches!(view_type.transformation, Transformation::External);
+            let flag = external.then(|| mtime_millis(&self.lattice.done_flag_path(id)));
+            let all_dependencies_no_data =
+                !dependencies.is_empty() && dependencies.iter().all(|d| no_data[d.0 as usize]);
+            let view_no_data = (external && flag == Some(None)) || all_dependencies_no_data;
+            no_data[id.0 as usize] = view_no_data;
+            let explanation = if view_no_data {
+                None
+            } else if let Some(&dependency) = changing {
+                Some(format!("dependency {} will be rematerialized", self.lattice.url_path(dependency)))
+            } else {
+                let newest = dependencies
+                    .iter()
+                    .filter_map(|&d| self.slots[d.0 as usize].record.timestamp.map(|t| (self.lattice.url_path(d), t)))
+                    .max_by_key(|(_, t)| *t);
+                let facts = Facts {
+                    invalidated: record.state == ViewState::Invalidated,
+                    recorded_version: record.version_checksum.as_deref(),
+                    recorded_timestamp: record.timestamp,
+                    current_version: &self.versions[&view_type.id],
+                    newest_dependency: newest.as_ref().map(|(d, t)| (d.as_str(), *t)),
+                    external_flag: flag,
+                };
+                match freshness(&facts) {
+                    super::Freshness::UpToDate => None,
+                    super::Freshness::Outdated(reason) => Some(reason.to_string()),
+                }
+            };
+            let once = view_type.materialize_once && record.state == ViewState::Materialized;
+            let explanation = explanation.filter(|_| !once);
+            let line = match &explanation {
+                _ if once => "up to date (materialize_once)".to_string(),
+                _ if external && view_no_data => "no data (no done flag)".to_string(),
+                _ if view_no_data => "no data (no dependency has data)".to_string(),
+                Some(reason) => format!("transform: {reason}"),
+                None => "up to date".to_string(),
+            };
+            will_change[id.0 as usize] = explanation.is_some();
+            plan.push((id, line));
+        }
+        Ok(plan)
+    }
+
+    /// The views and all they depend on, each after its dependencies.
+    fn dependencies_first(&self, addressed: &[ViewId]) -> Vec<ViewId> {
+        let mut state = vec![0u8; self.lattice.len()]; // 0 new, 1 open, 2 done
+        let mut order = Vec::new();
+        for &start in addressed {
+            let mut stack = vec![(start, 0usize)];
+            while let Some((id, next)) = stack.pop() {
+                if next == 0 {
+                    if state[id.0 as usize] != 0 {
+                        continue;
+                    }
+                    state[id.0 as usize] = 1;
+                }
+                let dependencies = self.lattice.dependencies(id);
+                if let Some(&dependency) = dependencies.get(next) {
+                    stack.push((id, next + 1));
+                    if state[dependency.0 as usize] == 0 {
+                        stack.push((dependency, 0));
+                    }
+                } else {
+                    state[id.0 as usize] = 2;
+                    order.push(id);
+                }
+            }
+        }
+        order
+    }
+
+    /// The views and everything they depend on, each once.
+    pub fn closure(&self, addressed: &[ViewId]) -> Vec<ViewId> {
+        let mut seen = vec![false; self.lattice.len()];
+        let mut order = Vec::new();
+        let mut queue: VecDeque<ViewId> = addressed.iter().copied().collect();
+        while let Some(id) = queue.pop_front() {
+            if !std::mem::replace(&mut seen[id.0 as usize], true) {
+                order.push(id);
+                queue.extend(self.lattice.dependencies(id).iter().copied());
+            }
+        }
+        order
+    }
+
+    /// Materializes the views of `pattern` and, unless the mode says
+    /// otherwise, their dependencies first.
+    pub async fn materialize(&mut self, pattern_text: &str, mode: Mode) -> Result<RunSummary, Error> {
+        let addressed = self.instantiate(pattern_text)?;
+        let run_id = format!("{:x}", now_millis());
+        let run = RunRecord {
+            id: run_id.clone(),
+            pattern: pattern_text.to_string(),
+            mode: serde_json::to_value(mode).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
+            started: now_millis(),
+            finished: None,
+            termination: None,
+        };
+        self.store.commit(&Commit { runs: vec![run.clone()], ..Commit::default() })?;
+        for slot in &mut self.slots {
+            let no_data_before_run = slot.record.state == ViewState::NoData;
+            *slot = Slot {
+                loaded: slot.loaded,
+                record: std::mem::take(&mut slot.record),
+                no_data_before_run,
+                ..Slot::default()
+            };
+        }
+
+        let (results, mut incoming) = mpsc::unbounded_channel();
+        let mut flows: HashMap<ViewId, FlowStatus> = HashMap::new();
+        let mut failures = Vec::new();
+        let mut queue: VecDeque<(ViewId, Event)> = VecDeque::new();
+        for &id in &addressed {
+            let once = self.lattice.view_type(id).materialize_once;
+            queue.push_back((id, Event::Materialize { mode, materialize_once: once }));
+        }
+        let mut in_flight = 0usize;
+        loop {
+            // Apply every queued event, collecting writes and actions...
+            let mut commit = Commit::default();
+            let mut deferred = Vec::new();
+            while let Some((id, event)) = queue.pop_front() {
+                let previous = self.slots[id.0 as usize].record.state;
+                if matches!(event, Event::Materialize { .. }) && previous == ViewState::Invalidated {
+                    self.slots[id.0 as usize].invalidated = true;
+                }
+                let (state, actions) = transition(previous, &event);
+                let url = self.lattice.url_path(id);
+                let error = match &event {
+                    Event::TransformFailed { error, .. } => Some(error.clone()),
+                    _ => None,
+                };
+                let slot = &mut self.slots[id.0 as usize];
+                let was_no_data = slot.no_data_before_run;
+                slot.record.state = state;
+                let mut record_changed = false;
+                for action in &actions {
+                    match action {
+                        Action::RecordMaterialized | Action::RecordWithoutTransforming => {
+                            let external =
+                                matches!(self.lattice.view_type(id).transformation, Transformation::External);
+                            // External data is as new as its done flag, however it was recorded.
+                            let flag_time =
+                                if external { mtime_millis(&self.lattice.done_flag_path(id)) } else { None };
+                            let timestamp = slot.produced_at.take().or(flag_time).unwrap_or_else(now_millis);
+                            let settled = slot.settled.unwrap_or(Settled {
+                                all_no_data: false,
+                                some_no_data: false,
+                                some_failed: false,
+                            });
+                            slot.record.version_checksum = Some(self.versions[&self.lattice.view_type(id).id].clone());
+                            // SET_ONLY and the dry run keep an existing timestamp when the
+                            // view was only marked, so dependents are not rematerialized.
+                            let keep = matches!(action, Action::RecordWithoutTransforming)
+                                && slot.record.timestamp.is_some()
+                                && mode != Mode::ResetTransformationChecksumsAndTimestamps;
+                            if !keep {
+                                slot.record.timestamp = Some(timestamp);
+                            }
+                            slot.record.incomplete = settled.some_no_data;
+                            slot.record.errors = settled.some_failed;
+                            slot.record.last_error = None;
+                            record_changed = true;
+                            flows.insert(id, FlowStatus::Successful);
+                        }
+                        Action::RecordVersion => {
+                            slot.record.version_checksum = Some(self.versions[&self.lattice.view_type(id).id].clone());
+                            record_changed = true;
+                            flows.insert(id, FlowStatus::Successful);
+                        }
+                        Action::RecordNoData => {
+                            record_changed = true;
+                            // Still no data is nothing new.
+                            let status =
+                                if slot.record.timestamp.is_none() && slot.record.last_error.is_none() && was_no_data {
+                                    FlowStatus::Idle
+                                } else {
+                                    FlowStatus::Successful
+                                };
+                            flows.insert(id, status);
+                        }
+                        Action::RecordFailed { error } => {
+                            slot.record.last_error = Some(error.clone());
+                            record_changed = true;
+                            failures.push((url.clone(), error.clone()));
+                            flows.insert(id, FlowStatus::TerminatedWithError);
+                        }
+                        Action::ReportIdle => {
+                            flows.insert(id, FlowStatus::Idle);
+                        }
+                        Action::Transform => {
+                            flows.insert(id, FlowStatus::Running);
+                        }
+                        _ => {
+                            flows.entry(id).or_insert(FlowStatus::Queued);
+                        }
+                    }
+                }
+                if record_changed || state != previous {
+                    let mut stored = slot.record.clone();
+                    if matches!(stored.state, ViewState::Waiting | ViewState::Transforming | ViewState::Retrying) {
+                        // Only stable states are kept across processes.
+                        stored.state = previous_stable(previous, &stored);
+                    }
+                    commit.views.push((url.clone(), stored));
+                }
+                if state != previous || error.is_some() {
+                    commit.events.push(NewEvent {
+                        view: url,
+                        previous,
+                        current: state,
+                        actions: actions.iter().map(action_name).collect(),
+                        time: now_millis(),
+                        run_id: Some(run_id.clone()),
+                        error,
+                    });
+                }
+                deferred.push((id, actions));
+            }
+            // ...commit them durably...
+            if !commit.views.is_empty() || !commit.events.is_empty() {
+                self.store.commit(&commit)?;
+            }
+            // ...and only then act.
+            for (id, actions) in deferred {
+                for action in actions {
+                    self.execute(id, action, mode, &mut queue, &results, &mut in_flight);
+                }
+            }
+            if !queue.is_empty() {
+                continue;
+            }
+            if in_flight == 0 {
+                break;
+            }
+            let Some(result) = incoming.recv().await else { break };
+            in_flight -= 1;
+            match result {
+                TaskResult::Done { view, data, timestamp } => {
+                    self.slots[view.0 as usize].produced_at = Some(timestamp);
+                    queue.push_back((view, Event::Transformed { data }));
+                }
+                TaskResult::Failed { view, retryable, message } => {
+                    let slot = &mut self.slots[view.0 as usize];
+                    slot.attempts += 1;
+                    let retry = retryable && slot.attempts <= self.catalog.settings.retries;
+                    slot.last_error = Some(message.clone());
+                    queue.push_back((view, Event::TransformFailed { retry, error: message }));
+                }
+                TaskResult::RetryDue { view } => queue.push_back((view, Event::RetryDue)),
+            }
+        }
+
+        let mut finished = run;
+        finished.finished = Some(now_millis());
+        finished.termination = Some(if failures.is_empty() {
+            "completed".into()
+        } else {
+            format!("completed with {} failed views", failures.len())
+        });
+        let mut flows: Vec<(String, FlowStatus)> =
+            flows.into_iter().map(|(id, s)| (self.lattice.url_path(id), s)).collect();
+        flows.sort_by(|a, b| a.0.cmp(&b.0));
+        let commit = Commit {
+            runs: vec![finished],
+            flows: flows.iter().map(|(view, status)| (run_id.clone(), view.clone(), *status)).collect(),
+            ..Commit::default()
+        };
+        self.store.commit(&commit)?;
+        failures.sort();
+        let mut incomplete = Vec::new();
+        let mut with_errors = Vec::new();
+        for (view, status) in &flows {
+            if *status != FlowStatus::Successful {
+                continue;
+            }
+            if let Some(record) = self.store.view(view)? {
+                if record.incomplete {
+                    incomplete.push(view.clone());
+                }
+                if record.errors {
+                    with_errors.push(view.clone());
+                }
+            }
+        }
+        Ok(RunSummary { id: run_id, flows, failures, incomplete, with_errors })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn execute(
+        &mut self,
+        id: ViewId,
+        action: Action,
+        mode: Mode,
+        queue: &mut VecDeque<(ViewId, Event)>,
+        results: &mpsc::UnboundedSender<TaskResult>,
+        in_flight: &mut usize,
+    ) {
+        match action {
+            Action::AskDependencies => {
+                let mut dependencies = self.lattice.dependencies(id).to_vec();
+                dependencies.sort();
+                dependencies.dedup();
+                let mut pending = 0;
+                for dependency in dependencies {
+                    let theirs = &mut self.slots[dependency.0 as usize];
+                    if theirs.settled_in_run {
+                        continue;
+                    }
+                    theirs.waiting.push(id);
+                    pending += 1;
+                    let once = self.lattice.view_type(dependency).materialize_once;
+                    queue.push_back((dependency, Event::Materialize { mode, materialize_once: once }));
+                }
+                self.slots[id.0 as usize].pending = pending;
+                if pending == 0 {
+                    queue.push_back((id, self.settle(id, mode)));
+                }
+            }
+            Action::NotifyDependents => {
+                let slot = &mut self.slots[id.0 as usize];
+                slot.settled_in_run = true;
+                for waiting in std::mem::take(&mut slot.waiting) {
+                    let theirs = &mut self.slots[waiting.0 as usize];
+                    theirs.pending = theirs.pending.saturating_sub(1);
+                    if theirs.pending == 0 {
+                        queue.push_back((waiting, self.settle(waiting, mode)));
+                    }
+                }
+            }
+            Action::Transform => {
+                *in_flight += 1;
+                self.start_transformation(id, results.clone());
+            }
+            Action::ScheduleRetry => {
+                *in_flight += 1;
+                let attempts = self.slots[id.0 as usize].attempts;
+                let backoff = self.retry_backoff * 2u32.saturating_pow(attempts.saturating_sub(1).min(10));
+                let results = results.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(backoff).await;
+                    let _ = results.send(TaskResult::RetryDue { view: id });
+                });
+            }
+            _ => {}
+        }
+    }
+
+    /// The event for a view whose dependencies have all settled: how they
+    /// ended up, and whether the view is outdated and why.
+    fn settle(&mut self, id: ViewId, mode: Mode) -> Event {
+        let dependencies = self.lattice.dependencies(id);
+        let states: Vec<ViewState> = dependencies.iter().map(|d| self.slots[d.0 as usize].record.state).collect();
+        let settled = Settled {
+            all_no_data: !states.is_empty() && states.iter().all(|s| *s == ViewState::NoData),
+            some_no_data: states.contains(&ViewState::NoData),
+            some_failed: states.contains(&ViewState::Failed),
+        };
+        let newest = dependencies
+            .iter()
+            .filter(|d| self.slots[d.0 as usize].record.state == ViewState::Materialized)
+            .filter_map(|&d| self.slots[d.0 as usize].record.timestamp.map(|t| (d, t)))
+            .max_by_key(|&(_, t)| t);
+        let newest_name = newest.map(|(d, _)| self.lattice.url_path(d));
+        let view_type = self.lattice.view_type(id);
+        let external_flag = matches!(view_type.transformation, Transformation::External)
+            .then(|| mtime_millis(&self.lattice.done_flag_path(id)));
+        let slot = &self.slots[id.0 as usize];
+        let facts = Facts {
+            invalidated: slot.invalidated,
+            recorded_version: slot.record.version_checksum.as_deref(),
+            recorded_timestamp: slot.record.timestamp,
+            current_version: &self.versions[&view_type.id],
+            newest_dependency: newest_name.as_deref().zip(newest.map(|(_, t)| t)),
+            external_flag,
+        };
+        let freshness = freshness(&facts);
+        self.slots[id.0 as usize].settled = Some(settled);
+        Event::DependenciesSettled { mode, settled, freshness }
+    }
+
+    fn start_transformation(&mut self, id: ViewId, results: mpsc::UnboundedSender<TaskResult>) {
+        let view_type = self.lattice.view_type(id);
+        let done_flag = self.lattice.done_flag_path(id);
+        let Transformation::Plugin { plugin: plugin_name, .. } = &view_type.transformation else {
+            // External data: its done flag is its transformation.
+            let result = match mtime_millis(&done_flag) {
+                Some(timestamp) => TaskResult::Done { view: id, data: true, timestamp },
+                None => TaskResult::Done { view: id, data: false, timestamp: now_millis() },
+            };
+            let _ = results.send(result);
+            return;
+        };
+        let plugin = self.plugins[plugin_name].clone();
+        let own_timestamp = self.slots[id.0 as usize].record.timestamp;
+        // Inputs: the dependencies that have data, in declaration order.
+        let mut inputs = Vec::new();
+        let mut guest_paths: HashMap<ViewId, String> = HashMap::new();
+        for (declaration, group) in view_type.dependencies.iter().zip(self.lattice.dependencies_by_declaration(id)) {
+            for dependency in group {
+                let record = &self.slots[dependency.0 as usize].record;
+                let dir = self.lattice.data_path(dependency);
+                // SET_ONLY can mark a view materialized that has no data.
+                if record.state != ViewState::Materialized || !dir.is_dir() {
+                    continue;
+                }
+                guest_paths.insert(dependency, runtime::guest_input(inputs.len()));
+                inputs.push(TransformInput {
+                    name: declaration.name.clone(),
+                    view: self.lattice.url_path(dependency),
+                    dir,
+                    timestamp: record.timestamp,
+                    changed: record.timestamp > own_timestamp,
+                });
+            }
+        }
+        let path_of = |d: ViewId| guest_paths.get(&d).cloned().unwrap_or_default();
+        let actual = chrono::Utc::now();
+        let config = match self.lattice.config(id, actual, runtime::GUEST_OUTPUT, &path_of) {
+            Ok(config) => config,
+            Err(message) => {
+                let _ = results.send(TaskResult::Failed { view: id, retryable: false, message });
+                return;
+            }
+        };
+        let request_base = TransformRequest {
+            view: self.lattice.url_path(id),
+            parameters: view_type
+                .parameters
+                .iter()
+                .map(|p| p.name.clone())
+                .zip(self.lattice.params(id).iter().map(|v| v.to_string()))
+                .collect(),
+            nominal_time: self.lattice.time(id).map(|t| t.timestamp_millis()),
+            actual_time: actual.timestamp_millis(),
+            config,
+            inputs,
+            output_dir: PathBuf::new(),
+        };
+        let data_path = self.lattice.data_path(id);
+        let flag = view_type.done_flag.clone();
+        let staging = self.staging.clone();
+        let global = self.global.clone();
+        let local = self.per_plugin[plugin_name].clone();
+        tokio::spawn(async move {
+            let (Ok(_global), Ok(_local)) = (global.acquire_owned().await, local.acquire_owned().await) else { return };
+            let result = run_plugin(&plugin, request_base, &staging, &data_path, &flag).await;
+            let _ = results.send(match result {
+                Ok(data) => TaskResult::Done { view: id, data, timestamp: now_millis() },
+                Err((retryable, message)) => TaskResult::Failed { view: id, retryable, message },
+            });
+        });
+    }
+}
+
+/// Runs one transformation into a fresh staging directory and publishes it
+/// on data; any failure leaves the previous data untouched.
+async fn run_plugin(
+    plugin: &Plugin,
+    mut request: TransformRequest,
+    staging: &Staging,
+    data_path: &std::path::Path,
+    done_flag: &str,
+) -> Result<bool, (bool, String)> {
+    let dir = staging.create().map_err(|e| (true, format!("cannot create a staging directory: {e}")))?;
+    request.output_dir = dir.clone();
+    let report = match plugin.transform(&request).await {
+        Ok(report) => report,
+        Err(e) => {
+            staging.discard(&dir);
+            return Err((false, e.to_string()));
+        }
+    };
+    match report.result {
+        Ok(TransformOutcome::Data { .. }) => match staging.publish(&dir, data_path, done_flag) {
+            Ok(()) => Ok(true),
+            Err(e) => {
+                staging.discard(&dir);
+                Err((true, format!("cannot publish to {}: {e}", data_path.display())))
+            }
+        },
+        Ok(TransformOutcome::NoData) => {
+            staging.discard(&dir);
+            Ok(false)
+        }
+        Err(failure) => {
+            staging.discard(&dir);
+            Err((failure.is_retryable(), format!("{} ({:?})", failure.message, failure.kind)))
+        }
+    }
+}
+
+/// The stable state a view in flight is stored as.
+fn previous_stable(previous: ViewState, record: &ViewRecord) -> ViewState {
+    match previous {
+        ViewState::Waiting | ViewState::Transforming | ViewState::Retrying => {
+            if record.timestamp.is_some() {
+                ViewState::Materialized
+            } else {
+                ViewState::Receive
+            }
+        }
+        stable => stable,
+    }
+}
+
+fn action_name(action: &Action) -> String {
+    let name = format!("{action:?}");
+    let name = name.split([' ', '{', '(']).next().unwrap_or_default().to_string();
+    // CamelCase -> kebab-case, as listeners see it.
+    let mut out = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            out.push('-');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
+/// A type's version checksum: its `version` alone if set; else what its
+/// checksum plugin returns; else the plugin's content hash, name and
+/// configuration. External data has a fixed version.
+async fn version_checksum(
+    view_type: &crate::catalog::ViewType,
+    plugins: &HashMap<String, Plugin>,
+) -> Result<String, Error> {
+    let hash = |parts: &[&str]| {
+        let mut hasher = blake3::Hasher::new();
+        for part in parts {
+            hasher.update(&(part.len() as u64).to_le_bytes());
+            hasher.update(part.as_bytes());
+        }
+        hasher.finalize().to_hex()[..16].to_string()
+    };
+    if let Some(version) = &view_type.version {
+        return Ok(hash(&["version", version]));
+    }
+    let Transformation::Plugin { plugin, config, checksum } = &view_type.transformation else {
+        return Ok("external".into());
+    };
+    let mut canonical: Vec<(String, String)> =
+        config.iter().map(|(k, v)| (k.clone(), v.source().to_string())).collect();
+    canonical.sort();
+    if let Some(checksum_plugin) = checksum {
+        let request = ChecksumRequest { transformation: plugin.clone(), config: canonical, resources: Vec::new() };
+        let report = plugins[checksum_plugin].checksum(&request).await.map_err(|e| Error::Checksum {
+            name: checksum_plugin.clone(),
+            view_type: view_type.name.clone(),
+            message: e.to_string(),
+        })?;
+        let value = report.result.map_err(|f| Error::Checksum {
+            name: checksum_plugin.clone(),
+            view_type: view_type.name.clone(),
+            message: f.message,
+        })?;
+        return Ok(hash(&["checksum", &value]));
+    }
+    let content = plugins[plugin].content_hash();
+    let config_text = serde_json::to_string(&canonical).unwrap_or_default();
+    Ok(hash(&["plugin", &content, plugin, &config_text]))
+}
