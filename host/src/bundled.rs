@@ -29,6 +29,10 @@ pub const SAMPLES: [Sample; 4] = [
     sample!("jsonl-listener", "jsonl_listener"),
 ];
 
+/// A transformation that does nothing and reports data: what `trellis
+/// bench` measures the scheduler with.
+pub const TRIVIAL: Sample = sample!("trivial", "trivial");
+
 /// The embedded sample called `name` (without `.wasm`).
 pub fn sample(name: &str) -> Option<&'static Sample> {
     SAMPLES.iter().find(|sample| sample.file_name.strip_suffix(".wasm") == Some(name))

@@ -4,9 +4,11 @@
 use std::fmt;
 
 /// A view's scheduling state. It outlives runs and is kept in the metastore.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ViewState {
+    /// Where every view starts.
+    #[default]
     Receive,
     Invalidated,
     NoData,

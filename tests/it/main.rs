@@ -4,6 +4,7 @@
 mod support;
 
 mod cli;
+mod crash;
 mod csv_aggregate;
 mod runtime;
 mod sandbox;

@@ -4,6 +4,7 @@
 //! it turns every error into one line and an exit code; it holds no logic
 //! that a library module or the server would need too.
 
+mod bench;
 mod catalog;
 mod demo;
 mod plugins;
@@ -48,6 +49,8 @@ enum Command {
     Invalidate(schedule::InvalidateArgs),
     /// Say for every view whether it would be transformed now, and why
     Plan(schedule::PlanArgs),
+    /// Measure the scheduler on a generated shop lattice
+    Bench(bench::BenchArgs),
 }
 
 /// How a command ended, beyond errors (which exit with 2).
@@ -84,6 +87,7 @@ impl Cli {
             Command::Materialize(args) => schedule::materialize(&args, &runtime()?).await,
             Command::Invalidate(args) => schedule::invalidate(&args, &runtime()?).await,
             Command::Plan(args) => schedule::plan(&args, &runtime()?).await,
+            Command::Bench(args) => bench::bench(&args, &runtime()?).await,
         }
     }
 }

@@ -54,7 +54,12 @@ fn status_name(status: FlowStatus) -> String {
 pub(super) async fn materialize(args: &MaterializeArgs, runtime: &Runtime) -> anyhow::Result<Status> {
     let catalog = load(&args.project.project)?;
     let mut scheduler = Scheduler::open(&catalog, runtime).await.context("opening the scheduler")?;
-    let summary = scheduler.materialize(&args.views, args.mode).await?;
+    // Ctrl-C stops the run cleanly: running transformations are canceled
+    // and keep their previous data, the rest is skipped.
+    let stop = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let summary = scheduler.materialize_until(&args.views, args.mode, stop).await?;
     if args.project.json {
         let value = serde_json::json!({
             "run": summary.id,

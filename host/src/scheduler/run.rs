@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::{Semaphore, mpsc};
 
 use super::publish::Staging;
-use super::transition::{Action, Event, Facts, Mode, Settled, freshness, transition};
+use super::transition::{Action, Event, Facts, Freshness, Mode, Reason, Settled, freshness, transition};
 use crate::catalog::{Catalog, Transformation, ViewTypeId, pattern};
 use crate::lattice::{self, Lattice, Resolution, ResolvedView, ViewId};
 use crate::metastore::{self, Commit, Metastore, NewEvent, RunRecord, SchemaChange, ViewRecord};
@@ -79,6 +79,8 @@ struct Slot {
     produced_at: Option<i64>,
     /// The view was no-data when the run started.
     no_data_before_run: bool,
+    /// The state the metastore holds for it.
+    stored_state: ViewState,
     last_error: Option<String>,
 }
 
@@ -196,6 +198,7 @@ impl<'c> Scheduler<'c> {
                     record.state =
                         if record.timestamp.is_some() { ViewState::Materialized } else { ViewState::Receive };
                 }
+                slot.stored_state = record.state;
                 slot.record = record;
                 slot.loaded = true;
             }
@@ -272,8 +275,8 @@ impl<'c> Scheduler<'c> {
                     external_flag: flag,
                 };
                 match freshness(&facts) {
-                    super::Freshness::UpToDate => None,
-                    super::Freshness::Outdated(reason) => Some(reason.to_string()),
+                    Freshness::UpToDate => None,
+                    Freshness::Outdated(reason) => Some(reason.to_string()),
                 }
             };
             let once = view_type.materialize_once && record.state == ViewState::Materialized;
@@ -336,6 +339,20 @@ impl<'c> Scheduler<'c> {
     /// Materializes the views of `pattern` and, unless the mode says
     /// otherwise, their dependencies first.
     pub async fn materialize(&mut self, pattern_text: &str, mode: Mode) -> Result<RunSummary, Error> {
+        self.materialize_until(pattern_text, mode, std::future::pending()).await
+    }
+
+    /// Like [`Scheduler::materialize`], but stops when `stop` completes:
+    /// running transformations are canceled (their views keep their
+    /// previous data), views not started are skipped.
+    pub async fn materialize_until(
+        &mut self,
+        pattern_text: &str,
+        mode: Mode,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> Result<RunSummary, Error> {
+        let mut stop = std::pin::pin!(stop);
+        let mut stopped = false;
         let addressed = self.instantiate(pattern_text)?;
         let run_id = format!("{:x}", now_millis());
         let run = RunRecord {
@@ -365,7 +382,7 @@ impl<'c> Scheduler<'c> {
             let once = self.lattice.view_type(id).materialize_once;
             queue.push_back((id, Event::Materialize { mode, materialize_once: once }));
         }
-        let mut in_flight = 0usize;
+        let mut tasks: HashMap<ViewId, tokio::task::AbortHandle> = HashMap::new();
         loop {
             // Apply every queued event, collecting writes and actions...
             let mut commit = Commit::default();
@@ -376,7 +393,6 @@ impl<'c> Scheduler<'c> {
                     self.slots[id.0 as usize].invalidated = true;
                 }
                 let (state, actions) = transition(previous, &event);
-                let url = self.lattice.url_path(id);
                 let error = match &event {
                     Event::TransformFailed { error, .. } => Some(error.clone()),
                     _ => None,
@@ -433,7 +449,7 @@ impl<'c> Scheduler<'c> {
                         Action::RecordFailed { error } => {
                             slot.record.last_error = Some(error.clone());
                             record_changed = true;
-                            failures.push((url.clone(), error.clone()));
+                            failures.push((self.lattice.url_path(id), error.clone()));
                             flows.insert(id, FlowStatus::TerminatedWithError);
                         }
                         Action::ReportIdle => {
@@ -447,17 +463,25 @@ impl<'c> Scheduler<'c> {
                         }
                     }
                 }
-                if record_changed || state != previous {
+                // Only stable states are kept across processes; and only what
+                // changed is written, so an unchanged lattice costs no writes.
+                let stable = previous_stable(state, &slot.record);
+                let store_record = record_changed || stable != slot.stored_state;
+                // A view that was only asked and found up to date is not news.
+                let routine = actions.iter().all(|a| matches!(a, Action::AskDependencies | Action::JoinInFlight))
+                    || actions.contains(&Action::ReportIdle);
+                let log_event = (state != previous && !routine) || error.is_some();
+                let url = (store_record || log_event).then(|| self.lattice.url_path(id));
+                let slot = &mut self.slots[id.0 as usize];
+                if store_record {
                     let mut stored = slot.record.clone();
-                    if matches!(stored.state, ViewState::Waiting | ViewState::Transforming | ViewState::Retrying) {
-                        // Only stable states are kept across processes.
-                        stored.state = previous_stable(previous, &stored);
-                    }
-                    commit.views.push((url.clone(), stored));
+                    stored.state = stable;
+                    slot.stored_state = stable;
+                    commit.views.push((url.clone().unwrap_or_default(), stored));
                 }
-                if state != previous || error.is_some() {
+                if log_event {
                     commit.events.push(NewEvent {
-                        view: url,
+                        view: url.unwrap_or_default(),
                         previous,
                         current: state,
                         actions: actions.iter().map(action_name).collect(),
@@ -475,36 +499,65 @@ impl<'c> Scheduler<'c> {
             // ...and only then act.
             for (id, actions) in deferred {
                 for action in actions {
-                    self.execute(id, action, mode, &mut queue, &results, &mut in_flight);
+                    self.execute(id, action, mode, &mut queue, &results, &mut tasks);
                 }
             }
             if !queue.is_empty() {
                 continue;
             }
-            if in_flight == 0 {
+            if tasks.is_empty() || stopped {
                 break;
             }
-            let Some(result) = incoming.recv().await else { break };
-            in_flight -= 1;
-            match result {
-                TaskResult::Done { view, data, timestamp } => {
-                    self.slots[view.0 as usize].produced_at = Some(timestamp);
-                    queue.push_back((view, Event::Transformed { data }));
+            let first = tokio::select! {
+                result = incoming.recv() => result,
+                () = &mut stop => {
+                    stopped = true;
+                    self.cancel(&mut tasks, &mut queue, &mut flows);
+                    continue;
                 }
-                TaskResult::Failed { view, retryable, message } => {
-                    let slot = &mut self.slots[view.0 as usize];
-                    slot.attempts += 1;
-                    let retry = retryable && slot.attempts <= self.catalog.settings.retries;
-                    slot.last_error = Some(message.clone());
-                    queue.push_back((view, Event::TransformFailed { retry, error: message }));
+            };
+            let Some(first) = first else { break };
+            // Take every result that is ready, so that one commit (and one
+            // flush) serves them all.
+            let mut ready = vec![first];
+            while let Ok(result) = incoming.try_recv() {
+                ready.push(result);
+            }
+            for result in ready {
+                match result {
+                    TaskResult::Done { view, data, timestamp } => {
+                        tasks.remove(&view);
+                        self.slots[view.0 as usize].produced_at = Some(timestamp);
+                        queue.push_back((view, Event::Transformed { data }));
+                    }
+                    TaskResult::Failed { view, retryable, message } => {
+                        tasks.remove(&view);
+                        let slot = &mut self.slots[view.0 as usize];
+                        slot.attempts += 1;
+                        let retry = retryable && slot.attempts <= self.catalog.settings.retries;
+                        slot.last_error = Some(message.clone());
+                        queue.push_back((view, Event::TransformFailed { retry, error: message }));
+                    }
+                    TaskResult::RetryDue { view } => {
+                        tasks.remove(&view);
+                        queue.push_back((view, Event::RetryDue));
+                    }
                 }
-                TaskResult::RetryDue { view } => queue.push_back((view, Event::RetryDue)),
+            }
+        }
+        if stopped {
+            for status in flows.values_mut() {
+                if *status == FlowStatus::Queued {
+                    *status = FlowStatus::Skipped;
+                }
             }
         }
 
         let mut finished = run;
         finished.finished = Some(now_millis());
-        finished.termination = Some(if failures.is_empty() {
+        finished.termination = Some(if stopped {
+            "stopped by request".into()
+        } else if failures.is_empty() {
             "completed".into()
         } else {
             format!("completed with {} failed views", failures.len())
@@ -512,9 +565,15 @@ impl<'c> Scheduler<'c> {
         let mut flows: Vec<(String, FlowStatus)> =
             flows.into_iter().map(|(id, s)| (self.lattice.url_path(id), s)).collect();
         flows.sort_by(|a, b| a.0.cmp(&b.0));
+        // Idle views are most of an unchanged run: they are counted in the
+        // summary, not written one by one.
         let commit = Commit {
             runs: vec![finished],
-            flows: flows.iter().map(|(view, status)| (run_id.clone(), view.clone(), *status)).collect(),
+            flows: flows
+                .iter()
+                .filter(|(_, status)| *status != FlowStatus::Idle)
+                .map(|(view, status)| (run_id.clone(), view.clone(), *status))
+                .collect(),
             ..Commit::default()
         };
         self.store.commit(&commit)?;
@@ -545,7 +604,7 @@ impl<'c> Scheduler<'c> {
         mode: Mode,
         queue: &mut VecDeque<(ViewId, Event)>,
         results: &mpsc::UnboundedSender<TaskResult>,
-        in_flight: &mut usize,
+        tasks: &mut HashMap<ViewId, tokio::task::AbortHandle>,
     ) {
         match action {
             Action::AskDependencies => {
@@ -580,20 +639,42 @@ impl<'c> Scheduler<'c> {
                 }
             }
             Action::Transform => {
-                *in_flight += 1;
-                self.start_transformation(id, results.clone());
+                let task = self.start_transformation(id, results.clone());
+                tasks.insert(id, task.abort_handle());
             }
             Action::ScheduleRetry => {
-                *in_flight += 1;
                 let attempts = self.slots[id.0 as usize].attempts;
                 let backoff = self.retry_backoff * 2u32.saturating_pow(attempts.saturating_sub(1).min(10));
                 let results = results.clone();
-                tokio::spawn(async move {
+                let task = tokio::spawn(async move {
                     tokio::time::sleep(backoff).await;
                     let _ = results.send(TaskResult::RetryDue { view: id });
                 });
+                tasks.insert(id, task.abort_handle());
             }
             _ => {}
+        }
+    }
+
+    /// Stops everything in flight: tasks are aborted (a transformation's
+    /// staging directory is left for the next start to remove; its view
+    /// keeps its previous data), and each view in flight goes back to the
+    /// state it had before the run.
+    fn cancel(
+        &mut self,
+        tasks: &mut HashMap<ViewId, tokio::task::AbortHandle>,
+        queue: &mut VecDeque<(ViewId, Event)>,
+        flows: &mut HashMap<ViewId, FlowStatus>,
+    ) {
+        for (view, task) in tasks.drain() {
+            task.abort();
+            flows.insert(view, FlowStatus::Canceled);
+        }
+        for (index, slot) in self.slots.iter().enumerate() {
+            if matches!(slot.record.state, ViewState::Waiting | ViewState::Transforming | ViewState::Retrying) {
+                let previous = previous_stable(slot.record.state, &slot.record);
+                queue.push_back((ViewId(index as u32), Event::Canceled { previous }));
+            }
         }
     }
 
@@ -612,7 +693,6 @@ impl<'c> Scheduler<'c> {
             .filter(|d| self.slots[d.0 as usize].record.state == ViewState::Materialized)
             .filter_map(|&d| self.slots[d.0 as usize].record.timestamp.map(|t| (d, t)))
             .max_by_key(|&(_, t)| t);
-        let newest_name = newest.map(|(d, _)| self.lattice.url_path(d));
         let view_type = self.lattice.view_type(id);
         let external_flag = matches!(view_type.transformation, Transformation::External)
             .then(|| mtime_millis(&self.lattice.done_flag_path(id)));
@@ -622,15 +702,26 @@ impl<'c> Scheduler<'c> {
             recorded_version: slot.record.version_checksum.as_deref(),
             recorded_timestamp: slot.record.timestamp,
             current_version: &self.versions[&view_type.id],
-            newest_dependency: newest_name.as_deref().zip(newest.map(|(_, t)| t)),
+            // Named below, only if it is the reason: most views are up to date.
+            newest_dependency: newest.map(|(_, t)| ("", t)),
             external_flag,
         };
-        let freshness = freshness(&facts);
+        let freshness = match freshness(&facts) {
+            Freshness::Outdated(Reason::DependencyNewer { .. }) => {
+                let dependency = newest.map(|(d, _)| self.lattice.url_path(d)).unwrap_or_default();
+                Freshness::Outdated(Reason::DependencyNewer { dependency })
+            }
+            other => other,
+        };
         self.slots[id.0 as usize].settled = Some(settled);
         Event::DependenciesSettled { mode, settled, freshness }
     }
 
-    fn start_transformation(&mut self, id: ViewId, results: mpsc::UnboundedSender<TaskResult>) {
+    fn start_transformation(
+        &mut self,
+        id: ViewId,
+        results: mpsc::UnboundedSender<TaskResult>,
+    ) -> tokio::task::JoinHandle<()> {
         let view_type = self.lattice.view_type(id);
         let done_flag = self.lattice.done_flag_path(id);
         let Transformation::Plugin { plugin: plugin_name, .. } = &view_type.transformation else {
@@ -639,8 +730,9 @@ impl<'c> Scheduler<'c> {
                 Some(timestamp) => TaskResult::Done { view: id, data: true, timestamp },
                 None => TaskResult::Done { view: id, data: false, timestamp: now_millis() },
             };
-            let _ = results.send(result);
-            return;
+            return tokio::spawn(async move {
+                let _ = results.send(result);
+            });
         };
         let plugin = self.plugins[plugin_name].clone();
         let own_timestamp = self.slots[id.0 as usize].record.timestamp;
@@ -670,8 +762,9 @@ impl<'c> Scheduler<'c> {
         let config = match self.lattice.config(id, actual, runtime::GUEST_OUTPUT, &path_of) {
             Ok(config) => config,
             Err(message) => {
-                let _ = results.send(TaskResult::Failed { view: id, retryable: false, message });
-                return;
+                return tokio::spawn(async move {
+                    let _ = results.send(TaskResult::Failed { view: id, retryable: false, message });
+                });
             }
         };
         let request_base = TransformRequest {
@@ -700,7 +793,7 @@ impl<'c> Scheduler<'c> {
                 Ok(data) => TaskResult::Done { view: id, data, timestamp: now_millis() },
                 Err((retryable, message)) => TaskResult::Failed { view: id, retryable, message },
             });
-        });
+        })
     }
 }
 
@@ -741,9 +834,10 @@ async fn run_plugin(
     }
 }
 
-/// The stable state a view in flight is stored as.
-fn previous_stable(previous: ViewState, record: &ViewRecord) -> ViewState {
-    match previous {
+/// The stable state a view is stored as: in-flight states become what the
+/// view had before (materialized if it ever was).
+fn previous_stable(state: ViewState, record: &ViewRecord) -> ViewState {
+    match state {
         ViewState::Waiting | ViewState::Transforming | ViewState::Retrying => {
             if record.timestamp.is_some() {
                 ViewState::Materialized

@@ -1,0 +1,117 @@
+//! A real `trellis materialize` killed with SIGKILL halfway through: after
+//! the restart the metastore opens, no view has partial data, no view's
+//! metadata claims data that is not there, and the next run converges.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use trellis::metastore::Metastore;
+use trellis::model::ViewState;
+
+use crate::support::{plugin_path, run, trellis};
+
+const DAYS: usize = 400;
+
+fn write_project(dir: &Path) {
+    std::fs::create_dir_all(dir.join("plugins")).unwrap();
+    std::fs::copy(plugin_path("concat"), dir.join("plugins/concat.wasm")).unwrap();
+    let toml = r#"
+[defaults]
+concurrency = 2
+
+[plugins]
+concat = "plugins/concat.wasm"
+
+[[view]]
+name = "k.raw/In"
+time = { frequency = "1d", initial = "2015-01-01" }
+path = "raw/${YEAR}/${MONTH}/${DAY}"
+
+[[view]]
+name = "k.mart/Out"
+time = { frequency = "1d", initial = "2015-01-01" }
+transformation = { plugin = "concat" }
+
+[[view.dependency]]
+view = "k.raw/In"
+"#;
+    std::fs::write(dir.join("trellis.toml"), toml).unwrap();
+    let mut day = chrono::NaiveDate::from_ymd_opt(2015, 1, 1).unwrap();
+    for _ in 0..DAYS {
+        let path = dir.join(format!("data/raw/{}", day.format("%Y/%m/%d")));
+        std::fs::create_dir_all(&path).unwrap();
+        std::fs::write(path.join("part.csv"), "x\n".repeat(50)).unwrap();
+        std::fs::write(path.join("_SUCCESS"), "").unwrap();
+        day = day.succ_opt().unwrap();
+    }
+}
+
+fn out_dir(dir: &Path, day: chrono::NaiveDate) -> std::path::PathBuf {
+    dir.join(format!("data/k/mart/Out/{}", day.format("%Y/%m/%d")))
+}
+
+#[test]
+fn kill_9_during_a_run_loses_nothing_and_the_next_run_converges() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    write_project(dir.path());
+    let pattern = "k.mart/Out/rymd(20150101-20160204)";
+
+    let mut child = trellis(cache.path())
+        .current_dir(dir.path())
+        .args(["materialize", "-v", pattern])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until a part of the views is published, then kill the process.
+    let first = chrono::NaiveDate::from_ymd_opt(2015, 1, 1).unwrap();
+    let published = |n: usize| {
+        (0..DAYS).filter(|i| out_dir(dir.path(), first + chrono::Days::new(*i as u64)).exists()).count() >= n
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !published(20) {
+        assert!(Instant::now() < deadline, "no progress before the deadline");
+        assert!(child.try_wait().unwrap().is_none(), "the run ended before it could be killed; make it larger");
+        std::thread::yield_now();
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let done_before_restart =
+        (0..DAYS).filter(|i| out_dir(dir.path(), first + chrono::Days::new(*i as u64)).exists()).count();
+    assert!(done_before_restart < DAYS, "the run finished before the kill");
+
+    // The metastore opens, and nothing it says materialized lacks its data;
+    // every published directory is whole (its done flag and its file).
+    {
+        let store = Metastore::open(&dir.path().join(".trellis/metastore")).unwrap();
+        let mut claimed = 0;
+        for entry in store.views_with_prefix("k.mart/Out/") {
+            let (view, record) = entry.unwrap();
+            if record.state == ViewState::Materialized {
+                claimed += 1;
+                let data = dir.path().join("data").join(view.replacen("k.mart/Out", "k/mart/Out", 1));
+                assert!(data.join("_SUCCESS").exists(), "{view} is recorded materialized without its data");
+            }
+        }
+        assert!(claimed <= done_before_restart);
+    }
+    for i in 0..DAYS {
+        let out = out_dir(dir.path(), first + chrono::Days::new(i as u64));
+        if out.exists() {
+            assert!(out.join("_SUCCESS").exists() && out.join("part-00000").exists(), "{} is partial", out.display());
+            assert_eq!(std::fs::read_to_string(out.join("part-00000")).unwrap(), "x\n".repeat(50));
+        }
+    }
+
+    // The next run converges, and the one after has nothing to do.
+    let result = run(trellis(cache.path()).current_dir(dir.path()).args(["materialize", "-v", pattern]));
+    assert_eq!(result.code, 0, "{}\n{}", result.stdout, result.stderr);
+    assert!(
+        !dir.path().join("data/.trellis-staging").exists()
+            || std::fs::read_dir(dir.path().join("data/.trellis-staging")).unwrap().next().is_none()
+    );
+    let result = run(trellis(cache.path()).current_dir(dir.path()).args(["materialize", "-v", pattern]));
+    assert_eq!(result.code, 0);
+    assert!(result.stdout.ends_with(&format!("{} views: {} idle\n", 2 * DAYS, 2 * DAYS)), "{}", result.stdout);
+}
