@@ -115,3 +115,46 @@ fn kill_9_during_a_run_loses_nothing_and_the_next_run_converges() {
     assert_eq!(result.code, 0);
     assert!(result.stdout.ends_with(&format!("{} views: {} idle\n", 2 * DAYS, 2 * DAYS)), "{}", result.stdout);
 }
+
+#[test]
+fn ctrl_c_stops_a_run_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    write_project(dir.path());
+    let pattern = "k.mart/Out/rymd(20150101-20160204)";
+    let child = trellis(cache.path())
+        .current_dir(dir.path())
+        .args(["materialize", "-v", pattern])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let first = chrono::NaiveDate::from_ymd_opt(2015, 1, 1).unwrap();
+    let published = |n: usize| {
+        (0..DAYS).filter(|i| out_dir(dir.path(), first + chrono::Days::new(*i as u64)).exists()).count() >= n
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !published(20) {
+        assert!(Instant::now() < deadline, "no progress before the deadline");
+        std::thread::yield_now();
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains(" stopped by request"), "{stdout}");
+    assert!(stdout.contains(" skipped"), "{stdout}");
+    let summary = stdout.lines().rev().nth(1).unwrap();
+    assert!(!summary.contains("terminated_with_error"), "{summary}");
+    // Whatever was published is whole, and the next run finishes the job.
+    for i in 0..DAYS {
+        let out = out_dir(dir.path(), first + chrono::Days::new(i as u64));
+        if out.exists() {
+            assert!(out.join("_SUCCESS").exists(), "{} is partial", out.display());
+        }
+    }
+    let result = run(trellis(cache.path()).current_dir(dir.path()).args(["materialize", "-v", pattern]));
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    assert_eq!((0..DAYS).filter(|i| out_dir(dir.path(), first + chrono::Days::new(*i as u64)).exists()).count(), DAYS);
+}

@@ -63,6 +63,7 @@ pub(super) async fn materialize(args: &MaterializeArgs, runtime: &Runtime) -> an
     if args.project.json {
         let value = serde_json::json!({
             "run": summary.id,
+            "termination": summary.termination,
             "flows": summary.flows.iter().map(|(view, status)| serde_json::json!({ "view": view, "status": status })).collect::<Vec<_>>(),
             "failures": summary.failures.iter().map(|(view, error)| serde_json::json!({ "view": view, "error": error })).collect::<Vec<_>>(),
         });
@@ -94,8 +95,11 @@ pub(super) async fn materialize(args: &MaterializeArgs, runtime: &Runtime) -> an
         .collect();
         let n = summary.flows.len();
         println!("{n} view{}: {}", if n == 1 { "" } else { "s" }, counts.join(", "));
+        if summary.stopped {
+            println!("run {} {}", summary.id, summary.termination);
+        }
     }
-    Ok(if summary.failures.is_empty() { Status::Success } else { Status::Failed })
+    Ok(if summary.failures.is_empty() && !summary.stopped { Status::Success } else { Status::Failed })
 }
 
 pub(super) async fn invalidate(args: &InvalidateArgs, runtime: &Runtime) -> anyhow::Result<Status> {

@@ -46,12 +46,22 @@ pub struct RunSummary {
     pub incomplete: Vec<String>,
     /// Views materialized although some dependencies failed.
     pub with_errors: Vec<String>,
+    /// The run was stopped before it finished.
+    pub stopped: bool,
+    pub termination: String,
 }
 
 impl RunSummary {
     pub fn count(&self, status: FlowStatus) -> usize {
         self.flows.iter().filter(|(_, s)| *s == status).count()
     }
+}
+
+/// A running task: how to abort it, and whether it got past the permits
+/// (a transformation that never started is skipped, not canceled).
+struct Task {
+    abort: tokio::task::AbortHandle,
+    started: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// What an invalidate request did.
@@ -382,7 +392,7 @@ impl<'c> Scheduler<'c> {
             let once = self.lattice.view_type(id).materialize_once;
             queue.push_back((id, Event::Materialize { mode, materialize_once: once }));
         }
-        let mut tasks: HashMap<ViewId, tokio::task::AbortHandle> = HashMap::new();
+        let mut tasks: HashMap<ViewId, Task> = HashMap::new();
         loop {
             // Apply every queued event, collecting writes and actions...
             let mut commit = Commit::default();
@@ -555,13 +565,14 @@ impl<'c> Scheduler<'c> {
 
         let mut finished = run;
         finished.finished = Some(now_millis());
-        finished.termination = Some(if stopped {
+        let termination: String = if stopped {
             "stopped by request".into()
         } else if failures.is_empty() {
             "completed".into()
         } else {
             format!("completed with {} failed views", failures.len())
-        });
+        };
+        finished.termination = Some(termination.clone());
         let mut flows: Vec<(String, FlowStatus)> =
             flows.into_iter().map(|(id, s)| (self.lattice.url_path(id), s)).collect();
         flows.sort_by(|a, b| a.0.cmp(&b.0));
@@ -593,7 +604,7 @@ impl<'c> Scheduler<'c> {
                 }
             }
         }
-        Ok(RunSummary { id: run_id, flows, failures, incomplete, with_errors })
+        Ok(RunSummary { id: run_id, flows, failures, incomplete, with_errors, stopped, termination })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -604,7 +615,7 @@ impl<'c> Scheduler<'c> {
         mode: Mode,
         queue: &mut VecDeque<(ViewId, Event)>,
         results: &mpsc::UnboundedSender<TaskResult>,
-        tasks: &mut HashMap<ViewId, tokio::task::AbortHandle>,
+        tasks: &mut HashMap<ViewId, Task>,
     ) {
         match action {
             Action::AskDependencies => {
@@ -639,8 +650,9 @@ impl<'c> Scheduler<'c> {
                 }
             }
             Action::Transform => {
-                let task = self.start_transformation(id, results.clone());
-                tasks.insert(id, task.abort_handle());
+                let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let task = self.start_transformation(id, results.clone(), started.clone());
+                tasks.insert(id, Task { abort: task.abort_handle(), started });
             }
             Action::ScheduleRetry => {
                 let attempts = self.slots[id.0 as usize].attempts;
@@ -650,7 +662,8 @@ impl<'c> Scheduler<'c> {
                     tokio::time::sleep(backoff).await;
                     let _ = results.send(TaskResult::RetryDue { view: id });
                 });
-                tasks.insert(id, task.abort_handle());
+                let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                tasks.insert(id, Task { abort: task.abort_handle(), started });
             }
             _ => {}
         }
@@ -662,13 +675,14 @@ impl<'c> Scheduler<'c> {
     /// state it had before the run.
     fn cancel(
         &mut self,
-        tasks: &mut HashMap<ViewId, tokio::task::AbortHandle>,
+        tasks: &mut HashMap<ViewId, Task>,
         queue: &mut VecDeque<(ViewId, Event)>,
         flows: &mut HashMap<ViewId, FlowStatus>,
     ) {
         for (view, task) in tasks.drain() {
-            task.abort();
-            flows.insert(view, FlowStatus::Canceled);
+            task.abort.abort();
+            let started = task.started.load(std::sync::atomic::Ordering::SeqCst);
+            flows.insert(view, if started { FlowStatus::Canceled } else { FlowStatus::Skipped });
         }
         for (index, slot) in self.slots.iter().enumerate() {
             if matches!(slot.record.state, ViewState::Waiting | ViewState::Transforming | ViewState::Retrying) {
@@ -721,6 +735,7 @@ impl<'c> Scheduler<'c> {
         &mut self,
         id: ViewId,
         results: mpsc::UnboundedSender<TaskResult>,
+        started: Arc<std::sync::atomic::AtomicBool>,
     ) -> tokio::task::JoinHandle<()> {
         let view_type = self.lattice.view_type(id);
         let done_flag = self.lattice.done_flag_path(id);
@@ -788,6 +803,7 @@ impl<'c> Scheduler<'c> {
         let local = self.per_plugin[plugin_name].clone();
         tokio::spawn(async move {
             let (Ok(_global), Ok(_local)) = (global.acquire_owned().await, local.acquire_owned().await) else { return };
+            started.store(true, std::sync::atomic::Ordering::SeqCst);
             let result = run_plugin(&plugin, request_base, &staging, &data_path, &flag).await;
             let _ = results.send(match result {
                 Ok(data) => TaskResult::Done { view: id, data, timestamp: now_millis() },
