@@ -10,6 +10,8 @@ use clap::Args;
 use super::Status;
 use crate::catalog::{self, Catalog, Transformation};
 use crate::lattice::{Lattice, Resolution, ResolvedView, ViewId};
+use crate::metastore::Metastore;
+use crate::model::ViewState;
 
 #[derive(Debug, Args)]
 pub(super) struct ProjectArgs {
@@ -31,6 +33,22 @@ pub(super) struct ViewsArgs {
     /// Also list the views they depend on, transitively
     #[arg(long, short = 'd')]
     deps: bool,
+    /// Only views in this scheduling state (receive, invalidated, no-data, materialized, failed)
+    #[arg(long, short = 's', value_name = "STATE", value_parser = parse_state)]
+    status: Option<ViewState>,
+    /// Only views whose URL path matches this regular expression
+    #[arg(long, short = 'f', value_name = "REGEX")]
+    filter: Option<regex::Regex>,
+    /// Only count the views per state
+    #[arg(long, short = 'o')]
+    overview: bool,
+}
+
+fn parse_state(text: &str) -> Result<ViewState, String> {
+    ViewState::ALL.into_iter().find(|s| s.as_str() == text).ok_or_else(|| {
+        let names: Vec<&str> = ViewState::ALL.iter().map(|s| s.as_str()).collect();
+        format!("`{text}` is not a state ({})", names.join(", "))
+    })
 }
 
 #[derive(Debug, Args)]
@@ -134,18 +152,111 @@ pub(super) fn views(args: &ViewsArgs) -> anyhow::Result<Status> {
     let resolution = Resolution { evaluation_time: Utc::now(), exists: &on_disk };
     let addressed = lattice.instantiate(&pattern, &resolution)?;
     let listed: Vec<ViewId> = if args.deps { transitive(&lattice, &addressed) } else { dedup(addressed) };
+    // States come from the metastore when there is one; listing views must
+    // not create it.
+    let store =
+        if catalog.settings.metastore.exists() { Some(Metastore::open(&catalog.settings.metastore)?) } else { None };
+    let mut rows = Vec::new();
+    for id in listed {
+        let url = lattice.url_path(id);
+        if args.filter.as_ref().is_some_and(|regex| !regex.is_match(&url)) {
+            continue;
+        }
+        let state = match &store {
+            Some(store) => store.view(&url)?.map(|record| record.state).unwrap_or_default(),
+            None => ViewState::Receive,
+        };
+        if args.status.is_some_and(|wanted| wanted != state) {
+            continue;
+        }
+        rows.push((url, state, lattice.data_path(id)));
+    }
+    if args.overview {
+        let mut counts: Vec<(ViewState, usize)> =
+            ViewState::ALL.iter().map(|s| (*s, rows.iter().filter(|(_, state, _)| state == s).count())).collect();
+        counts.retain(|(_, n)| *n > 0);
+        if args.project.json {
+            let map: serde_json::Map<String, serde_json::Value> =
+                counts.iter().map(|(s, n)| (s.as_str().to_string(), serde_json::Value::from(*n))).collect();
+            println!("{}", serde_json::to_string_pretty(&map)?);
+        } else {
+            for (state, n) in counts {
+                println!("{:<13} {n}", state.as_str());
+            }
+            println!("{:<13} {}", "total", rows.len());
+        }
+        return Ok(Status::Success);
+    }
     if args.project.json {
-        let views: Vec<_> = listed
+        let views: Vec<_> = rows
             .iter()
-            .map(|&id| serde_json::json!({ "view": lattice.url_path(id), "data_path": lattice.data_path(id) }))
+            .map(|(url, state, path)| serde_json::json!({ "view": url, "state": state, "data_path": path }))
             .collect();
         println!("{}", serde_json::to_string_pretty(&views)?);
     } else {
-        for id in listed {
-            println!("{}  {}", lattice.url_path(id), lattice.data_path(id).display());
+        for (url, state, path) in rows {
+            println!("{url}  {state}  {}", path.display());
         }
     }
     Ok(Status::Success)
+}
+
+/// `trellis runs [ID]`: the runs recorded in the metastore, or one run's
+/// flow statuses (views that were only found up to date are counted, not
+/// listed).
+pub(super) fn runs(args: &RunsArgs) -> anyhow::Result<Status> {
+    let catalog = load(&args.project.project)?;
+    if !catalog.settings.metastore.exists() {
+        println!("no runs yet");
+        return Ok(Status::Success);
+    }
+    let store = Metastore::open(&catalog.settings.metastore)?;
+    let time = |ms: i64| {
+        chrono::DateTime::from_timestamp_millis(ms)
+            .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
+            .unwrap_or_default()
+    };
+    match &args.id {
+        None => {
+            let runs = store.runs()?;
+            if args.project.json {
+                println!("{}", serde_json::to_string_pretty(&runs)?);
+            } else {
+                for run in runs {
+                    let termination = run.termination.as_deref().unwrap_or("running or interrupted");
+                    println!("{}  {}  {:<8} {}  {termination}", run.id, time(run.started), run.mode, run.pattern);
+                }
+            }
+        }
+        Some(id) => {
+            let run = store.run(id)?.ok_or_else(|| anyhow::anyhow!("no run `{id}` (see `trellis runs`)"))?;
+            let flows = store.flows(id)?;
+            if args.project.json {
+                let value = serde_json::json!({ "run": run, "flows": flows.iter().map(|(v, s)| serde_json::json!({ "view": v, "status": s })).collect::<Vec<_>>() });
+                println!("{}", serde_json::to_string_pretty(&value)?);
+            } else {
+                println!(
+                    "run {} ({}, {}): {}",
+                    run.id,
+                    run.mode,
+                    run.pattern,
+                    run.termination.as_deref().unwrap_or("running or interrupted")
+                );
+                for (view, status) in flows {
+                    println!("  {:<22} {view}", serde_json::to_value(status)?.as_str().unwrap_or_default());
+                }
+            }
+        }
+    }
+    Ok(Status::Success)
+}
+
+#[derive(Debug, Args)]
+pub(super) struct RunsArgs {
+    #[command(flatten)]
+    project: ProjectArgs,
+    /// A run's id, to show its views' flow statuses
+    id: Option<String>,
 }
 
 fn dedup(mut ids: Vec<ViewId>) -> Vec<ViewId> {

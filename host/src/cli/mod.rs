@@ -51,6 +51,8 @@ enum Command {
     Plan(schedule::PlanArgs),
     /// Measure the scheduler on a generated shop lattice
     Bench(bench::BenchArgs),
+    /// List runs, or show one run's flow statuses
+    Runs(catalog::RunsArgs),
 }
 
 /// How a command ended, beyond errors (which exit with 2).
@@ -88,6 +90,7 @@ impl Cli {
             Command::Invalidate(args) => schedule::invalidate(&args, &runtime()?).await,
             Command::Plan(args) => schedule::plan(&args, &runtime()?).await,
             Command::Bench(args) => bench::bench(&args, &runtime()?).await,
+            Command::Runs(args) => catalog::runs(&args),
         }
     }
 }

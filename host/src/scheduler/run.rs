@@ -364,7 +364,13 @@ impl<'c> Scheduler<'c> {
         let mut stop = std::pin::pin!(stop);
         let mut stopped = false;
         let addressed = self.instantiate(pattern_text)?;
-        let run_id = format!("{:x}", now_millis());
+        // Ids sort by start time and never repeat, even for runs started in
+        // the same millisecond.
+        let mut started = now_millis();
+        while self.store.run(&format!("{started:x}"))?.is_some() {
+            started += 1;
+        }
+        let run_id = format!("{started:x}");
         let run = RunRecord {
             id: run_id.clone(),
             pattern: pattern_text.to_string(),
