@@ -106,6 +106,8 @@ pub struct Scheduler<'c> {
     store: Arc<Metastore>,
     plugins: HashMap<String, Plugin>,
     versions: HashMap<ViewTypeId, String>,
+    /// Types whose schema checksum changed when this scheduler opened.
+    schema_changed: std::collections::HashSet<ViewTypeId>,
     slots: Vec<Slot>,
     staging: Arc<Staging>,
     global: Arc<Semaphore>,
@@ -128,11 +130,13 @@ impl<'c> Scheduler<'c> {
     /// computes each type's version checksum.
     pub async fn open(catalog: &'c Catalog, runtime: &Runtime) -> Result<Scheduler<'c>, Error> {
         let store = Arc::new(Metastore::open(&catalog.settings.metastore)?);
+        let mut schema_changed = std::collections::HashSet::new();
         for view_type in catalog.types() {
             if let SchemaChange::Changed { dropped } =
                 store.register_schema(&view_type.name, &view_type.schema_checksum)?
             {
                 tracing::info!(view_type = %view_type.name, dropped, "schema changed; its views will be rebuilt");
+                schema_changed.insert(view_type.id);
             }
         }
         let mut plugins = HashMap::new();
@@ -172,6 +176,7 @@ impl<'c> Scheduler<'c> {
             store,
             plugins,
             versions,
+            schema_changed,
             slots: Vec::new(),
             staging: Arc::new(staging),
             global: Arc::new(Semaphore::new(catalog.settings.concurrency)),
@@ -278,6 +283,7 @@ impl<'c> Scheduler<'c> {
                     .max_by_key(|(_, t)| *t);
                 let facts = Facts {
                     invalidated: record.state == ViewState::Invalidated,
+                    schema_changed: self.schema_changed.contains(&view_type.id),
                     recorded_version: record.version_checksum.as_deref(),
                     recorded_timestamp: record.timestamp,
                     current_version: &self.versions[&view_type.id],
@@ -551,6 +557,15 @@ impl<'c> Scheduler<'c> {
                         let slot = &mut self.slots[view.0 as usize];
                         slot.attempts += 1;
                         let retry = retryable && slot.attempts <= self.catalog.settings.retries;
+                        let attempts = slot.attempts;
+                        let message = if retry {
+                            message
+                        } else {
+                            format!(
+                                "{message}; gave up after {attempts} attempt{}",
+                                if attempts == 1 { "" } else { "s" }
+                            )
+                        };
                         slot.last_error = Some(message.clone());
                         queue.push_back((view, Event::TransformFailed { retry, error: message }));
                     }
@@ -719,6 +734,7 @@ impl<'c> Scheduler<'c> {
         let slot = &self.slots[id.0 as usize];
         let facts = Facts {
             invalidated: slot.invalidated,
+            schema_changed: self.schema_changed.contains(&view_type.id),
             recorded_version: slot.record.version_checksum.as_deref(),
             recorded_timestamp: slot.record.timestamp,
             current_version: &self.versions[&view_type.id],

@@ -66,6 +66,9 @@ pub enum Freshness {
 pub struct Facts<'a> {
     /// The view is in the invalidated state.
     pub invalidated: bool,
+    /// Its type's schema checksum changed when the scheduler opened, so
+    /// its metadata was dropped.
+    pub schema_changed: bool,
     /// Recorded in the metastore: the version checksum and timestamp of its
     /// last materialization (none if never, or dropped by a schema change).
     pub recorded_version: Option<&'a str>,
@@ -86,7 +89,8 @@ pub fn freshness(facts: &Facts<'_>) -> Freshness {
         return Freshness::Outdated(Reason::Invalidated);
     }
     let Some(timestamp) = facts.recorded_timestamp else {
-        return Freshness::Outdated(Reason::NeverMaterialized);
+        let reason = if facts.schema_changed { Reason::SchemaChanged } else { Reason::NeverMaterialized };
+        return Freshness::Outdated(reason);
     };
     match facts.recorded_version {
         Some(old) if old != facts.current_version => {
@@ -496,7 +500,7 @@ mod tests {
             ("up to date", base),
             ("invalidated", Facts { invalidated: true, ..base }),
             ("never materialized", Facts { recorded_timestamp: None, recorded_version: None, ..base }),
-            ("schema dropped its metadata", Facts { recorded_timestamp: None, ..base }),
+            ("schema dropped its metadata", Facts { recorded_timestamp: None, schema_changed: true, ..base }),
             ("version changed", Facts { current_version: "v2", ..base }),
             ("dependency newer", Facts { newest_dependency: Some(("s.d/Raw/1", 101)), ..base }),
             ("dependency as old", Facts { newest_dependency: Some(("s.d/Raw/1", 100)), ..base }),
@@ -515,7 +519,7 @@ mod tests {
             up to date: up to date
             invalidated: invalidated
             never materialized: never materialized
-            schema dropped its metadata: never materialized
+            schema dropped its metadata: schema changed
             version changed: version changed v1 -> v2
             dependency newer: dependency s.d/Raw/1 is newer
             dependency as old: up to date
