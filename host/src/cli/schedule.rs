@@ -54,12 +54,26 @@ fn status_name(status: FlowStatus) -> String {
 pub(super) async fn materialize(args: &MaterializeArgs, runtime: &Runtime) -> anyhow::Result<Status> {
     let catalog = load(&args.project.project)?;
     let mut scheduler = Scheduler::open(&catalog, runtime).await.context("opening the scheduler")?;
+    // A progress bar on a terminal; nothing when stderr is a file or pipe.
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} views {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let reporter = bar.clone();
+    scheduler.on_progress(move |progress| {
+        reporter.set_length(progress.known as u64);
+        reporter.set_position(progress.settled as u64);
+        reporter.set_message(format!("({} running)", progress.running));
+    });
     // Ctrl-C stops the run cleanly: running transformations are canceled
     // and keep their previous data, the rest is skipped.
     let stop = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    let summary = scheduler.materialize_until(&args.views, args.mode, stop).await?;
+    let summary = scheduler.materialize_until(&args.views, args.mode, stop).await;
+    bar.finish_and_clear();
+    let summary = summary?;
     if args.project.json {
         let value = serde_json::json!({
             "run": summary.id,

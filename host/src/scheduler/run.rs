@@ -113,6 +113,16 @@ pub struct Scheduler<'c> {
     global: Arc<Semaphore>,
     per_plugin: HashMap<String, Arc<Semaphore>>,
     retry_backoff: Duration,
+    progress: Option<Box<dyn FnMut(Progress) + Send>>,
+}
+
+/// How far a run has come: views settled, of views known to the run so far
+/// (the number grows as dependencies are discovered).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    pub settled: usize,
+    pub known: usize,
+    pub running: usize,
 }
 
 fn now_millis() -> i64 {
@@ -182,7 +192,13 @@ impl<'c> Scheduler<'c> {
             global: Arc::new(Semaphore::new(catalog.settings.concurrency)),
             per_plugin,
             retry_backoff: Duration::from_millis(100),
+            progress: None,
         })
+    }
+
+    /// Calls `report` after every step of a run, e.g. for a progress bar.
+    pub fn on_progress(&mut self, report: impl FnMut(Progress) + Send + 'static) {
+        self.progress = Some(Box::new(report));
     }
 
     pub fn lattice(&self) -> &Lattice<'c> {
@@ -523,6 +539,10 @@ impl<'c> Scheduler<'c> {
                 for action in actions {
                     self.execute(id, action, mode, &mut queue, &results, &mut tasks);
                 }
+            }
+            if let Some(report) = &mut self.progress {
+                let settled = flows.values().filter(|s| !matches!(s, FlowStatus::Queued | FlowStatus::Running)).count();
+                report(Progress { settled, known: flows.len(), running: tasks.len() });
             }
             if !queue.is_empty() {
                 continue;
