@@ -45,7 +45,7 @@ pub(super) async fn bench(args: &BenchArgs, runtime: &Runtime) -> anyhow::Result
         let started = Instant::now();
         let summary = scheduler.materialize(&pattern, Mode::Default).await?;
         let elapsed = started.elapsed();
-        let views = summary.flows.len();
+        let views = summary.views();
         println!(
             "{label:<26} {views:>8} views {:>9.3} s {:>9.1} µs/view  transformed {:>7}  idle {:>7}  failed {}",
             elapsed.as_secs_f64(),

@@ -59,7 +59,7 @@ impl DemoArgs {
         let first = scheduler.materialize(PATTERN, Mode::Default).await?;
         println!(
             "{} views: {} materialized or found without data, {} failed; {} incomplete (days without orders)",
-            first.flows.len(),
+            first.views(),
             first.count(FlowStatus::Successful),
             first.failures.len(),
             first.incomplete.len()
@@ -78,7 +78,7 @@ impl DemoArgs {
         let second = scheduler.materialize(PATTERN, Mode::Default).await?;
         println!(
             "{} views: {} transformed, {} up to date",
-            second.flows.len(),
+            second.views(),
             second.count(FlowStatus::Successful),
             second.count(FlowStatus::Idle)
         );

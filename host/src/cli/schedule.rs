@@ -79,6 +79,7 @@ pub(super) async fn materialize(args: &MaterializeArgs, runtime: &Runtime) -> an
             "run": summary.id,
             "termination": summary.termination,
             "flows": summary.flows.iter().map(|(view, status)| serde_json::json!({ "view": view, "status": status })).collect::<Vec<_>>(),
+            "idle": summary.idle,
             "failures": summary.failures.iter().map(|(view, error)| serde_json::json!({ "view": view, "error": error })).collect::<Vec<_>>(),
         });
         println!("{}", serde_json::to_string_pretty(&value)?);
@@ -107,7 +108,7 @@ pub(super) async fn materialize(args: &MaterializeArgs, runtime: &Runtime) -> an
         .filter(|(_, n)| *n > 0)
         .map(|(status, n)| format!("{n} {}", status_name(status).to_lowercase()))
         .collect();
-        let n = summary.flows.len();
+        let n = summary.views();
         println!("{n} view{}: {}", if n == 1 { "" } else { "s" }, counts.join(", "));
         if summary.stopped {
             println!("run {} {}", summary.id, summary.termination);

@@ -40,7 +40,10 @@ pub enum Error {
 #[derive(Debug, Clone)]
 pub struct RunSummary {
     pub id: String,
+    /// The flow status of every view the run did something with, by URL
+    /// path; views found up to date are only counted in `idle`.
     pub flows: Vec<(String, FlowStatus)>,
+    pub idle: usize,
     pub failures: Vec<(String, String)>,
     /// Views materialized although some dependencies had no data.
     pub incomplete: Vec<String>,
@@ -53,7 +56,15 @@ pub struct RunSummary {
 
 impl RunSummary {
     pub fn count(&self, status: FlowStatus) -> usize {
+        if status == FlowStatus::Idle {
+            return self.idle;
+        }
         self.flows.iter().filter(|(_, s)| *s == status).count()
+    }
+
+    /// Views the run touched, idle ones included.
+    pub fn views(&self) -> usize {
+        self.flows.len() + self.idle
     }
 }
 
@@ -614,18 +625,18 @@ impl<'c> Scheduler<'c> {
             format!("completed with {} failed views", failures.len())
         };
         finished.termination = Some(termination.clone());
-        let mut flows: Vec<(String, FlowStatus)> =
-            flows.into_iter().map(|(id, s)| (self.lattice.url_path(id), s)).collect();
+        // Idle views are most of an unchanged run: they are counted, not
+        // listed, named or written one by one.
+        let idle = flows.values().filter(|s| **s == FlowStatus::Idle).count();
+        let mut flows: Vec<(String, FlowStatus)> = flows
+            .into_iter()
+            .filter(|(_, s)| *s != FlowStatus::Idle)
+            .map(|(id, s)| (self.lattice.url_path(id), s))
+            .collect();
         flows.sort_by(|a, b| a.0.cmp(&b.0));
-        // Idle views are most of an unchanged run: they are counted in the
-        // summary, not written one by one.
         let commit = Commit {
             runs: vec![finished],
-            flows: flows
-                .iter()
-                .filter(|(_, status)| *status != FlowStatus::Idle)
-                .map(|(view, status)| (run_id.clone(), view.clone(), *status))
-                .collect(),
+            flows: flows.iter().map(|(view, status)| (run_id.clone(), view.clone(), *status)).collect(),
             ..Commit::default()
         };
         self.store.commit(&commit)?;
@@ -645,7 +656,7 @@ impl<'c> Scheduler<'c> {
                 }
             }
         }
-        Ok(RunSummary { id: run_id, flows, failures, incomplete, with_errors, stopped, termination })
+        Ok(RunSummary { id: run_id, flows, idle, failures, incomplete, with_errors, stopped, termination })
     }
 
     #[allow(clippy::too_many_arguments)]
