@@ -50,35 +50,46 @@ fn out_dir(dir: &Path, day: chrono::NaiveDate) -> std::path::PathBuf {
     dir.join(format!("data/k/mart/Out/{}", day.format("%Y/%m/%d")))
 }
 
+const PATTERN: &str = "k.mart/Out/rymd(20150101-20160204)";
+
+fn first_day() -> chrono::NaiveDate {
+    chrono::NaiveDate::from_ymd_opt(2015, 1, 1).unwrap()
+}
+
+/// How many of the views have been published so far.
+fn published(dir: &Path) -> usize {
+    (0..DAYS).filter(|i| out_dir(dir, first_day() + chrono::Days::new(*i as u64)).exists()).count()
+}
+
+/// Starts `trellis materialize` on the project and returns once some of
+/// its views are published, so that it can be interrupted mid-run.
+fn start_run(dir: &Path, cache: &Path, output: fn() -> std::process::Stdio) -> std::process::Child {
+    let mut child = trellis(cache)
+        .current_dir(dir)
+        .args(["materialize", "-v", PATTERN])
+        .stdout(output())
+        .stderr(output())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while published(dir) < 20 {
+        assert!(Instant::now() < deadline, "no progress before the deadline");
+        assert!(child.try_wait().unwrap().is_none(), "the run ended before it could be interrupted; make it larger");
+        std::thread::yield_now();
+    }
+    child
+}
+
 #[test]
 fn kill_9_during_a_run_loses_nothing_and_the_next_run_converges() {
     let dir = tempfile::tempdir().unwrap();
     let cache = tempfile::tempdir().unwrap();
     write_project(dir.path());
-    let pattern = "k.mart/Out/rymd(20150101-20160204)";
-
-    let mut child = trellis(cache.path())
-        .current_dir(dir.path())
-        .args(["materialize", "-v", pattern])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    // Wait until a part of the views is published, then kill the process.
-    let first = chrono::NaiveDate::from_ymd_opt(2015, 1, 1).unwrap();
-    let published = |n: usize| {
-        (0..DAYS).filter(|i| out_dir(dir.path(), first + chrono::Days::new(*i as u64)).exists()).count() >= n
-    };
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !published(20) {
-        assert!(Instant::now() < deadline, "no progress before the deadline");
-        assert!(child.try_wait().unwrap().is_none(), "the run ended before it could be killed; make it larger");
-        std::thread::yield_now();
-    }
+    let mut child = start_run(dir.path(), cache.path(), std::process::Stdio::null);
     child.kill().unwrap();
     child.wait().unwrap();
-    let done_before_restart =
-        (0..DAYS).filter(|i| out_dir(dir.path(), first + chrono::Days::new(*i as u64)).exists()).count();
+    let done_before_restart = published(dir.path());
+    let first = first_day();
     assert!(done_before_restart < DAYS, "the run finished before the kill");
 
     // The metastore opens, and nothing it says materialized lacks its data;
@@ -105,13 +116,13 @@ fn kill_9_during_a_run_loses_nothing_and_the_next_run_converges() {
     }
 
     // The next run converges, and the one after has nothing to do.
-    let result = run(trellis(cache.path()).current_dir(dir.path()).args(["materialize", "-v", pattern]));
+    let result = run(trellis(cache.path()).current_dir(dir.path()).args(["materialize", "-v", PATTERN]));
     assert_eq!(result.code, 0, "{}\n{}", result.stdout, result.stderr);
     assert!(
         !dir.path().join("data/.trellis-staging").exists()
             || std::fs::read_dir(dir.path().join("data/.trellis-staging")).unwrap().next().is_none()
     );
-    let result = run(trellis(cache.path()).current_dir(dir.path()).args(["materialize", "-v", pattern]));
+    let result = run(trellis(cache.path()).current_dir(dir.path()).args(["materialize", "-v", PATTERN]));
     assert_eq!(result.code, 0);
     assert!(result.stdout.ends_with(&format!("{} views: {} idle\n", 2 * DAYS, 2 * DAYS)), "{}", result.stdout);
 }
@@ -121,23 +132,8 @@ fn ctrl_c_stops_a_run_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let cache = tempfile::tempdir().unwrap();
     write_project(dir.path());
-    let pattern = "k.mart/Out/rymd(20150101-20160204)";
-    let child = trellis(cache.path())
-        .current_dir(dir.path())
-        .args(["materialize", "-v", pattern])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let first = chrono::NaiveDate::from_ymd_opt(2015, 1, 1).unwrap();
-    let published = |n: usize| {
-        (0..DAYS).filter(|i| out_dir(dir.path(), first + chrono::Days::new(*i as u64)).exists()).count() >= n
-    };
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !published(20) {
-        assert!(Instant::now() < deadline, "no progress before the deadline");
-        std::thread::yield_now();
-    }
+    let child = start_run(dir.path(), cache.path(), std::process::Stdio::piped);
+    let first = first_day();
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let output = child.wait_with_output().unwrap();
@@ -154,7 +150,7 @@ fn ctrl_c_stops_a_run_cleanly() {
             assert!(out.join("_SUCCESS").exists(), "{} is partial", out.display());
         }
     }
-    let result = run(trellis(cache.path()).current_dir(dir.path()).args(["materialize", "-v", pattern]));
+    let result = run(trellis(cache.path()).current_dir(dir.path()).args(["materialize", "-v", PATTERN]));
     assert_eq!(result.code, 0, "{}", result.stderr);
-    assert_eq!((0..DAYS).filter(|i| out_dir(dir.path(), first + chrono::Days::new(*i as u64)).exists()).count(), DAYS);
+    assert_eq!(published(dir.path()), DAYS);
 }
