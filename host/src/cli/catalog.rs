@@ -9,7 +9,7 @@ use clap::Args;
 
 use super::Status;
 use crate::catalog::{self, Catalog, Transformation};
-use crate::lattice::{Lattice, Resolution, ResolvedView, ViewId};
+use crate::lattice::{Lattice, Resolution, ViewId, on_disk};
 use crate::metastore::Metastore;
 use crate::model::ViewState;
 
@@ -76,11 +76,6 @@ pub(super) fn load(project: &Path) -> anyhow::Result<Catalog> {
         }
         Err(other) => Err(other.into()),
     }
-}
-
-/// Checks latest() against the done flags on disk.
-fn on_disk(lattice: &Lattice<'_>, view: &ResolvedView) -> bool {
-    lattice.done_flag_path_of(view).exists()
 }
 
 pub(super) fn validate(args: &ProjectArgs) -> anyhow::Result<Status> {
@@ -151,7 +146,7 @@ pub(super) fn views(args: &ViewsArgs) -> anyhow::Result<Status> {
     let mut lattice = Lattice::new(&catalog);
     let resolution = Resolution { evaluation_time: Utc::now(), exists: &on_disk };
     let addressed = lattice.instantiate(&pattern, &resolution)?;
-    let listed: Vec<ViewId> = if args.deps { transitive(&lattice, &addressed) } else { dedup(addressed) };
+    let listed: Vec<ViewId> = if args.deps { lattice.closure(&addressed) } else { dedup(addressed) };
     // States come from the metastore when there is one; listing views must
     // not create it.
     let store =
@@ -263,21 +258,6 @@ fn dedup(mut ids: Vec<ViewId>) -> Vec<ViewId> {
     let mut seen = std::collections::HashSet::new();
     ids.retain(|id| seen.insert(*id));
     ids
-}
-
-/// The addressed views and everything they depend on, each once, addressed
-/// views first.
-fn transitive(lattice: &Lattice<'_>, addressed: &[ViewId]) -> Vec<ViewId> {
-    let mut seen = std::collections::HashSet::new();
-    let mut order = Vec::new();
-    let mut queue: std::collections::VecDeque<ViewId> = addressed.iter().copied().collect();
-    while let Some(id) = queue.pop_front() {
-        if seen.insert(id) {
-            order.push(id);
-            queue.extend(lattice.dependencies(id).iter().copied());
-        }
-    }
-    order
 }
 
 pub(super) fn deps(args: &DepsArgs) -> anyhow::Result<Status> {

@@ -73,6 +73,12 @@ pub struct Resolution<'a> {
     pub exists: &'a dyn Fn(&Lattice<'_>, &ResolvedView) -> bool,
 }
 
+/// The usual answer to "does this view's data exist": its done flag is on
+/// disk.
+pub fn on_disk(lattice: &Lattice<'_>, view: &ResolvedView) -> bool {
+    lattice.done_flag_path_of(view).exists()
+}
+
 /// A view that is about to be interned, as `latest()` sees it.
 pub struct ResolvedView {
     pub view_type: ViewTypeId,
@@ -326,6 +332,21 @@ impl<'c> Lattice<'c> {
     pub fn time(&self, id: ViewId) -> Option<DateTime<Utc>> {
         let key = self.views[id.0 as usize];
         self.view_type(id).time.as_ref().and_then(|dataset| dataset.instance(key.instance))
+    }
+
+    /// The views and everything they depend on, each once, the given views
+    /// first, then breadth first.
+    pub fn closure(&self, addressed: &[ViewId]) -> Vec<ViewId> {
+        let mut seen = vec![false; self.views.len()];
+        let mut order = Vec::new();
+        let mut queue: std::collections::VecDeque<ViewId> = addressed.iter().copied().collect();
+        while let Some(id) = queue.pop_front() {
+            if !std::mem::replace(&mut seen[id.0 as usize], true) {
+                order.push(id);
+                queue.extend(self.dependencies(id).iter().copied());
+            }
+        }
+        order
     }
 
     pub fn dependencies(&self, id: ViewId) -> &[ViewId] {

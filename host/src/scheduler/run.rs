@@ -15,7 +15,7 @@ use tokio::sync::{Semaphore, mpsc};
 use super::publish::Staging;
 use super::transition::{Action, Event, Facts, Freshness, Mode, Reason, Settled, freshness, transition};
 use crate::catalog::{Catalog, Transformation, ViewTypeId, pattern};
-use crate::lattice::{self, Lattice, Resolution, ResolvedView, ViewId};
+use crate::lattice::{self, Lattice, Resolution, ViewId};
 use crate::metastore::{self, Commit, Metastore, NewEvent, RunRecord, SchemaChange, ViewRecord};
 use crate::model::{FlowStatus, ViewState};
 use crate::runtime::{self, ChecksumRequest, Plugin, Runtime, TransformInput, TransformOutcome, TransformRequest};
@@ -86,7 +86,6 @@ pub struct Invalidation {
 /// What the loop keeps per view, beside its record.
 #[derive(Debug, Clone, Default)]
 struct Slot {
-    loaded: bool,
     record: ViewRecord,
     /// Dependencies not settled yet in this run.
     pending: usize,
@@ -102,7 +101,6 @@ struct Slot {
     no_data_before_run: bool,
     /// The state the metastore holds for it.
     stored_state: ViewState,
-    last_error: Option<String>,
 }
 
 enum TaskResult {
@@ -216,34 +214,22 @@ impl<'c> Scheduler<'c> {
         &self.lattice
     }
 
-    pub fn record(&self, id: ViewId) -> &ViewRecord {
-        &self.slots[id.0 as usize].record
-    }
-
-    pub fn version(&self, id: ViewId) -> &str {
-        &self.versions[&self.lattice.view_type(id).id]
-    }
-
     /// Instantiates `pattern` and loads the records of new views.
     pub fn instantiate(&mut self, pattern_text: &str) -> Result<Vec<ViewId>, Error> {
         let pattern = pattern::parse(pattern_text)?;
-        let exists = |lattice: &Lattice<'_>, view: &ResolvedView| lattice.done_flag_path_of(view).exists();
-        let resolution = Resolution { evaluation_time: chrono::Utc::now(), exists: &exists };
+        let resolution = Resolution { evaluation_time: chrono::Utc::now(), exists: &lattice::on_disk };
         let addressed = self.lattice.instantiate(&pattern, &resolution)?;
+        // Only views new to the lattice need their records: the others were
+        // loaded by an earlier call.
+        let known = self.slots.len();
         self.slots.resize_with(self.lattice.len(), Slot::default);
-        for id in self.lattice.ids() {
-            let slot = &mut self.slots[id.0 as usize];
-            if !slot.loaded {
-                let mut record = self.store.view(&self.lattice.url_path(id))?.unwrap_or_default();
-                // In-flight states do not survive the process that had them.
-                if matches!(record.state, ViewState::Waiting | ViewState::Transforming | ViewState::Retrying) {
-                    record.state =
-                        if record.timestamp.is_some() { ViewState::Materialized } else { ViewState::Receive };
-                }
-                slot.stored_state = record.state;
-                slot.record = record;
-                slot.loaded = true;
-            }
+        for index in known..self.slots.len() {
+            let mut record = self.store.view(&self.lattice.url_path(ViewId(index as u32)))?.unwrap_or_default();
+            // In-flight states do not survive the process that had them.
+            record.state = previous_stable(record.state, &record);
+            let slot = &mut self.slots[index];
+            slot.stored_state = record.state;
+            slot.record = record;
         }
         Ok(addressed)
     }
@@ -253,7 +239,7 @@ impl<'c> Scheduler<'c> {
     /// flight, with the reason.
     pub fn invalidate(&mut self, pattern_text: &str, dependencies: bool) -> Result<Invalidation, Error> {
         let addressed = self.instantiate(pattern_text)?;
-        let targets = if dependencies { self.closure(&addressed) } else { addressed };
+        let targets = if dependencies { self.lattice.closure(&addressed) } else { addressed };
         let mut commit = Commit::default();
         let (mut done, mut refused) = (Vec::new(), Vec::new());
         for id in targets {
@@ -365,20 +351,6 @@ impl<'c> Scheduler<'c> {
         order
     }
 
-    /// The views and everything they depend on, each once.
-    pub fn closure(&self, addressed: &[ViewId]) -> Vec<ViewId> {
-        let mut seen = vec![false; self.lattice.len()];
-        let mut order = Vec::new();
-        let mut queue: VecDeque<ViewId> = addressed.iter().copied().collect();
-        while let Some(id) = queue.pop_front() {
-            if !std::mem::replace(&mut seen[id.0 as usize], true) {
-                order.push(id);
-                queue.extend(self.lattice.dependencies(id).iter().copied());
-            }
-        }
-        order
-    }
-
     /// Materializes the views of `pattern` and, unless the mode says
     /// otherwise, their dependencies first.
     pub async fn materialize(&mut self, pattern_text: &str, mode: Mode) -> Result<RunSummary, Error> {
@@ -416,8 +388,8 @@ impl<'c> Scheduler<'c> {
         for slot in &mut self.slots {
             let no_data_before_run = slot.record.state == ViewState::NoData;
             *slot = Slot {
-                loaded: slot.loaded,
                 record: std::mem::take(&mut slot.record),
+                stored_state: slot.stored_state,
                 no_data_before_run,
                 ..Slot::default()
             };
@@ -597,7 +569,6 @@ impl<'c> Scheduler<'c> {
                                 if attempts == 1 { "" } else { "s" }
                             )
                         };
-                        slot.last_error = Some(message.clone());
                         queue.push_back((view, Event::TransformFailed { retry, error: message }));
                     }
                     TaskResult::RetryDue { view } => {
