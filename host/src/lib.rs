@@ -7,6 +7,7 @@ pub mod bundled;
 pub mod catalog;
 pub mod cli;
 pub mod lattice;
+pub mod listeners;
 pub mod metastore;
 pub mod model;
 pub mod runtime;

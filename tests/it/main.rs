@@ -6,6 +6,7 @@ mod support;
 mod cli;
 mod crash;
 mod csv_aggregate;
+mod listeners;
 mod runtime;
 mod sandbox;
 mod scenarios;

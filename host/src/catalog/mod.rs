@@ -36,6 +36,39 @@ pub struct Catalog {
     pub plugins: BTreeMap<String, PluginDecl>,
     types: Vec<ViewType>,
     by_name: HashMap<String, ViewTypeId>,
+    /// The declared listener plugins; the built-in monitor is not among them.
+    pub listeners: Vec<ListenerDecl>,
+}
+
+/// The name of the built-in listener that logs state changes.
+pub const MONITOR: &str = "monitor";
+
+/// A `[[listener]]`: a listener plugin with its configuration.
+#[derive(Debug, Clone)]
+pub struct ListenerDecl {
+    pub name: String,
+    /// A name from `[plugins]`.
+    pub plugin: String,
+    pub config: Vec<(String, String)>,
+    /// Restarts allowed before the listener is disabled; `None` is unlimited (-1).
+    pub max_retries: Option<u32>,
+    /// The first restart's delay; it doubles with each failure in a row.
+    pub backoff: Duration,
+    pub line: usize,
+}
+
+/// `[events]`: the event log and its listeners.
+#[derive(Debug, Clone)]
+pub struct EventSettings {
+    /// The built-in monitor listener, which logs state changes through tracing.
+    pub monitor: bool,
+    /// Events kept after every enabled listener has received them.
+    pub history: u64,
+    /// The most events the log holds: beyond it, the oldest go even if a
+    /// listener has not received them, and that listener gets a gap event.
+    pub max: u64,
+    /// How long a command waits at its end for listeners to catch up.
+    pub drain: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -50,6 +83,7 @@ pub struct Settings {
     pub concurrency: usize,
     pub deadline: Option<Duration>,
     pub memory_mib: Option<usize>,
+    pub events: EventSettings,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 use toml::Spanned;
@@ -13,8 +14,9 @@ use super::expression::ConfigValue;
 use super::template::{Template, is_identifier};
 use super::time::{Dataset, Frequency};
 use super::{
-    Binding, Catalog, Dependency, EvaluationTime, Field, PROJECT_FILE, Parameter, ParameterKind, PluginDecl, Settings,
-    TIME_VARIABLES, TimeSelection, Transformation, ViewType, ViewTypeId, canonical_value, closest,
+    Binding, Catalog, Dependency, EvaluationTime, EventSettings, Field, ListenerDecl, MONITOR, PROJECT_FILE, Parameter,
+    ParameterKind, PluginDecl, Settings, TIME_VARIABLES, TimeSelection, Transformation, ViewType, ViewTypeId,
+    canonical_value, closest,
 };
 
 /// One problem in the project file, with its line when known.
@@ -107,6 +109,30 @@ struct RawProject {
     plugins: BTreeMap<String, Spanned<toml::Value>>,
     #[serde(default, rename = "view")]
     views: Vec<Spanned<RawViewType>>,
+    #[serde(default)]
+    events: RawEvents,
+    #[serde(default, rename = "listener")]
+    listeners: Vec<Spanned<RawListener>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawEvents {
+    monitor: Option<bool>,
+    history: Option<u64>,
+    max: Option<u64>,
+    drain: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawListener {
+    name: Spanned<String>,
+    plugin: String,
+    #[serde(default)]
+    config: BTreeMap<String, toml::Value>,
+    max_retries: Option<i64>,
+    backoff: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -293,7 +319,8 @@ impl Checker<'_> {
         }
         self.check_cycles(&types);
         self.check_distinct_paths(&types);
-        Some(Catalog { root: root.to_path_buf(), settings: settings?, plugins, types, by_name })
+        let listeners = self.listeners(&raw.listeners, &plugins);
+        Some(Catalog { root: root.to_path_buf(), settings: settings?, plugins, types, by_name, listeners })
     }
 
     fn settings(&mut self, raw: &RawProject, root: &Path) -> Option<Settings> {
@@ -307,8 +334,25 @@ impl Checker<'_> {
             },
             None => None,
         };
+        let drain = match &raw.events.drain {
+            Some(text) => match humantime::parse_duration(text.get_ref()) {
+                Ok(drain) => drain,
+                Err(e) => {
+                    self.error(text.span().start, format!("events.drain `{}`: {e}", text.get_ref()));
+                    return None;
+                }
+            },
+            None => Duration::from_secs(10),
+        };
+        let events = EventSettings {
+            monitor: raw.events.monitor.unwrap_or(true),
+            history: raw.events.history.unwrap_or(10_000),
+            max: raw.events.max.unwrap_or(1_000_000).max(1),
+            drain,
+        };
         let settings = &raw.project;
         Some(Settings {
+            events,
             name: settings
                 .name
                 .clone()
@@ -373,6 +417,78 @@ impl Checker<'_> {
             plugins.insert(name.clone(), decl);
         }
         plugins
+    }
+
+    fn listeners(&mut self, raw: &[Spanned<RawListener>], plugins: &BTreeMap<String, PluginDecl>) -> Vec<ListenerDecl> {
+        let mut listeners: Vec<ListenerDecl> = Vec::new();
+        for listener in raw {
+            let at = listener.span().start;
+            let listener = listener.get_ref();
+            let name = listener.name.get_ref();
+            if !is_identifier(&name.replace('-', "_")) {
+                self.error(
+                    listener.name.span().start,
+                    format!("listener `{name}`: names are letters, digits, `_` and `-`"),
+                );
+            } else if name == MONITOR {
+                self.error(
+                    listener.name.span().start,
+                    "listener `monitor` is built in; turn it off with `[events] monitor = false`",
+                );
+            } else if listeners.iter().any(|l| &l.name == name) {
+                self.error(listener.name.span().start, format!("listener `{name}` is declared twice"));
+            }
+            // The plugin's file is not checked here: a listener whose plugin
+            // cannot be loaded is skipped when scheduling starts, not fatal.
+            if !plugins.contains_key(&listener.plugin) {
+                let hint = closest(&listener.plugin, plugins.keys().map(String::as_str));
+                let hint = hint.first().map(|h| format!("; did you mean `{h}`?")).unwrap_or_default();
+                self.error(
+                    at,
+                    format!("listener `{name}`: plugin `{}` is not declared in [plugins]{hint}", listener.plugin),
+                );
+            }
+            let max_retries = match listener.max_retries {
+                None | Some(-1) => None,
+                Some(n) if n >= 0 => Some(n as u32),
+                Some(n) => {
+                    self.error(at, format!("listener `{name}`: max_retries is -1 (unlimited) or at least 0, not {n}"));
+                    None
+                }
+            };
+            let backoff = match &listener.backoff {
+                Some(text) => humantime::parse_duration(text.get_ref()).unwrap_or_else(|e| {
+                    self.error(text.span().start, format!("listener `{name}`: backoff `{}`: {e}", text.get_ref()));
+                    Duration::ZERO
+                }),
+                None => Duration::from_millis(100),
+            };
+            let mut config = Vec::new();
+            for (key, value) in &listener.config {
+                match value {
+                    toml::Value::String(text) => config.push((key.clone(), text.clone())),
+                    toml::Value::Integer(_) | toml::Value::Float(_) | toml::Value::Boolean(_) => {
+                        config.push((key.clone(), value.to_string()))
+                    }
+                    other => self.error(
+                        at,
+                        format!(
+                            "listener `{name}`: config `{key}` must be a string, number or boolean, not {}",
+                            other.type_str()
+                        ),
+                    ),
+                }
+            }
+            listeners.push(ListenerDecl {
+                name: name.clone(),
+                plugin: listener.plugin.clone(),
+                config,
+                max_retries,
+                backoff,
+                line: self.lines.line(at),
+            });
+        }
+        listeners
     }
 
     fn view_type(

@@ -16,10 +16,11 @@ use crate::model::ViewState;
 #[derive(Debug, Args)]
 pub(super) struct ProjectArgs {
     /// The project directory, holding trellis.toml
-    #[arg(long, short = 'p', default_value = ".", value_name = "DIR")]
+    // Global, so that a subcommand (`listeners enable NAME -p DIR`) takes them too.
+    #[arg(long, short = 'p', default_value = ".", value_name = "DIR", global = true)]
     pub(super) project: PathBuf,
     /// Print JSON instead of text
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub(super) json: bool,
 }
 

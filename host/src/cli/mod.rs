@@ -7,6 +7,7 @@
 mod bench;
 mod catalog;
 mod demo;
+mod listeners;
 mod plugins;
 mod schedule;
 
@@ -53,6 +54,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// List runs, or show one run's flow statuses
     Runs(catalog::RunsArgs),
+    /// Show the listeners, their status and lag; `enable NAME` re-enables one
+    Listeners(listeners::ListenersArgs),
 }
 
 /// How a command ended, beyond errors (which exit with 2).
@@ -91,6 +94,7 @@ impl Cli {
             Command::Plan(args) => schedule::plan(&args, &runtime()?).await,
             Command::Bench(args) => bench::bench(&args, &runtime()?).await,
             Command::Runs(args) => catalog::runs(&args),
+            Command::Listeners(args) => listeners::run(&args),
         }
     }
 }

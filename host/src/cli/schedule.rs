@@ -6,6 +6,7 @@ use clap::Args;
 
 use super::Status;
 use super::catalog::{ProjectArgs, load};
+use crate::listeners::Listeners;
 use crate::model::FlowStatus;
 use crate::runtime::Runtime;
 use crate::scheduler::{Mode, Scheduler};
@@ -71,8 +72,18 @@ pub(super) async fn materialize(args: &MaterializeArgs, runtime: &Runtime) -> an
     let stop = async {
         let _ = tokio::signal::ctrl_c().await;
     };
+    let mut listeners = Listeners::start(&catalog, runtime, scheduler.metastore()).await?;
     let summary = scheduler.materialize_until(&args.views, args.mode, stop).await;
     bar.finish_and_clear();
+    // Listeners get a moment to catch up; what they miss now they receive
+    // from their cursor next time. A stopped run does not wait for them.
+    if matches!(&summary, Ok(summary) if !summary.stopped) {
+        let behind = listeners.drain(catalog.settings.events.drain).await?;
+        if !behind.is_empty() {
+            eprintln!("listeners still behind, to continue next time: {}", behind.join(", "));
+        }
+    }
+    listeners.shutdown().await;
     let summary = summary?;
     if args.project.json {
         let value = serde_json::json!({

@@ -3,8 +3,9 @@
 //!
 //! It holds the schema checksum of each view type; per view its scheduling
 //! state, version checksum, transformation timestamp, incomplete and error
-//! flags and last error; runs and their flow statuses; and an append-only
-//! event log with gapless sequence numbers.
+//! flags and last error; runs and their flow statuses; an append-only
+//! event log with gapless sequence numbers; and each listener's cursor into
+//! that log, restart count and status.
 //!
 //! Invariants:
 //! - It is the only module that knows sled; no sled type leaves it.
@@ -123,6 +124,22 @@ pub struct Commit {
     pub flows: Vec<(String, String, FlowStatus)>,
 }
 
+/// What the metastore remembers of one listener.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListenerRecord {
+    /// The sequence number of the next event to deliver.
+    pub cursor: u64,
+    /// Restarts since the listener was last enabled.
+    pub restarts: u32,
+    /// Why the listener was disabled; `None` while it is enabled.
+    pub disabled: Option<String>,
+    /// Why the last attempt to start it failed, while that is so.
+    pub unavailable: Option<String>,
+    pub last_error: Option<String>,
+    /// Events it has received, replays included.
+    pub delivered: u64,
+}
+
 /// What registering a schema checksum found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SchemaChange {
@@ -144,6 +161,9 @@ pub struct Metastore {
     runs: sled::Tree,
     flows: sled::Tree,
     events: sled::Tree,
+    listeners: sled::Tree,
+    /// The next sequence number, announced after each durable commit.
+    appended: tokio::sync::watch::Sender<u64>,
 }
 
 const FORMAT_KEY: &[u8] = b"format";
@@ -195,6 +215,8 @@ impl Metastore {
             runs: tree("runs")?,
             flows: tree("flows")?,
             events: tree("events")?,
+            listeners: tree("listeners")?,
+            appended: tokio::sync::watch::Sender::new(0),
             db,
         };
         match store.meta.get(FORMAT_KEY)? {
@@ -209,7 +231,14 @@ impl Metastore {
                 }
             }
         }
+        store.appended.send_replace(store.next_sequence()?);
         Ok(store)
+    }
+
+    /// Follows the log: the value is the next sequence number, updated
+    /// after every commit that appended events, once they are durable.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.appended.subscribe()
     }
 
     pub fn path(&self) -> &Path {
@@ -298,6 +327,9 @@ impl Metastore {
             Err(TransactionError::Storage(e)) => return Err(e.into()),
         };
         self.db.flush()?;
+        if let Some(last) = sequences.last() {
+            self.appended.send_replace(last + 1);
+        }
         Ok(sequences)
     }
 
@@ -320,6 +352,29 @@ impl Metastore {
                 decode(&key, &bytes)
             })
             .collect()
+    }
+
+    /// The sequence number of the oldest event kept, or the next one when
+    /// the log is empty.
+    pub fn first_sequence(&self) -> Result<u64, Error> {
+        match self.events.first()? {
+            Some((key, _)) => <[u8; 8]>::try_from(key.as_ref())
+                .map(u64::from_be_bytes)
+                .map_err(|_| Error::Corrupt { key: "events".into(), reason: "a key is not 8 bytes".into() }),
+            None => self.next_sequence(),
+        }
+    }
+
+    pub fn listener(&self, name: &str) -> Result<Option<ListenerRecord>, Error> {
+        self.listeners.get(name)?.map(|bytes| decode(name.as_bytes(), &bytes)).transpose()
+    }
+
+    /// Stores a listener's record durably: a cursor that is written has
+    /// been delivered up to, so a crash repeats events but never skips one.
+    pub fn put_listener(&self, name: &str, record: &ListenerRecord) -> Result<(), Error> {
+        self.listeners.insert(name, encode(record))?;
+        self.db.flush()?;
+        Ok(())
     }
 
     /// Removes events before `before`, returning how many went.
@@ -426,6 +481,11 @@ mod tests {
         assert_eq!(store.flows("r1").unwrap(), [("s.d/Daily/A/2015/05/01".to_string(), FlowStatus::Successful)]);
         assert_eq!(store.truncate_events(3).unwrap(), 2);
         assert_eq!(store.events_from(0, 10).unwrap().len(), 1);
+        assert_eq!(store.first_sequence().unwrap(), 3);
+        let record = ListenerRecord { cursor: 3, restarts: 2, ..ListenerRecord::default() };
+        store.put_listener("audit", &record).unwrap();
+        assert_eq!(store.listener("audit").unwrap(), Some(record));
+        assert_eq!(store.listener("other").unwrap(), None);
     }
 
     #[test]

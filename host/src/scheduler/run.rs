@@ -14,7 +14,7 @@ use tokio::sync::{Semaphore, mpsc};
 
 use super::publish::Staging;
 use super::transition::{Action, Event, Facts, Freshness, Mode, Reason, Settled, freshness, transition};
-use crate::catalog::{Catalog, Transformation, ViewTypeId, pattern};
+use crate::catalog::{Catalog, PluginDecl, Transformation, ViewTypeId, pattern};
 use crate::lattice::{self, Lattice, Resolution, ViewId};
 use crate::metastore::{self, Commit, Metastore, NewEvent, RunRecord, SchemaChange, ViewRecord};
 use crate::model::{FlowStatus, ViewState};
@@ -158,21 +158,21 @@ impl<'c> Scheduler<'c> {
                 schema_changed.insert(view_type.id);
             }
         }
+        // Only the plugins views use: listeners load their own, and one that
+        // cannot be loaded must not stop scheduling.
+        let used: std::collections::HashSet<&str> = catalog
+            .types()
+            .iter()
+            .filter_map(|t| match &t.transformation {
+                Transformation::Plugin { plugin, checksum, .. } => Some([Some(plugin.as_str()), checksum.as_deref()]),
+                Transformation::External => None,
+            })
+            .flatten()
+            .flatten()
+            .collect();
         let mut plugins = HashMap::new();
-        for (name, decl) in &catalog.plugins {
-            let plugin = runtime.load_file(&decl.file).await.map_err(|source| Error::Plugin {
-                name: name.clone(),
-                file: decl.file.clone(),
-                source,
-            })?;
-            let mut limits = plugin.limits();
-            if let Some(deadline) = decl.deadline.or(catalog.settings.deadline) {
-                limits.deadline = deadline;
-            }
-            if let Some(mib) = decl.memory_mib.or(catalog.settings.memory_mib) {
-                limits.memory = mib << 20;
-            }
-            plugins.insert(name.clone(), plugin.with_limits(limits));
+        for (name, decl) in catalog.plugins.iter().filter(|(name, _)| used.contains(name.as_str())) {
+            plugins.insert(name.clone(), load_plugin(runtime, catalog, decl).await?);
         }
         let mut versions = HashMap::new();
         for view_type in catalog.types() {
@@ -208,6 +208,11 @@ impl<'c> Scheduler<'c> {
     /// Calls `report` after every step of a run, e.g. for a progress bar.
     pub fn on_progress(&mut self, report: impl FnMut(Progress) + Send + 'static) {
         self.progress = Some(Box::new(report));
+    }
+
+    /// The metastore, shared with the listeners that follow its event log.
+    pub fn metastore(&self) -> Arc<Metastore> {
+        self.store.clone()
     }
 
     pub fn lattice(&self) -> &Lattice<'c> {
@@ -488,29 +493,25 @@ impl<'c> Scheduler<'c> {
                 // changed is written, so an unchanged lattice costs no writes.
                 let stable = previous_stable(state, &slot.record);
                 let store_record = record_changed || stable != slot.stored_state;
-                // A view that was only asked and found up to date is not news.
-                let routine = actions.iter().all(|a| matches!(a, Action::AskDependencies | Action::JoinInFlight))
-                    || actions.contains(&Action::ReportIdle);
-                let log_event = (state != previous && !routine) || error.is_some();
-                let url = (store_record || log_event).then(|| self.lattice.url_path(id));
+                let url = self.lattice.url_path(id);
                 let slot = &mut self.slots[id.0 as usize];
                 if store_record {
                     let mut stored = slot.record.clone();
                     stored.state = stable;
                     slot.stored_state = stable;
-                    commit.views.push((url.clone().unwrap_or_default(), stored));
+                    commit.views.push((url.clone(), stored));
                 }
-                if log_event {
-                    commit.events.push(NewEvent {
-                        view: url.unwrap_or_default(),
-                        previous,
-                        current: state,
-                        actions: actions.iter().map(action_name).collect(),
-                        time: now_millis(),
-                        run_id: Some(run_id.clone()),
-                        error,
-                    });
-                }
+                // Every application of the state machine is an event, "asked
+                // and found up to date" included: listeners see all of it.
+                commit.events.push(NewEvent {
+                    view: url,
+                    previous,
+                    current: state,
+                    actions: actions.iter().map(action_name).collect(),
+                    time: now_millis(),
+                    run_id: Some(run_id.clone()),
+                    error,
+                });
                 deferred.push((id, actions));
             }
             // ...commit them durably...
@@ -835,6 +836,26 @@ impl<'c> Scheduler<'c> {
             });
         })
     }
+}
+
+/// Loads a declared plugin with the limits the project gives it.
+pub async fn load_plugin(runtime: &Runtime, catalog: &Catalog, decl: &PluginDecl) -> Result<Plugin, Error> {
+    let plugin = runtime.load_file(&decl.file).await.map_err(|source| Error::Plugin {
+        name: decl.name.clone(),
+        file: decl.file.clone(),
+        source,
+    })?;
+    let mut limits = plugin.limits();
+    // `[defaults]` speaks of transformations; checksums and listeners keep
+    // their world's tighter limits unless their own entry says otherwise.
+    let transformation = plugin.world() == runtime::World::Transformation;
+    if let Some(deadline) = decl.deadline.or(catalog.settings.deadline.filter(|_| transformation)) {
+        limits.deadline = deadline;
+    }
+    if let Some(mib) = decl.memory_mib.or(catalog.settings.memory_mib.filter(|_| transformation)) {
+        limits.memory = mib << 20;
+    }
+    Ok(plugin.with_limits(limits))
 }
 
 /// Runs one transformation into a fresh staging directory and publishes it

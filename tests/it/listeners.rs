@@ -1,0 +1,403 @@
+//! Listeners as supervised plugins on the event log, end to end: a real
+//! `trellis materialize` with the `hostile_listener` fixture, whose record
+//! file says exactly what each instance received. Each test derives the
+//! expected deliveries from the event log itself, by the rules of seed 000.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use trellis::metastore::Metastore;
+
+use crate::support::{plugin_path, run, trellis};
+
+/// Days of external input; each feeds one output view.
+const DAYS: usize = 4;
+const PATTERN: &str = "l.mart/Out/rymd(20150101-20150104)";
+
+/// A small project with the given `[[listener]]` blocks.
+fn project(dir: &Path, listeners: &str) {
+    std::fs::create_dir_all(dir.join("plugins")).unwrap();
+    for plugin in ["concat", "hostile_listener", "stats_listener"] {
+        std::fs::copy(plugin_path(plugin), dir.join(format!("plugins/{plugin}.wasm"))).unwrap();
+    }
+    let toml = format!(
+        r#"
+[defaults]
+concurrency = 1
+
+[plugins]
+concat = "plugins/concat.wasm"
+fixture = {{ file = "plugins/hostile_listener.wasm", deadline = "300ms" }}
+stats = "plugins/stats_listener.wasm"
+missing = "plugins/not-there.wasm"
+
+[events]
+drain = "60s"
+
+[[view]]
+name = "l.raw/In"
+time = {{ frequency = "1d", initial = "2015-01-01" }}
+path = "raw/${{YEAR}}/${{MONTH}}/${{DAY}}"
+
+[[view]]
+name = "l.mart/Out"
+time = {{ frequency = "1d", initial = "2015-01-01" }}
+transformation = {{ plugin = "concat" }}
+
+[[view.dependency]]
+view = "l.raw/In"
+{listeners}"#
+    );
+    std::fs::write(dir.join("trellis.toml"), toml).unwrap();
+    let mut day = chrono::NaiveDate::from_ymd_opt(2015, 1, 1).unwrap();
+    for _ in 0..DAYS {
+        let path = dir.join(format!("data/raw/{}", day.format("%Y/%m/%d")));
+        std::fs::create_dir_all(&path).unwrap();
+        std::fs::write(path.join("part.csv"), "x\n").unwrap();
+        std::fs::write(path.join("_SUCCESS"), "").unwrap();
+        day = day.succ_opt().unwrap();
+    }
+}
+
+fn listener(name: &str, config: &str, extra: &str) -> String {
+    format!(
+        "\n[[listener]]\nname = \"{name}\"\nplugin = \"fixture\"\nconfig = {{ {config} }}\nbackoff = \"1ms\"\n{extra}\n"
+    )
+}
+
+fn materialize(dir: &Path, cache: &Path) -> crate::support::Run {
+    let result = run(trellis(cache).args(["materialize", "-p"]).arg(dir).args(["-v", PATTERN]));
+    assert_eq!(result.code, 0, "{}{}", result.stdout, result.stderr);
+    result
+}
+
+/// What an instance of the fixture received, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Received {
+    Start,
+    Event(u64),
+    Gap(u64, u64),
+}
+
+fn received(dir: &Path, name: &str) -> Vec<Received> {
+    let path = dir.join(".trellis/listeners").join(name).join("received.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    text.lines()
+        .map(|line| {
+            let value: serde_json::Value = serde_json::from_str(line).unwrap();
+            if value.get("start").is_some() {
+                Received::Start
+            } else if let Some(gap) = value.get("gap") {
+                Received::Gap(gap[0].as_u64().unwrap(), gap[1].as_u64().unwrap())
+            } else {
+                Received::Event(value["sequence"].as_u64().unwrap())
+            }
+        })
+        .collect()
+}
+
+/// The event log as it is now: (sequence, view).
+fn log(dir: &Path) -> Vec<(u64, String)> {
+    let store = Metastore::open(&dir.join(".trellis/metastore")).unwrap();
+    store.events_from(0, usize::MAX).unwrap().into_iter().map(|e| (e.sequence, e.event.view)).collect()
+}
+
+fn status(dir: &Path, cache: &Path, name: &str) -> serde_json::Value {
+    let result = run(trellis(cache).args(["listeners", "--json", "-p"]).arg(dir));
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    let all: Vec<serde_json::Value> = serde_json::from_str(&result.stdout).unwrap();
+    all.into_iter().find(|s| s["name"] == name).unwrap_or_else(|| panic!("no listener {name}: {}", result.stdout))
+}
+
+/// The latest event of every view up to `upto`, in log order.
+fn latest_per_view(log: &[(u64, String)], upto: u64) -> Vec<Received> {
+    let mut latest: HashMap<&str, u64> = HashMap::new();
+    for (sequence, view) in log.iter().filter(|(s, _)| *s <= upto) {
+        latest.insert(view, *sequence);
+    }
+    let sequences: BTreeSet<u64> = latest.into_values().collect();
+    sequences.into_iter().map(Received::Event).collect()
+}
+
+fn events(range: impl Iterator<Item = u64>) -> Vec<Received> {
+    range.map(Received::Event).collect()
+}
+
+fn setup(listeners: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("project");
+    project(&dir, listeners);
+    let cache = temp.path().join("cache");
+    (temp, dir, cache)
+}
+
+#[test]
+fn a_listener_receives_every_event_once_in_order_across_runs() {
+    let (_temp, dir, cache) = setup(&listener("fixture", "", ""));
+    materialize(&dir, &cache);
+    let first = log(&dir);
+    // Every application of the state machine is an event: for each of the
+    // 8 views at least "asked" and "settled".
+    assert!(first.len() >= 16, "{first:?}");
+    let mut expected = vec![Received::Start];
+    expected.extend(events(1..=first.len() as u64));
+    assert_eq!(received(&dir, "fixture"), expected);
+
+    // An unchanged second run is still news for listeners: "asked, found
+    // up to date".
+    materialize(&dir, &cache);
+    let all = log(&dir);
+    assert!(all.len() > first.len());
+    expected.push(Received::Start);
+    expected.extend(events(first.len() as u64 + 1..=all.len() as u64));
+    assert_eq!(received(&dir, "fixture"), expected);
+    let status = status(&dir, &cache, "fixture");
+    assert_eq!(status["state"], "enabled");
+    assert_eq!(status["behind"], 0);
+    assert_eq!(status["restarts"], 0);
+    assert_eq!(status["delivered"], all.len());
+}
+
+#[test]
+fn an_always_trapping_listener_drops_each_event_until_disabled_then_is_re_enabled() {
+    let (_temp, dir, cache) = setup(&listener("fixture", "behaviour = \"trap\"", "max_retries = 3"));
+    let result = materialize(&dir, &cache);
+    assert!(result.stdout.contains("8 successful"), "scheduling goes on: {}", result.stdout);
+    let total = log(&dir).len() as u64;
+    // Four events, each dropped with a restart, the fourth failure one too many.
+    let trapped = |from: u64| {
+        let mut expected = Vec::new();
+        for sequence in from..from + 4 {
+            expected.push(Received::Start);
+            expected.push(Received::Event(sequence));
+        }
+        expected
+    };
+    assert_eq!(received(&dir, "fixture"), trapped(1));
+    let status_now = status(&dir, &cache, "fixture");
+    assert_eq!(status_now["state"], "disabled");
+    assert_eq!(status_now["reason"], "failed again after 3 restarts (max_retries = 3)");
+    assert_eq!(status_now["restarts"], 3);
+    assert_eq!(status_now["behind"], total - 4);
+    assert!(status_now["last_error"].as_str().unwrap().contains("Trap"), "{status_now}");
+
+    // Disabled, it takes no events: the next run leaves it where it was.
+    materialize(&dir, &cache);
+    assert_eq!(received(&dir, "fixture"), trapped(1));
+
+    let enable = run(trellis(&cache).args(["listeners", "enable", "fixture", "-p"]).arg(&dir));
+    assert_eq!(enable.code, 0, "{}", enable.stderr);
+    assert_eq!(enable.stdout, "listener fixture enabled; it continues from its cursor on the next run\n");
+    assert_eq!(status(&dir, &cache, "fixture")["state"], "enabled");
+    materialize(&dir, &cache);
+    let mut expected = trapped(1);
+    expected.extend(trapped(5));
+    assert_eq!(received(&dir, "fixture"), expected);
+    assert_eq!(status(&dir, &cache, "fixture")["state"], "disabled");
+
+    let unknown = run(trellis(&cache).args(["listeners", "enable", "nobody", "-p"]).arg(&dir));
+    assert_eq!(unknown.code, 2);
+    assert_eq!(unknown.stderr, "error: no listener named `nobody` in trellis.toml (monitor, fixture)\n");
+}
+
+#[test]
+fn a_retryable_failure_restarts_and_replays_the_latest_event_of_every_view() {
+    const K: u64 = 5;
+    let (_temp, dir, cache) = setup(&listener("fixture", &format!("behaviour = \"retryable\", k = {K}"), ""));
+    materialize(&dir, &cache);
+    let log = log(&dir);
+    // Seed 000: the failing event, then a fresh instance that is sent the
+    // latest event of every view so far (the failed one among them), then
+    // the rest. The fixture fails each k-th event once.
+    let mut expected = vec![Received::Start];
+    let mut restarts = 0;
+    for (sequence, _) in &log {
+        expected.push(Received::Event(*sequence));
+        if sequence % K == 0 {
+            restarts += 1;
+            expected.push(Received::Start);
+            expected.extend(latest_per_view(&log, *sequence));
+        }
+    }
+    assert!(restarts >= 3, "the test needs a few failures: {log:?}");
+    assert_eq!(received(&dir, "fixture"), expected);
+    let status = status(&dir, &cache, "fixture");
+    assert_eq!(status["restarts"], restarts);
+    assert_eq!(status["state"], "enabled");
+    assert_eq!(status["behind"], 0);
+}
+
+#[test]
+fn a_listener_sleeping_past_its_deadline_is_restarted_and_the_event_dropped() {
+    const K: u64 = 7;
+    let (_temp, dir, cache) =
+        setup(&listener("fixture", &format!("behaviour = \"sleep\", k = {K}, sleep_ms = 10000"), "max_retries = -1"));
+    let started = Instant::now();
+    materialize(&dir, &cache);
+    let log = log(&dir);
+    let mut expected = vec![Received::Start];
+    let mut restarts = 0;
+    for (sequence, _) in &log {
+        expected.push(Received::Event(*sequence));
+        if sequence % K == 0 {
+            restarts += 1;
+            expected.push(Received::Start);
+        }
+    }
+    assert_eq!(received(&dir, "fixture"), expected);
+    // Each sleep was cut at the 300 ms deadline, not slept for 10 s.
+    assert!(started.elapsed() < Duration::from_secs(10 * restarts), "took {:?}", started.elapsed());
+    let status = status(&dir, &cache, "fixture");
+    assert_eq!(status["restarts"], restarts);
+    assert!(status["last_error"].as_str().unwrap().contains("Timeout"), "{status}");
+}
+
+#[test]
+fn listeners_that_cannot_be_instantiated_are_skipped_and_shown() {
+    let listeners = [
+        "\n[[listener]]\nname = \"no-file\"\nplugin = \"missing\"\n",
+        "\n[[listener]]\nname = \"wrong-world\"\nplugin = \"concat\"\n",
+        &listener("traps-on-start", "behaviour = \"trap-on-start\"", ""),
+        &listener("fixture", "", ""),
+    ]
+    .concat();
+    let (_temp, dir, cache) = setup(&listeners);
+    let result = materialize(&dir, &cache);
+    assert!(result.stdout.contains("8 successful"), "{}", result.stdout);
+    // The one that works gets everything.
+    let total = log(&dir).len() as u64;
+    let mut expected = vec![Received::Start];
+    expected.extend(events(1..=total));
+    assert_eq!(received(&dir, "fixture"), expected);
+
+    let reason = |name: &str| {
+        let status = status(&dir, &cache, name);
+        assert_eq!(status["state"], "unavailable", "{status}");
+        assert_eq!(status["behind"], total, "{status}");
+        status["reason"].as_str().unwrap().to_string()
+    };
+    let no_file = reason("no-file");
+    assert!(no_file.contains("not-there.wasm"), "{no_file}");
+    let wrong_world = reason("wrong-world");
+    assert!(wrong_world.contains("transformation"), "{wrong_world}");
+    let trap = reason("traps-on-start");
+    assert!(trap.starts_with("start failed"), "{trap}");
+
+    let text = run(trellis(&cache).args(["listeners", "-p"]).arg(&dir));
+    assert!(text.stdout.contains("unavailable: start failed"), "{}", text.stdout);
+}
+
+#[test]
+fn a_listener_killed_halfway_receives_everything_from_its_cursor_after_the_restart() {
+    // Slow: every event takes 40 ms, so the kill lands in the middle.
+    let slow = listener("fixture", "behaviour = \"sleep\", sleep_ms = 40", "");
+    let (_temp, dir, cache) = setup(&slow);
+    let mut child = trellis(&cache)
+        .args(["materialize", "-p"])
+        .arg(&dir)
+        .args(["-v", PATTERN])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while received(&dir, "fixture").len() < 20 {
+        assert!(Instant::now() < deadline, "the listener never got going");
+        assert!(child.try_wait().unwrap().is_none(), "trellis ended before the kill");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let before_kill = received(&dir, "fixture");
+    let logged = log(&dir);
+    let cursor = status(&dir, &cache, "fixture")["cursor"].as_u64().unwrap();
+    let last_received = before_kill.iter().rev().find_map(|r| match r {
+        Received::Event(s) => Some(*s),
+        _ => None,
+    });
+    assert!(cursor > 1 && cursor < logged.len() as u64, "killed halfway: cursor {cursor} of {}", logged.len());
+    assert!(cursor <= last_received.unwrap() + 1, "a cursor is stored only after delivery");
+
+    // Restarted, the listener gets everything from its cursor on, in order.
+    std::fs::write(
+        dir.join("trellis.toml"),
+        std::fs::read_to_string(dir.join("trellis.toml")).unwrap().replace("behaviour = \"sleep\", sleep_ms = 40", ""),
+    )
+    .unwrap();
+    materialize(&dir, &cache);
+    let after = received(&dir, "fixture");
+    let total = log(&dir).len() as u64;
+    let mut expected = before_kill.clone();
+    expected.push(Received::Start);
+    expected.extend(events(cursor..=total));
+    assert_eq!(after, expected);
+    // Nothing missing: every event of the log reached it at least once.
+    let seen: BTreeSet<u64> =
+        after.iter().filter_map(|r| if let Received::Event(s) = r { Some(*s) } else { None }).collect();
+    assert_eq!(seen, (1..=total).collect());
+}
+
+#[test]
+fn events_removed_by_the_cap_reach_a_listener_as_a_gap() {
+    let (_temp, dir, cache) = setup(&listener("fixture", "behaviour = \"trap\"", "max_retries = 0"));
+    // Disabled at once: it no longer holds the log.
+    materialize(&dir, &cache);
+    assert_eq!(status(&dir, &cache, "fixture")["state"], "disabled");
+    let toml = std::fs::read_to_string(dir.join("trellis.toml")).unwrap();
+    let toml = toml.replace("behaviour = \"trap\"", "").replace("[events]\n", "[events]\nhistory = 5\nmax = 20\n");
+    std::fs::write(dir.join("trellis.toml"), toml).unwrap();
+    materialize(&dir, &cache);
+    let first_kept = log(&dir).first().unwrap().0;
+    assert!(first_kept > 2, "the log was trimmed to its history");
+
+    let enable = run(trellis(&cache).args(["listeners", "enable", "fixture", "-p"]).arg(&dir));
+    assert_eq!(enable.code, 0);
+    materialize(&dir, &cache);
+    let total = log(&dir).last().unwrap().0;
+    // After the dropped first event: gaps and events that together cover
+    // every sequence number to the end, each once, in order.
+    let after_disable: Vec<Received> =
+        received(&dir, "fixture").into_iter().skip(2).filter(|r| *r != Received::Start).collect();
+    assert!(matches!(after_disable.first(), Some(Received::Gap(2, _))), "{after_disable:?}");
+    let mut next = 2;
+    for item in &after_disable {
+        match item {
+            Received::Gap(first, last) => {
+                assert_eq!(*first, next, "{after_disable:?}");
+                next = last + 1;
+            }
+            Received::Event(sequence) => {
+                assert_eq!(*sequence, next, "{after_disable:?}");
+                next += 1;
+            }
+            Received::Start => unreachable!(),
+        }
+    }
+    assert_eq!(next, total + 1);
+    // The log never holds more than the cap.
+    assert!(log(&dir).len() <= 20);
+}
+
+#[test]
+fn the_stats_listener_counts_states_and_transformation_durations() {
+    let stats = "\n[[listener]]\nname = \"stats\"\nplugin = \"stats\"\n";
+    let (_temp, dir, cache) = setup(stats);
+    materialize(&dir, &cache);
+    let store = Metastore::open(&dir.join(".trellis/metastore")).unwrap();
+    let logged = store.events_from(0, usize::MAX).unwrap();
+    drop(store);
+    let text = std::fs::read_to_string(dir.join(".trellis/listeners/stats/stats.json")).unwrap();
+    let stats: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(stats["events"], logged.len(), "{stats}");
+    let mut per_state: HashMap<&str, u64> = HashMap::new();
+    for event in &logged {
+        *per_state.entry(event.event.current.as_str()).or_default() += 1;
+    }
+    for (state, count) in &per_state {
+        assert_eq!(stats["states"][state], *count, "{state}: {stats}");
+    }
+    // Every view that entered transforming left it again: one duration each.
+    assert_eq!(stats["transformations"]["count"], per_state["transforming"], "{stats}");
+    assert!(per_state["transforming"] >= 4, "the four outputs were transformed");
+}
