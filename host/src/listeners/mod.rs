@@ -366,7 +366,7 @@ fn listener_event(event: &Event) -> ListenerEvent {
         view: e.view.clone(),
         previous: e.previous,
         current: e.current,
-        actions: e.actions.clone(),
+        actions: e.actions.iter().map(|action| action.to_string()).collect(),
         time: e.time,
         run_id: e.run_id.clone(),
         error: e.error.clone(),

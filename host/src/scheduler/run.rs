@@ -101,6 +101,8 @@ struct Slot {
     no_data_before_run: bool,
     /// The state the metastore holds for it.
     stored_state: ViewState,
+    /// Its URL path, rendered once: every event names it.
+    url: String,
 }
 
 enum TaskResult {
@@ -229,12 +231,14 @@ impl<'c> Scheduler<'c> {
         let known = self.slots.len();
         self.slots.resize_with(self.lattice.len(), Slot::default);
         for index in known..self.slots.len() {
-            let mut record = self.store.view(&self.lattice.url_path(ViewId(index as u32)))?.unwrap_or_default();
+            let url = self.lattice.url_path(ViewId(index as u32));
+            let mut record = self.store.view(&url)?.unwrap_or_default();
             // In-flight states do not survive the process that had them.
             record.state = previous_stable(record.state, &record);
             let slot = &mut self.slots[index];
             slot.stored_state = record.state;
             slot.record = record;
+            slot.url = url;
         }
         Ok(addressed)
     }
@@ -258,7 +262,7 @@ impl<'c> Scheduler<'c> {
                 view: self.lattice.url_path(id),
                 previous: slot.record.state,
                 current: state,
-                actions: vec!["record-invalidated".into()],
+                actions: vec![Action::RecordInvalidated.name().into()],
                 time: now_millis(),
                 run_id: None,
                 error: None,
@@ -394,6 +398,7 @@ impl<'c> Scheduler<'c> {
             let no_data_before_run = slot.record.state == ViewState::NoData;
             *slot = Slot {
                 record: std::mem::take(&mut slot.record),
+                url: std::mem::take(&mut slot.url),
                 stored_state: slot.stored_state,
                 no_data_before_run,
                 ..Slot::default()
@@ -493,8 +498,8 @@ impl<'c> Scheduler<'c> {
                 // changed is written, so an unchanged lattice costs no writes.
                 let stable = previous_stable(state, &slot.record);
                 let store_record = record_changed || stable != slot.stored_state;
-                let url = self.lattice.url_path(id);
                 let slot = &mut self.slots[id.0 as usize];
+                let url = slot.url.clone();
                 if store_record {
                     let mut stored = slot.record.clone();
                     stored.state = stable;
@@ -507,7 +512,7 @@ impl<'c> Scheduler<'c> {
                     view: url,
                     previous,
                     current: state,
-                    actions: actions.iter().map(action_name).collect(),
+                    actions: actions.iter().map(|action| action.name().into()).collect(),
                     time: now_millis(),
                     run_id: Some(run_id.clone()),
                     error,
@@ -908,20 +913,6 @@ fn previous_stable(state: ViewState, record: &ViewRecord) -> ViewState {
         }
         stable => stable,
     }
-}
-
-fn action_name(action: &Action) -> String {
-    let name = format!("{action:?}");
-    let name = name.split([' ', '{', '(']).next().unwrap_or_default().to_string();
-    // CamelCase -> kebab-case, as listeners see it.
-    let mut out = String::new();
-    for (i, c) in name.chars().enumerate() {
-        if c.is_uppercase() && i > 0 {
-            out.push('-');
-        }
-        out.push(c.to_ascii_lowercase());
-    }
-    out
 }
 
 /// A type's version checksum: its `version` alone if set; else what its

@@ -196,6 +196,28 @@ pub enum Action {
     Ignore,
 }
 
+impl Action {
+    /// The action's name as listeners see it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Action::AskDependencies => "ask-dependencies",
+            Action::Transform => "transform",
+            Action::ScheduleRetry => "schedule-retry",
+            Action::RecordMaterialized => "record-materialized",
+            Action::RecordWithoutTransforming => "record-without-transforming",
+            Action::RecordVersion => "record-version",
+            Action::RecordNoData => "record-no-data",
+            Action::RecordFailed { .. } => "record-failed",
+            Action::RecordInvalidated => "record-invalidated",
+            Action::ReportIdle => "report-idle",
+            Action::NotifyDependents => "notify-dependents",
+            Action::JoinInFlight => "join-in-flight",
+            Action::Refuse { .. } => "refuse",
+            Action::Ignore => "ignore",
+        }
+    }
+}
+
 /// The single transition function.
 pub fn transition(state: ViewState, event: &Event) -> (ViewState, Vec<Action>) {
     use Action::*;
