@@ -33,6 +33,10 @@ pub const SAMPLES: [Sample; 4] = [
 /// bench` measures the scheduler with.
 pub const TRIVIAL: Sample = sample!("trivial", "trivial");
 
+/// A listener that fails on every event (the `hostile-listener` fixture):
+/// what `trellis bench --listeners` measures supervision with.
+pub const FAILING_LISTENER: Sample = sample!("failing-listener", "hostile_listener");
+
 /// The embedded sample called `name` (without `.wasm`).
 pub fn sample(name: &str) -> Option<&'static Sample> {
     SAMPLES.iter().find(|sample| sample.file_name.strip_suffix(".wasm") == Some(name))

@@ -1,7 +1,9 @@
 //! `trellis bench`: generates a shop lattice (shops × days: raw external
 //! data, daily sales per shop, monthly sales per shop, a monthly total over
 //! all shops) with a trivial real WASM transformation, and measures a cold
-//! materialization, an unchanged re-materialization and a one-input change.
+//! materialization, an unchanged re-materialization and a one-input change;
+//! or, with `--listeners`, scheduling throughput with no listener, the jsonl
+//! listener and a listener that fails on every event.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -12,7 +14,8 @@ use chrono::{Datelike, Duration, NaiveDate};
 use clap::Args;
 
 use super::Status;
-use crate::bundled::TRIVIAL;
+use crate::bundled::{FAILING_LISTENER, TRIVIAL};
+use crate::listeners::Listeners;
 use crate::catalog;
 use crate::model::FlowStatus;
 use crate::runtime::Runtime;
@@ -29,6 +32,45 @@ pub(super) struct BenchArgs {
     /// Where to write the project [default: a temporary directory]
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// Measure throughput with no listener, the jsonl listener and an always-failing one
+    #[arg(long)]
+    listeners: bool,
+    /// With --listeners: how many rounds of the three setups to run; the best of each counts
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+}
+
+/// The listener setups `--listeners` compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Setup {
+    NoListener,
+    Jsonl,
+    AlwaysFailing,
+}
+
+impl Setup {
+    const ALL: [Setup; 3] = [Setup::NoListener, Setup::Jsonl, Setup::AlwaysFailing];
+
+    fn name(self) -> &'static str {
+        match self {
+            Setup::NoListener => "no listener",
+            Setup::Jsonl => "jsonl listener",
+            Setup::AlwaysFailing => "always-failing listener",
+        }
+    }
+
+    /// The project's `[events]` and `[[listener]]`: the monitor is off in
+    /// every setup, so that only the listener under test differs.
+    fn toml(self) -> String {
+        let listener = match self {
+            Setup::NoListener => "",
+            Setup::Jsonl => "[[listener]]\nname = \"jsonl\"\nplugin = \"jsonl\"\n",
+            Setup::AlwaysFailing => {
+                "[[listener]]\nname = \"failing\"\nplugin = \"failing\"\nconfig = { behaviour = \"fatal\" }\n"
+            }
+        };
+        format!("[events]\nmonitor = false\n\n{listener}")
+    }
 }
 
 pub(super) async fn bench(args: &BenchArgs, runtime: &Runtime) -> anyhow::Result<Status> {
@@ -36,7 +78,10 @@ pub(super) async fn bench(args: &BenchArgs, runtime: &Runtime) -> anyhow::Result
     let dir = args.dir.clone().unwrap_or_else(|| temporary.path().to_path_buf());
     let start = NaiveDate::from_ymd_opt(2015, 1, 1).expect("a valid date");
     let last = start + Duration::days(args.days.max(1) as i64 - 1);
-    write_project(&dir, args.shops, start, last).context("writing the benchmark project")?;
+    if args.listeners {
+        return bench_listeners(args, runtime, &dir, start, last).await;
+    }
+    write_project(&dir, args.shops, start, last, "").context("writing the benchmark project")?;
     let catalog = catalog::load(&dir).map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut scheduler = Scheduler::open(&catalog, runtime).await?;
     let pattern = format!("bench.mart/MonthlyTotal/rym({}-{})", start.format("%Y%m"), last.format("%Y%m"));
@@ -66,12 +111,92 @@ pub(super) async fn bench(args: &BenchArgs, runtime: &Runtime) -> anyhow::Result
     Ok(Status::Success)
 }
 
-fn write_project(dir: &std::path::Path, shops: usize, start: NaiveDate, last: NaiveDate) -> std::io::Result<()> {
+/// Cold and unchanged materializations in each listener setup, in rounds,
+/// each in a fresh project; the best time of each setup counts, and the
+/// ratios compare setups measured in this one process.
+async fn bench_listeners(
+    args: &BenchArgs,
+    runtime: &Runtime,
+    dir: &std::path::Path,
+    start: NaiveDate,
+    last: NaiveDate,
+) -> anyhow::Result<Status> {
+    let mut best: Vec<(Setup, f64, f64)> = Setup::ALL.iter().map(|&s| (s, f64::MAX, f64::MAX)).collect();
+    let mut views = 0;
+    for round in 1..=args.rounds.max(1) {
+        // Each round starts with another setup, so that no setup always
+        // runs after the same one.
+        best.rotate_left(usize::from(round > 1));
+        for (setup, best_cold, best_unchanged) in &mut best {
+            let project = dir.join(format!("{}-{round}", setup.name().replace(' ', "-")));
+            write_project(&project, args.shops, start, last, &setup.toml()).context("writing the benchmark project")?;
+            // Earlier setups' writes are not this one's to flush.
+            // SAFETY: sync(2) takes no arguments and cannot fail.
+            unsafe { libc::sync() };
+            let catalog = catalog::load(&project).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let mut scheduler = Scheduler::open(&catalog, runtime).await?;
+            let mut listeners = Listeners::start(&catalog, runtime, scheduler.metastore()).await?;
+            let pattern = format!("bench.mart/MonthlyTotal/rym({}-{})", start.format("%Y%m"), last.format("%Y%m"));
+            let started = Instant::now();
+            let cold = scheduler.materialize(&pattern, Mode::Default).await?;
+            let cold_time = started.elapsed().as_secs_f64();
+            let started = Instant::now();
+            scheduler.materialize(&pattern, Mode::Default).await?;
+            let unchanged_time = started.elapsed().as_secs_f64();
+            let started = Instant::now();
+            let behind = listeners.drain(std::time::Duration::from_secs(10)).await?;
+            let drain_time = started.elapsed().as_secs_f64();
+            listeners.shutdown().await;
+            views = cold.views();
+            let statuses = crate::listeners::status(&catalog, &scheduler.metastore())?;
+            let lag: Vec<String> = statuses.iter().map(|s| format!("{} behind {}", s.name, s.behind)).collect();
+            println!(
+                "round {round}  {:<24} cold {cold_time:>7.3} s  unchanged {unchanged_time:>7.3} s  then caught up in {drain_time:>6.3} s{}  {}",
+                setup.name(),
+                if behind.is_empty() { "" } else { " (not all)" },
+                lag.join(", ")
+            );
+            *best_cold = best_cold.min(cold_time);
+            *best_unchanged = best_unchanged.min(unchanged_time);
+            if args.dir.is_none() {
+                std::fs::remove_dir_all(&project).ok();
+            }
+        }
+    }
+    best.sort_by_key(|(setup, _, _)| Setup::ALL.iter().position(|s| s == setup));
+    let (_, base_cold, base_unchanged) = best[0];
+    println!("\nbest of {} rounds, {views} views:", args.rounds.max(1));
+    for (setup, cold, unchanged) in &best {
+        println!(
+            "{:<24} cold {:>9.0} views/s ({:>5.3}x the no-listener time)  unchanged {:>9.0} views/s ({:>5.3}x)",
+            setup.name(),
+            views as f64 / cold,
+            cold / base_cold,
+            views as f64 / unchanged,
+            unchanged / base_unchanged
+        );
+    }
+    Ok(Status::Success)
+}
+
+fn write_project(
+    dir: &std::path::Path,
+    shops: usize,
+    start: NaiveDate,
+    last: NaiveDate,
+    listeners: &str,
+) -> std::io::Result<()> {
     std::fs::create_dir_all(dir.join("plugins"))?;
     std::fs::write(dir.join("plugins").join(TRIVIAL.file_name), TRIVIAL.bytes)?;
+    std::fs::write(dir.join("plugins").join(FAILING_LISTENER.file_name), FAILING_LISTENER.bytes)?;
+    let jsonl = crate::bundled::sample("jsonl-listener").expect("jsonl-listener is a sample");
+    std::fs::write(dir.join("plugins").join(jsonl.file_name), jsonl.bytes)?;
     let names: Vec<String> = (0..shops).map(|i| format!("\"SHOP{i:03}\"")).collect();
     let time = |frequency: &str| format!("time = {{ frequency = \"{frequency}\", initial = \"{start}\" }}");
-    let mut toml = String::from("[defaults]\nconcurrency = 4\n\n[plugins]\ntrivial = \"plugins/trivial.wasm\"\n\n");
+    let mut toml = format!(
+        "[defaults]\nconcurrency = 4\n\n[plugins]\ntrivial = \"plugins/trivial.wasm\"\njsonl = \"plugins/{}\"\nfailing = \"plugins/{}\"\n\n{listeners}\n",
+        jsonl.file_name, FAILING_LISTENER.file_name
+    );
     let _ = writeln!(
         toml,
         "[[view]]\nname = \"bench.raw/Orders\"\nparameters = [{{ name = \"shop\" }}]\n{}\npath = \"raw/${{shop}}/${{YEAR}}/${{MONTH}}/${{DAY}}\"\n",

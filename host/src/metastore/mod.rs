@@ -400,10 +400,17 @@ impl Metastore {
         self.listeners.get(name)?.map(|bytes| decode(name.as_bytes(), &bytes)).transpose()
     }
 
-    /// Stores a listener's record durably: a cursor that is written has
-    /// been delivered up to, so a crash repeats events but never skips one.
+    /// Stores a listener's record. It becomes durable with the next flush
+    /// (sled's own, every half second, or [`Metastore::flush`]): a cursor
+    /// lost in a crash only repeats events, so listeners do not make the
+    /// scheduler's commits wait for theirs.
     pub fn put_listener(&self, name: &str, record: &ListenerRecord) -> Result<(), Error> {
         self.listeners.insert(name, encode(record))?;
+        Ok(())
+    }
+
+    /// Makes everything written so far durable.
+    pub fn flush(&self) -> Result<(), Error> {
         self.db.flush()?;
         Ok(())
     }
