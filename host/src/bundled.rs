@@ -21,12 +21,13 @@ macro_rules! sample {
     };
 }
 
-/// The sample plugins: two transformations, a checksum and a listener.
-pub const SAMPLES: [Sample; 4] = [
+/// The sample plugins: two transformations, a checksum and two listeners.
+pub const SAMPLES: [Sample; 5] = [
     sample!("csv-aggregate", "csv_aggregate"),
     sample!("concat", "concat"),
     sample!("sql-checksum", "sql_checksum"),
     sample!("jsonl-listener", "jsonl_listener"),
+    sample!("stats-listener", "stats_listener"),
 ];
 
 /// A transformation that does nothing and reports data: what `trellis

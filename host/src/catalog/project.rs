@@ -128,10 +128,10 @@ struct RawEvents {
 #[serde(deny_unknown_fields)]
 struct RawListener {
     name: Spanned<String>,
-    plugin: String,
+    plugin: Spanned<String>,
     #[serde(default)]
     config: BTreeMap<String, toml::Value>,
-    max_retries: Option<i64>,
+    max_retries: Option<Spanned<i64>>,
     backoff: Option<Spanned<String>>,
 }
 
@@ -440,19 +440,23 @@ impl Checker<'_> {
             }
             // The plugin's file is not checked here: a listener whose plugin
             // cannot be loaded is skipped when scheduling starts, not fatal.
-            if !plugins.contains_key(&listener.plugin) {
-                let hint = closest(&listener.plugin, plugins.keys().map(String::as_str));
+            let plugin = listener.plugin.get_ref();
+            if !plugins.contains_key(plugin) {
+                let hint = closest(plugin, plugins.keys().map(String::as_str));
                 let hint = hint.first().map(|h| format!("; did you mean `{h}`?")).unwrap_or_default();
                 self.error(
-                    at,
-                    format!("listener `{name}`: plugin `{}` is not declared in [plugins]{hint}", listener.plugin),
+                    listener.plugin.span().start,
+                    format!("listener `{name}`: plugin `{plugin}` is not declared in [plugins]{hint}"),
                 );
             }
-            let max_retries = match listener.max_retries {
-                None | Some(-1) => None,
-                Some(n) if n >= 0 => Some(n as u32),
-                Some(n) => {
-                    self.error(at, format!("listener `{name}`: max_retries is -1 (unlimited) or at least 0, not {n}"));
+            let max_retries = match listener.max_retries.as_ref().map(|n| (*n.get_ref(), n.span().start)) {
+                None | Some((-1, _)) => None,
+                Some((n, _)) if n >= 0 => Some(u32::try_from(n).unwrap_or(u32::MAX)),
+                Some((n, offset)) => {
+                    self.error(
+                        offset,
+                        format!("listener `{name}`: max_retries is -1 (unlimited) or at least 0, not {n}"),
+                    );
                     None
                 }
             };
@@ -481,7 +485,7 @@ impl Checker<'_> {
             }
             listeners.push(ListenerDecl {
                 name: name.clone(),
-                plugin: listener.plugin.clone(),
+                plugin: plugin.clone(),
                 config,
                 max_retries,
                 backoff,

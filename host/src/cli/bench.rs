@@ -15,8 +15,8 @@ use clap::Args;
 
 use super::Status;
 use crate::bundled::{FAILING_LISTENER, TRIVIAL};
-use crate::listeners::Listeners;
 use crate::catalog;
+use crate::listeners::Listeners;
 use crate::model::FlowStatus;
 use crate::runtime::Runtime;
 use crate::scheduler::{Mode, Scheduler};

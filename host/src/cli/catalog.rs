@@ -95,6 +95,8 @@ pub(super) fn validate(args: &ProjectArgs) -> anyhow::Result<Status> {
                 "dependencies": t.dependencies.iter().map(|d| catalog.get(d.target).name.as_str()).collect::<Vec<_>>(),
                 "schema_checksum": t.schema_checksum,
             })).collect::<Vec<_>>(),
+            "listeners": catalog.listeners.iter().map(|l| serde_json::json!({ "name": l.name, "plugin": l.plugin })).collect::<Vec<_>>(),
+            "monitor": catalog.settings.events.monitor,
         });
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(Status::Success);
@@ -118,6 +120,9 @@ pub(super) fn validate(args: &ProjectArgs) -> anyhow::Result<Status> {
             params.join(", "),
             transformation_name(&view_type.transformation)
         );
+    }
+    for listener in &catalog.listeners {
+        println!("  listener {} [{}]", listener.name, listener.plugin);
     }
     Ok(Status::Success)
 }

@@ -11,6 +11,7 @@ use clap::Args;
 use super::Status;
 use crate::bundled::SAMPLES;
 use crate::catalog;
+use crate::listeners::Listeners;
 use crate::model::FlowStatus;
 use crate::runtime::Runtime;
 use crate::scheduler::{Mode, Scheduler};
@@ -55,6 +56,7 @@ impl DemoArgs {
 
         let catalog = catalog::load(dir).map_err(|e| anyhow::anyhow!("{e}"))?;
         let mut scheduler = Scheduler::open(&catalog, runtime).await?;
+        let mut listeners = Listeners::start(&catalog, runtime, scheduler.metastore()).await?;
         println!("\n$ trellis materialize -v {PATTERN}");
         let first = scheduler.materialize(PATTERN, Mode::Default).await?;
         println!(
@@ -83,15 +85,37 @@ impl DemoArgs {
             second.count(FlowStatus::Idle)
         );
 
+        listeners.drain(catalog.settings.events.drain).await?;
+        listeners.shutdown().await;
+        if let Some(stats) = listener_stats(&crate::listeners::state_dir(&catalog, "stats").join("stats.json")) {
+            println!("\nthe stats listener followed both runs: {stats}");
+        }
+
         let ok = first.failures.is_empty() && second.failures.is_empty();
         println!(
-            "\ndemo {} in {}; next, try: trellis plan -p {} -v {PATTERN}",
+            "\ndemo {} in {}; next, try: trellis plan -p {} -v {PATTERN}, or trellis listeners -p {}",
             if ok { "finished" } else { "FAILED" },
+            dir.display(),
             dir.display(),
             dir.display()
         );
         Ok(if ok { Status::Success } else { Status::Failed })
     }
+}
+
+/// A line about what the sample stats listener counted, from its file.
+fn listener_stats(file: &Path) -> Option<String> {
+    let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(file).ok()?).ok()?;
+    let transformations = &stats["transformations"];
+    let count = transformations["count"].as_u64().unwrap_or(0);
+    let total = transformations["total_ms"].as_u64().unwrap_or(0);
+    Some(format!(
+        "{} events, {} of them ending in materialized; {count} transformations, {} ms on average ({})",
+        stats["events"],
+        stats["states"]["materialized"].as_u64().unwrap_or(0),
+        total.checked_div(count).unwrap_or(0),
+        file.display()
+    ))
 }
 
 fn prepare(dir: &Path) -> anyhow::Result<()> {
