@@ -100,7 +100,7 @@ fn received(dir: &Path, name: &str) -> Vec<Received> {
 /// The event log as it is now: (sequence, view).
 fn log(dir: &Path) -> Vec<(u64, String)> {
     let store = Metastore::open(&dir.join(".trellis/metastore")).unwrap();
-    store.events_from(0, usize::MAX).unwrap().into_iter().map(|e| (e.sequence, e.event.view)).collect()
+    store.events_from(0, usize::MAX).unwrap().into_iter().map(|e| (e.sequence, e.event.view.to_string())).collect()
 }
 
 fn status(dir: &Path, cache: &Path, name: &str) -> serde_json::Value {

@@ -379,12 +379,12 @@ fn listener_event(event: &Event) -> ListenerEvent {
     let e = &event.event;
     ListenerEvent::Transition {
         sequence: event.sequence,
-        view: e.view.clone(),
+        view: e.view.to_string(),
         previous: e.previous,
         current: e.current,
         actions: e.actions.iter().map(|action| action.to_string()).collect(),
         time: e.time,
-        run_id: e.run_id.clone(),
+        run_id: e.run_id.as_deref().map(String::from),
         error: e.error.clone(),
     }
 }
@@ -574,7 +574,7 @@ impl Supervisor {
     /// The latest event of every view, up to and including `upto`, in log
     /// order: what a listener is sent again after a retryable failure.
     fn latest_per_view(&self, upto: u64) -> Result<Vec<ListenerEvent>, Error> {
-        let mut latest: HashMap<String, Event> = HashMap::new();
+        let mut latest: HashMap<Arc<str>, Event> = HashMap::new();
         let mut from = self.store.first_sequence()?;
         'scan: loop {
             let events = self.store.events_from(from, PAGE)?;

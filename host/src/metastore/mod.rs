@@ -86,14 +86,15 @@ impl Default for ViewRecord {
 /// An event to append; the metastore gives it its sequence number.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NewEvent {
-    pub view: String,
+    /// Shared with the scheduler's view slot: an event costs no copy of it.
+    pub view: std::sync::Arc<str>,
     pub previous: ViewState,
     pub current: ViewState,
     /// Borrowed when written (action names are static), owned when read.
     pub actions: Vec<std::borrow::Cow<'static, str>>,
     /// Milliseconds since the Unix epoch.
     pub time: i64,
-    pub run_id: Option<String>,
+    pub run_id: Option<std::sync::Arc<str>>,
     pub error: Option<String>,
 }
 
@@ -564,7 +565,7 @@ mod tests {
         assert_eq!(sequences(255, 3), [255, 256, 257]);
         assert_eq!(sequences(599, 10), [599, 600, 601]);
         assert_eq!(sequences(602, 10), Vec::<u64>::new());
-        assert_eq!(store.events_from(300, 1).unwrap()[0].event.view, "v299");
+        assert_eq!(&*store.events_from(300, 1).unwrap()[0].event.view, "v299");
         // Trimming in the middle of a chunk keeps exactly its tail.
         assert_eq!(store.truncate_events(300).unwrap(), 299);
         assert_eq!(store.first_sequence().unwrap(), 300);

@@ -102,7 +102,7 @@ struct Slot {
     /// The state the metastore holds for it.
     stored_state: ViewState,
     /// Its URL path, rendered once: every event names it.
-    url: String,
+    url: Arc<str>,
 }
 
 enum TaskResult {
@@ -231,7 +231,7 @@ impl<'c> Scheduler<'c> {
         let known = self.slots.len();
         self.slots.resize_with(self.lattice.len(), Slot::default);
         for index in known..self.slots.len() {
-            let url = self.lattice.url_path(ViewId(index as u32));
+            let url: Arc<str> = self.lattice.url_path(ViewId(index as u32)).into();
             let mut record = self.store.view(&url)?.unwrap_or_default();
             // In-flight states do not survive the process that had them.
             record.state = previous_stable(record.state, &record);
@@ -259,7 +259,7 @@ impl<'c> Scheduler<'c> {
                 continue;
             }
             commit.events.push(NewEvent {
-                view: self.lattice.url_path(id),
+                view: slot.url.clone(),
                 previous: slot.record.state,
                 current: state,
                 actions: vec![Action::RecordInvalidated.name().into()],
@@ -385,6 +385,7 @@ impl<'c> Scheduler<'c> {
             started += 1;
         }
         let run_id = format!("{started:x}");
+        let shared_run_id: Arc<str> = run_id.as_str().into();
         let run = RunRecord {
             id: run_id.clone(),
             pattern: pattern_text.to_string(),
@@ -504,7 +505,7 @@ impl<'c> Scheduler<'c> {
                     let mut stored = slot.record.clone();
                     stored.state = stable;
                     slot.stored_state = stable;
-                    commit.views.push((url.clone(), stored));
+                    commit.views.push((url.to_string(), stored));
                 }
                 // Every application of the state machine is an event, "asked
                 // and found up to date" included: listeners see all of it.
@@ -514,7 +515,7 @@ impl<'c> Scheduler<'c> {
                     current: state,
                     actions: actions.iter().map(|action| action.name().into()).collect(),
                     time: now_millis(),
-                    run_id: Some(run_id.clone()),
+                    run_id: Some(shared_run_id.clone()),
                     error,
                 });
                 deferred.push((id, actions));
