@@ -251,16 +251,19 @@ impl Listeners {
     }
 }
 
-/// Listeners run at a lower CPU priority than scheduling: on a busy machine
-/// they fall behind instead of slowing transformations down. Linux gives
-/// each thread its own nice value; elsewhere this does nothing.
+/// Listeners run only when a CPU would otherwise be idle (Linux's
+/// SCHED_IDLE policy, per thread): on a busy machine they fall behind
+/// instead of taking time from scheduling and transformations, and catch
+/// up when it quiets down. Elsewhere, or if refused, they run as usual.
 fn lower_priority() {
     #[cfg(target_os = "linux")]
-    // SAFETY: setpriority with this thread's id only changes this thread's
-    // nice value; a failure (e.g. a sandbox forbidding it) is harmless.
+    // SAFETY: sched_setscheduler on pid 0 changes only the calling thread's
+    // policy, with a parameter struct that lives across the call.
     unsafe {
-        let thread = libc::gettid();
-        libc::setpriority(libc::PRIO_PROCESS, thread as libc::id_t, 10);
+        let param = libc::sched_param { sched_priority: 0 };
+        if libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) != 0 {
+            tracing::debug!("listeners keep the normal CPU priority: {}", std::io::Error::last_os_error());
+        }
     }
 }
 
