@@ -120,6 +120,33 @@ fn latest_per_view(log: &[(u64, String)], upto: u64) -> Vec<Received> {
     sequences.into_iter().map(Received::Event).collect()
 }
 
+/// How the fixture's failures on every k-th event are handled.
+enum Failing {
+    /// Fatal, trap or timeout: restarted, the event dropped.
+    Dropped,
+    /// Retryable: restarted, then sent the latest event of every view so
+    /// far (the failed one among them); the fixture fails each event once.
+    Retryable,
+}
+
+/// Seed 000's rules applied to the log: what one instance after another of
+/// the fixture receives when it fails every k-th event, and the restarts.
+fn expected_with_failures(log: &[(u64, String)], k: u64, failing: Failing) -> (Vec<Received>, u64) {
+    let mut expected = vec![Received::Start];
+    let mut restarts = 0;
+    for (sequence, _) in log {
+        expected.push(Received::Event(*sequence));
+        if sequence % k == 0 {
+            restarts += 1;
+            expected.push(Received::Start);
+            if let Failing::Retryable = failing {
+                expected.extend(latest_per_view(log, *sequence));
+            }
+        }
+    }
+    (expected, restarts)
+}
+
 fn events(range: impl Iterator<Item = u64>) -> Vec<Received> {
     range.map(Received::Event).collect()
 }
@@ -207,19 +234,7 @@ fn a_retryable_failure_restarts_and_replays_the_latest_event_of_every_view() {
     let (_temp, dir, cache) = setup(&listener("fixture", &format!("behaviour = \"retryable\", k = {K}"), ""));
     materialize(&dir, &cache);
     let log = log(&dir);
-    // Seed 000: the failing event, then a fresh instance that is sent the
-    // latest event of every view so far (the failed one among them), then
-    // the rest. The fixture fails each k-th event once.
-    let mut expected = vec![Received::Start];
-    let mut restarts = 0;
-    for (sequence, _) in &log {
-        expected.push(Received::Event(*sequence));
-        if sequence % K == 0 {
-            restarts += 1;
-            expected.push(Received::Start);
-            expected.extend(latest_per_view(&log, *sequence));
-        }
-    }
+    let (expected, restarts) = expected_with_failures(&log, K, Failing::Retryable);
     assert!(restarts >= 3, "the test needs a few failures: {log:?}");
     assert_eq!(received(&dir, "fixture"), expected);
     let status = status(&dir, &cache, "fixture");
@@ -235,16 +250,7 @@ fn a_listener_sleeping_past_its_deadline_is_restarted_and_the_event_dropped() {
         setup(&listener("fixture", &format!("behaviour = \"sleep\", k = {K}, sleep_ms = 10000"), "max_retries = -1"));
     let started = Instant::now();
     materialize(&dir, &cache);
-    let log = log(&dir);
-    let mut expected = vec![Received::Start];
-    let mut restarts = 0;
-    for (sequence, _) in &log {
-        expected.push(Received::Event(*sequence));
-        if sequence % K == 0 {
-            restarts += 1;
-            expected.push(Received::Start);
-        }
-    }
+    let (expected, restarts) = expected_with_failures(&log(&dir), K, Failing::Dropped);
     assert_eq!(received(&dir, "fixture"), expected);
     // Each sleep was cut at the 300 ms deadline, not slept for 10 s.
     assert!(started.elapsed() < Duration::from_secs(10 * restarts), "took {:?}", started.elapsed());
