@@ -154,3 +154,34 @@ fn ctrl_c_stops_a_run_cleanly() {
     assert_eq!(result.code, 0, "{}", result.stderr);
     assert_eq!(published(dir.path()), DAYS);
 }
+
+#[test]
+fn trellis_stop_stops_a_run_of_another_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    write_project(dir.path());
+    let child = start_run(dir.path(), cache.path(), std::process::Stdio::piped);
+    // The running materialize names its run next to the metastore.
+    let active: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join(".trellis/metastore.active-run")).unwrap()).unwrap();
+    let id = active["run"].as_str().unwrap().to_string();
+    assert_eq!(active["pid"], child.id());
+
+    let stop = run(trellis(cache.path()).current_dir(dir.path()).args(["stop", &id]));
+    assert_eq!(stop.code, 0, "{}", stop.stderr);
+    assert_eq!(stop.stdout, format!("asked run {id} to stop (process {})\nrun {id} stopped\n", child.id()));
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains(&format!("run {id} stopped by request")), "{stdout}");
+    assert!(!dir.path().join(".trellis/metastore.active-run").exists());
+
+    let runs = run(trellis(cache.path()).current_dir(dir.path()).args(["runs", &id]));
+    assert!(runs.stdout.lines().next().unwrap().ends_with("stopped by request"), "{}", runs.stdout);
+    assert!(runs.stdout.contains("SKIPPED"), "{}", runs.stdout);
+    // Stopping it again, or a run that never was.
+    let again = run(trellis(cache.path()).current_dir(dir.path()).args(["stop", &id]));
+    assert_eq!((again.code, again.stdout), (0, format!("run {id} is not running: stopped by request\n")));
+    let unknown = run(trellis(cache.path()).current_dir(dir.path()).args(["stop", "nope"]));
+    assert_eq!((unknown.code, unknown.stderr), (2, "error: no run `nope` (see `trellis runs`)\n".to_string()));
+}

@@ -10,6 +10,7 @@ mod demo;
 mod listeners;
 mod plugins;
 mod schedule;
+mod stop;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -54,6 +55,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// List runs, or show one run's flow statuses
     Runs(catalog::RunsArgs),
+    /// Stop a run that another `trellis materialize` is running
+    Stop(stop::StopArgs),
     /// Show the listeners, their status and lag; `enable NAME` re-enables one
     Listeners(listeners::ListenersArgs),
 }
@@ -94,6 +97,7 @@ impl Cli {
             Command::Plan(args) => schedule::plan(&args, &runtime()?).await,
             Command::Bench(args) => bench::bench(&args, &runtime()?).await,
             Command::Runs(args) => catalog::runs(&args),
+            Command::Stop(args) => stop::stop(&args),
             Command::Listeners(args) => listeners::run(&args),
         }
     }

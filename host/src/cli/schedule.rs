@@ -67,11 +67,26 @@ pub(super) async fn materialize(args: &MaterializeArgs, runtime: &Runtime) -> an
         reporter.set_position(progress.settled as u64);
         reporter.set_message(format!("({} running)", progress.running));
     });
-    // Ctrl-C stops the run cleanly: running transformations are canceled
-    // and keep their previous data, the rest is skipped.
+    // Ctrl-C (or `trellis stop ID`, which sends SIGINT) stops the run
+    // cleanly: running transformations are canceled and keep their
+    // previous data, the rest is skipped.
+    // The handler is installed now, not when the run first waits for it,
+    // so that a signal at any moment of the run stops it cleanly.
+    #[cfg(unix)]
+    let stop = {
+        let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+            .context("installing the Ctrl-C handler")?;
+        async move {
+            interrupt.recv().await;
+        }
+    };
+    #[cfg(not(unix))]
     let stop = async {
         let _ = tokio::signal::ctrl_c().await;
     };
+    // `trellis stop ID` from another process finds the run through this.
+    let (announce, _active_run) = super::stop::announce(&catalog);
+    scheduler.on_run_started(announce);
     let mut listeners = Listeners::start(&catalog, runtime, scheduler.metastore()).await?;
     let summary = scheduler.materialize_until(&args.views, args.mode, stop).await;
     bar.finish_and_clear();

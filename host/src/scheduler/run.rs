@@ -125,7 +125,11 @@ pub struct Scheduler<'c> {
     per_plugin: HashMap<String, Arc<Semaphore>>,
     retry_backoff: Duration,
     progress: Option<Box<dyn FnMut(Progress) + Send>>,
+    run_started: Option<Box<Announce>>,
 }
+
+/// Told each run's id as the run starts.
+type Announce = dyn FnMut(&str) + Send;
 
 /// How far a run has come: views settled, of views known to the run so far
 /// (the number grows as dependencies are discovered).
@@ -204,12 +208,19 @@ impl<'c> Scheduler<'c> {
             per_plugin,
             retry_backoff: Duration::from_millis(100),
             progress: None,
+            run_started: None,
         })
     }
 
     /// Calls `report` after every step of a run, e.g. for a progress bar.
     pub fn on_progress(&mut self, report: impl FnMut(Progress) + Send + 'static) {
         self.progress = Some(Box::new(report));
+    }
+
+    /// Calls `announce` with each run's id once the run is recorded, e.g.
+    /// so that another process can find and stop it.
+    pub fn on_run_started(&mut self, announce: impl FnMut(&str) + Send + 'static) {
+        self.run_started = Some(Box::new(announce));
     }
 
     /// The metastore, shared with the listeners that follow its event log.
@@ -395,6 +406,9 @@ impl<'c> Scheduler<'c> {
             termination: None,
         };
         self.store.commit(&Commit { runs: vec![run.clone()], ..Commit::default() })?;
+        if let Some(announce) = &mut self.run_started {
+            announce(&run_id);
+        }
         for slot in &mut self.slots {
             let no_data_before_run = slot.record.state == ViewState::NoData;
             *slot = Slot {
