@@ -13,10 +13,14 @@ use crate::support::{plugin_path, run, trellis};
 
 /// Days of external input; each feeds one output view.
 const DAYS: usize = 4;
-const PATTERN: &str = "l.mart/Out/rymd(20150101-20150104)";
+
+/// The output views of the first `days` days.
+fn pattern(days: usize) -> String {
+    format!("l.mart/Out/rymd(20150101-201501{days:02})")
+}
 
 /// A small project with the given `[[listener]]` blocks.
-fn project(dir: &Path, listeners: &str) {
+fn project(dir: &Path, days: usize, listeners: &str) {
     std::fs::create_dir_all(dir.join("plugins")).unwrap();
     for plugin in ["concat", "hostile_listener", "stats_listener"] {
         std::fs::copy(plugin_path(plugin), dir.join(format!("plugins/{plugin}.wasm"))).unwrap();
@@ -28,7 +32,7 @@ concurrency = 1
 
 [plugins]
 concat = "plugins/concat.wasm"
-fixture = {{ file = "plugins/hostile_listener.wasm", deadline = "300ms" }}
+fixture = {{ file = "plugins/hostile_listener.wasm", deadline = "5s" }}
 stats = "plugins/stats_listener.wasm"
 missing = "plugins/not-there.wasm"
 
@@ -51,7 +55,7 @@ view = "l.raw/In"
     );
     std::fs::write(dir.join("trellis.toml"), toml).unwrap();
     let mut day = chrono::NaiveDate::from_ymd_opt(2015, 1, 1).unwrap();
-    for _ in 0..DAYS {
+    for _ in 0..days {
         let path = dir.join(format!("data/raw/{}", day.format("%Y/%m/%d")));
         std::fs::create_dir_all(&path).unwrap();
         std::fs::write(path.join("part.csv"), "x\n").unwrap();
@@ -67,7 +71,8 @@ fn listener(name: &str, config: &str, extra: &str) -> String {
 }
 
 fn materialize(dir: &Path, cache: &Path) -> crate::support::Run {
-    let result = run(trellis(cache).args(["materialize", "-p"]).arg(dir).args(["-v", PATTERN]));
+    let days = std::fs::read_dir(dir.join("data/raw/2015/01")).unwrap().count();
+    let result = run(trellis(cache).args(["materialize", "-p"]).arg(dir).args(["-v", &pattern(days)]));
     assert_eq!(result.code, 0, "{}{}", result.stdout, result.stderr);
     result
 }
@@ -152,9 +157,13 @@ fn events(range: impl Iterator<Item = u64>) -> Vec<Received> {
 }
 
 fn setup(listeners: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    setup_days(DAYS, listeners)
+}
+
+fn setup_days(days: usize, listeners: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path().join("project");
-    project(&dir, listeners);
+    project(&dir, days, listeners);
     let cache = temp.path().join("cache");
     (temp, dir, cache)
 }
@@ -244,10 +253,27 @@ fn a_retryable_failure_restarts_and_replays_the_latest_event_of_every_view() {
 }
 
 #[test]
+fn a_retryable_failure_is_replayed_even_when_it_was_the_last_event_of_the_run() {
+    // Every event fails once, the last one too; the run must not end (nor
+    // the cursor pass it) before the replay that delivers it went through.
+    let (_temp, dir, cache) = setup(&listener("fixture", "behaviour = \"retryable\", k = 1", ""));
+    let toml = std::fs::read_to_string(dir.join("trellis.toml")).unwrap();
+    std::fs::write(dir.join("trellis.toml"), toml.replace("backoff = \"1ms\"", "backoff = \"50ms\"")).unwrap();
+    materialize(&dir, &cache);
+    let log = log(&dir);
+    let (expected, restarts) = expected_with_failures(&log, 1, Failing::Retryable);
+    assert_eq!(received(&dir, "fixture"), expected);
+    let status = status(&dir, &cache, "fixture");
+    assert_eq!((status["restarts"].as_u64(), status["behind"].as_u64()), (Some(restarts), Some(0)));
+}
+
+#[test]
 fn a_listener_sleeping_past_its_deadline_is_restarted_and_the_event_dropped() {
     const K: u64 = 7;
     let (_temp, dir, cache) =
         setup(&listener("fixture", &format!("behaviour = \"sleep\", k = {K}, sleep_ms = 10000"), "max_retries = -1"));
+    let toml = std::fs::read_to_string(dir.join("trellis.toml")).unwrap();
+    std::fs::write(dir.join("trellis.toml"), toml.replace("deadline = \"5s\"", "deadline = \"300ms\"")).unwrap();
     let started = Instant::now();
     materialize(&dir, &cache);
     let (expected, restarts) = expected_with_failures(&log(&dir), K, Failing::Dropped);
@@ -296,19 +322,21 @@ fn listeners_that_cannot_be_instantiated_are_skipped_and_shown() {
 
 #[test]
 fn a_listener_killed_halfway_receives_everything_from_its_cursor_after_the_restart() {
-    // Slow: every event takes 40 ms, so the kill lands in the middle.
+    // Slow: every event takes 40 ms, and 12 days make about 75 events, so
+    // that the kill lands in the middle, after the cursor was stored (at
+    // most every 200 ms, durable within sled's half-second flush).
     let slow = listener("fixture", "behaviour = \"sleep\", sleep_ms = 40", "");
-    let (_temp, dir, cache) = setup(&slow);
+    let (_temp, dir, cache) = setup_days(12, &slow);
     let mut child = trellis(&cache)
         .args(["materialize", "-p"])
         .arg(&dir)
-        .args(["-v", PATTERN])
+        .args(["-v", &pattern(12)])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while received(&dir, "fixture").len() < 20 {
+    while received(&dir, "fixture").len() < 30 {
         assert!(Instant::now() < deadline, "the listener never got going");
         assert!(child.try_wait().unwrap().is_none(), "trellis ended before the kill");
         std::thread::sleep(Duration::from_millis(5));

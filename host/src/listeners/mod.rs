@@ -86,10 +86,22 @@ fn declared(catalog: &Catalog) -> Vec<(String, Option<&ListenerDecl>)> {
 /// A listener's record, or the one a new listener starts with: it receives
 /// the whole log that is still kept.
 fn record_of(store: &Metastore, name: &str) -> Result<ListenerRecord, Error> {
-    Ok(match store.listener(name)? {
-        Some(record) => record,
-        None => ListenerRecord { cursor: store.first_sequence()?, ..ListenerRecord::default() },
-    })
+    let fresh = || -> Result<ListenerRecord, Error> {
+        Ok(ListenerRecord { cursor: store.first_sequence()?, ..ListenerRecord::default() })
+    };
+    match store.listener(name) {
+        Ok(Some(record)) => Ok(record),
+        Ok(None) => fresh(),
+        // An unreadable record costs repeated events, not the listener.
+        Err(metastore::Error::Corrupt { reason, .. }) => {
+            tracing::warn!(
+                listener = name,
+                "its record is unreadable ({reason}); it starts again from the oldest event kept"
+            );
+            fresh()
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The status of every listener of the project.
@@ -129,11 +141,13 @@ pub fn enable(catalog: &Catalog, store: &Metastore, name: &str) -> Result<bool, 
         return Err(Error::Unknown { name: name.to_string(), known });
     }
     let mut record = record_of(store, name)?;
-    let was_disabled = record.disabled.take().is_some();
+    if record.disabled.take().is_none() {
+        return Ok(false);
+    }
     record.restarts = 0;
     store.put_listener(name, &record)?;
     store.flush()?;
-    Ok(was_disabled)
+    Ok(true)
 }
 
 /// Removes what the log no longer needs to keep. Returns how many went.
@@ -153,12 +167,12 @@ struct Progress {
 pub struct Listeners {
     shutdown: watch::Sender<bool>,
     progress: Vec<(String, watch::Receiver<Progress>)>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
     store: Arc<Metastore>,
 }
 
 impl Listeners {
-    /// Starts every listener of the project on a thread of its own. A
+    /// Starts every listener of the project, each on a thread of its own. A
     /// listener that cannot be loaded or started is logged, marked
     /// unavailable and skipped; scheduling goes on regardless.
     pub async fn start(catalog: &Catalog, runtime: &Runtime, store: Arc<Metastore>) -> Result<Listeners, Error> {
@@ -195,29 +209,15 @@ impl Listeners {
                 shutdown: shutdown_rx.clone(),
             });
         }
+        // A thread each: a listener busy computing never eats into another
+        // one's deadlines.
+        let mut threads = Vec::new();
+        for supervisor in supervisors {
+            threads.push(spawn_thread(&format!("listener {}", supervisor.name), supervisor.run())?);
+        }
         let retention = Retention { settings: RetentionSettings::of(catalog), store: store.clone() };
-        let retention_shutdown = shutdown_rx.clone();
-        let thread = std::thread::Builder::new()
-            .name("trellis-listeners".into())
-            .spawn(move || {
-                lower_priority();
-                let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-                    Ok(runtime) => runtime,
-                    Err(e) => {
-                        tracing::error!("listeners cannot run: {e}");
-                        return;
-                    }
-                };
-                runtime.block_on(async move {
-                    let mut tasks: Vec<_> = supervisors.into_iter().map(|s| tokio::spawn(s.run())).collect();
-                    tasks.push(tokio::spawn(retention.run(retention_shutdown)));
-                    for task in tasks {
-                        let _ = task.await;
-                    }
-                });
-            })
-            .map_err(|e| Error::Thread(e.to_string()))?;
-        Ok(Listeners { shutdown, progress, thread: Some(thread), store })
+        threads.push(spawn_thread("listener log retention", retention.run(shutdown_rx))?);
+        Ok(Listeners { shutdown, progress, threads, store })
     }
 
     /// Waits until every running listener has received every event logged
@@ -243,25 +243,49 @@ impl Listeners {
 
     /// Stops the listeners after the event each is delivering, stores their
     /// cursors, and trims the log.
-    pub async fn shutdown(mut self) {
+    pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
-        if let Some(thread) = self.thread.take() {
-            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
-        }
+        let threads = self.threads;
+        let _ = tokio::task::spawn_blocking(move || {
+            for thread in threads {
+                let _ = thread.join();
+            }
+        })
+        .await;
     }
 }
 
-/// Listeners run only when a CPU would otherwise be idle (Linux's
-/// SCHED_IDLE policy, per thread): on a busy machine they fall behind
-/// instead of taking time from scheduling and transformations, and catch
-/// up when it quiets down. Elsewhere, or if refused, they run as usual.
+/// Runs `task` on a thread of its own, with a runtime of its own, at the
+/// lowest CPU priority.
+fn spawn_thread(
+    name: &str,
+    task: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<std::thread::JoinHandle<()>, Error> {
+    let thread_name = name.to_string();
+    std::thread::Builder::new()
+        .name(name.chars().take(15).collect())
+        .spawn(move || {
+            lower_priority();
+            match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(runtime) => runtime.block_on(task),
+                Err(e) => tracing::error!("{thread_name} cannot run: {e}"),
+            }
+        })
+        .map_err(|e| Error::Thread(e.to_string()))
+}
+
+/// Listeners run at the lowest CPU priority (nice 19, per thread on
+/// Linux): on a busy machine they get little CPU and fall behind instead of
+/// slowing scheduling, yet they still get some, so that a listener's
+/// wall-clock deadline is not missed merely because transformations are
+/// busy (SCHED_IDLE would starve them outright). Elsewhere, or if refused,
+/// they run as usual.
 fn lower_priority() {
     #[cfg(target_os = "linux")]
-    // SAFETY: sched_setscheduler on pid 0 changes only the calling thread's
-    // policy, with a parameter struct that lives across the call.
+    // SAFETY: setpriority on this thread's id changes only its nice value.
     unsafe {
-        let param = libc::sched_param { sched_priority: 0 };
-        if libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) != 0 {
+        let thread = libc::gettid() as libc::id_t;
+        if libc::setpriority(libc::PRIO_PROCESS, thread, 19) != 0 {
             tracing::debug!("listeners keep the normal CPU priority: {}", std::io::Error::last_os_error());
         }
     }
@@ -353,9 +377,12 @@ impl Instance {
                 monitor(event);
                 Ok(())
             }
+            // Only a failure the listener declared retryable is replayed; a
+            // trap or a missed deadline drops the event (seed 000), unlike a
+            // transformation, for which both are worth another attempt.
             Instance::Plugin(instance) => instance.on_event(event).await.result.map_err(|failure| Failure {
                 retryable: failure.kind == FailureKind::Retryable,
-                message: format!("{} ({:?})", failure.message, failure.kind),
+                message: one_line(&format!("{} ({:?})", failure.message, failure.kind)),
             }),
         }
     }
@@ -376,6 +403,11 @@ fn monitor(event: &ListenerEvent) {
             tracing::warn!(target: "trellis::monitor", "events {first_sequence} to {last_sequence} were removed from the log before the monitor saw them");
         }
     }
+}
+
+/// A message from a plugin as one line, for status output and logs.
+fn one_line(message: &str) -> String {
+    message.split(['\n', '\r']).map(str::trim).filter(|part| !part.is_empty()).collect::<Vec<_>>().join(" / ")
 }
 
 fn listener_event(event: &Event) -> ListenerEvent {
@@ -410,6 +442,7 @@ impl Supervisor {
     async fn run(mut self) {
         if let Err(e) = self.supervise().await {
             tracing::error!(listener = %self.name, "listener stopped: {e}");
+            self.record.unavailable = Some(one_line(&format!("stopped: {e}")));
         }
         if let Err(e) = self.store.put_listener(&self.name, &self.record).and_then(|()| self.store.flush()) {
             tracing::error!(listener = %self.name, "cannot store the listener's cursor: {e}");
@@ -436,21 +469,8 @@ impl Supervisor {
             if *self.shutdown.borrow() {
                 return Ok(());
             }
-            let first = self.store.first_sequence()?;
-            if self.record.cursor < first {
-                let gap = ListenerEvent::Gap { first_sequence: self.record.cursor, last_sequence: first - 1 };
-                self.record.cursor = first;
-                self.record.delivered += 1;
-                if let Err(failure) = instance.deliver(&gap).await {
-                    // A gap has nothing to replay: whatever the failure, it is dropped.
-                    let failure = Failure { retryable: false, ..failure };
-                    if !self.recover(&mut instance, failure, None).await? {
-                        return Ok(());
-                    }
-                }
-            }
             let events = self.store.events_from(self.record.cursor, PAGE)?;
-            if events.is_empty() {
+            let Some(first) = events.first() else {
                 self.checkpoint()?;
                 let mut shutdown = self.shutdown.clone();
                 tokio::select! {
@@ -458,15 +478,28 @@ impl Supervisor {
                     _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
                 }
                 continue;
+            };
+            // The log's cap removed events this listener had not received:
+            // it is told which, then goes on.
+            if first.sequence > self.record.cursor {
+                let gap = ListenerEvent::Gap { first_sequence: self.record.cursor, last_sequence: first.sequence - 1 };
+                self.record.cursor = first.sequence;
+                match instance.deliver(&gap).await {
+                    Ok(()) => self.record.delivered += 1,
+                    // A gap has nothing to replay: whatever the failure, it is dropped.
+                    Err(failure) => {
+                        let failure = Failure { retryable: false, ..failure };
+                        if !self.recover(&mut instance, failure, None).await? {
+                            return Ok(());
+                        }
+                    }
+                }
             }
             for event in &events {
-                self.record.delivered += 1;
-                let result = instance.deliver(&listener_event(event)).await;
-                // Delivered, or dropped by a failure: either way the cursor
-                // moves on; a retryable failure replays it below.
-                self.record.cursor = event.sequence + 1;
-                match result {
+                match instance.deliver(&listener_event(event)).await {
                     Ok(()) => {
+                        self.record.delivered += 1;
+                        self.record.cursor = event.sequence + 1;
                         self.failures_in_row = 0;
                         // A slow listener stores its cursor as it goes, so
                         // that a crash repeats little.
@@ -475,10 +508,17 @@ impl Supervisor {
                         }
                     }
                     Err(failure) => {
-                        let replay_upto = failure.retryable.then_some(event.sequence);
-                        if !self.recover(&mut instance, failure, replay_upto).await? {
+                        // Fatal: the event is dropped. Retryable: the cursor
+                        // stays on it until the replay, which sends it again,
+                        // went through; a crash before then delivers it anew.
+                        let retryable = failure.retryable;
+                        if !retryable {
+                            self.record.cursor = event.sequence + 1;
+                        }
+                        if !self.recover(&mut instance, failure, retryable.then_some(event.sequence)).await? {
                             return Ok(());
                         }
+                        self.record.cursor = event.sequence + 1;
                         break;
                     }
                 }
@@ -503,8 +543,9 @@ impl Supervisor {
         let plugin = plugin.as_ref().map_err(Clone::clone)?;
         std::fs::create_dir_all(state_dir)
             .map_err(|e| format!("cannot create its state directory {}: {e}", state_dir.display()))?;
-        let (instance, report) = plugin.start_listener(config, Some(state_dir)).await.map_err(|e| e.to_string())?;
-        report.result.map_err(|f| format!("start failed: {} ({:?})", f.message, f.kind))?;
+        let (instance, report) =
+            plugin.start_listener(config, Some(state_dir)).await.map_err(|e| one_line(&e.to_string()))?;
+        report.result.map_err(|f| one_line(&format!("start failed: {} ({:?})", f.message, f.kind)))?;
         Ok(Instance::Plugin(Box::new(instance)))
     }
 
@@ -556,9 +597,12 @@ impl Supervisor {
             }
             let mut failed = None;
             while let Some(event) = replay.get(position) {
-                self.record.delivered += 1;
                 match instance.deliver(event).await {
-                    Ok(()) => position += 1,
+                    Ok(()) => {
+                        self.record.delivered += 1;
+                        self.failures_in_row = 0;
+                        position += 1;
+                    }
                     Err(next_failure) => {
                         // Fatal drops this replayed event; retryable replays all again.
                         position += 1;
@@ -575,7 +619,9 @@ impl Supervisor {
     }
 
     /// The latest event of every view, up to and including `upto`, in log
-    /// order: what a listener is sent again after a retryable failure.
+    /// order: what a listener is sent again after a retryable failure. Only
+    /// views with an event still in the log can be replayed; the log keeps
+    /// `[events] history` events beyond what every listener has received.
     fn latest_per_view(&self, upto: u64) -> Result<Vec<ListenerEvent>, Error> {
         let mut latest: HashMap<Arc<str>, Event> = HashMap::new();
         let mut from = self.store.first_sequence()?;
@@ -593,5 +639,14 @@ impl Supervisor {
         let mut events: Vec<Event> = latest.into_values().collect();
         events.sort_by_key(|event| event.sequence);
         Ok(events.iter().map(listener_event).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn plugin_messages_become_one_line() {
+        assert_eq!(super::one_line("cannot open /state/x:\n  denied\r\n"), "cannot open /state/x: / denied");
+        assert_eq!(super::one_line("fine"), "fine");
     }
 }

@@ -9,6 +9,9 @@ use crate::metastore::ListenerRecord;
 /// The longest a listener waits before a restart.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
+/// The shortest: a listener that can never start does not spin.
+pub const MIN_BACKOFF: Duration = Duration::from_millis(1);
+
 /// A failed delivery or start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
@@ -41,7 +44,7 @@ pub fn decide(record: &ListenerRecord, max_retries: Option<u32>, backoff: Durati
         return Decision::Disable { reason };
     }
     let doublings = failures_in_row.saturating_sub(1).min(16);
-    let delay = backoff.saturating_mul(1 << doublings).min(MAX_BACKOFF);
+    let delay = backoff.max(MIN_BACKOFF).saturating_mul(1 << doublings).min(MAX_BACKOFF);
     Decision::Restart { delay }
 }
 
@@ -78,5 +81,8 @@ mod tests {
             restarts    3, max Some(3), in a row  4: Disable { reason: "failed again after 3 restarts (max_retries = 3)" }
             restarts    1, max Some(1), in a row  2: Disable { reason: "failed again after 1 restart (max_retries = 1)" }
         "#]].assert_eq(&table);
+        // A zero backoff still waits, and doubles.
+        let fresh = ListenerRecord::default();
+        assert_eq!(decide(&fresh, None, Duration::ZERO, 3), Decision::Restart { delay: Duration::from_millis(4) });
     }
 }

@@ -265,21 +265,22 @@ impl<'c> Scheduler<'c> {
         for id in targets {
             let slot = &mut self.slots[id.0 as usize];
             let (state, actions) = transition(slot.record.state, &Event::Invalidate);
-            if let Some(Action::Refuse { reason }) = actions.first() {
-                refused.push((id, reason.clone()));
-                continue;
-            }
+            // Refused or not, an application of the state machine is an event.
             commit.events.push(NewEvent {
                 view: slot.url.clone(),
                 previous: slot.record.state,
                 current: state,
-                actions: vec![Action::RecordInvalidated.name().into()],
+                actions: actions.iter().map(|action| action.name().into()).collect(),
                 time: now_millis(),
                 run_id: None,
                 error: None,
             });
+            if let Some(Action::Refuse { reason }) = actions.first() {
+                refused.push((id, reason.clone()));
+                continue;
+            }
             slot.record.state = state;
-            commit.views.push((self.lattice.url_path(id), slot.record.clone()));
+            commit.views.push((slot.url.to_string(), slot.record.clone()));
             done.push(id);
         }
         self.store.commit(&commit)?;
