@@ -79,8 +79,23 @@ pub(super) fn load(project: &Path) -> anyhow::Result<Catalog> {
     }
 }
 
-pub(super) fn validate(args: &ProjectArgs) -> anyhow::Result<Status> {
+pub(super) async fn validate(args: &ProjectArgs, runtime: &crate::runtime::Runtime) -> anyhow::Result<Status> {
     let catalog = load(&args.project)?;
+    // The file is valid; then how its views use their plugins, as far as
+    // they are there (a project is often validated before its plugins are built).
+    for (name, decl) in &catalog.plugins {
+        if !decl.file.exists() {
+            eprintln!("warning: plugin {name}: {} does not exist yet; its use is not checked", decl.file.display());
+        }
+    }
+    let problems = crate::scheduler::check_plugins(runtime, &catalog).await;
+    if !problems.is_empty() {
+        for problem in &problems {
+            eprintln!("{}", path_of(&args.project, problem));
+        }
+        let file = args.project.join(catalog::PROJECT_FILE);
+        bail!("{} problem{} in {}", problems.len(), plural(problems.len()), file.display());
+    }
     let types = catalog.types();
     if args.json {
         let value = serde_json::json!({

@@ -89,7 +89,7 @@ impl Cli {
         match self.command {
             Command::Plugins(command) => command.run(&runtime()?).await,
             Command::Demo(args) => args.run(&runtime()?).await,
-            Command::Validate(args) => catalog::validate(&args),
+            Command::Validate(args) => catalog::validate(&args, &runtime()?).await,
             Command::Views(args) => catalog::views(&args),
             Command::Deps(args) => catalog::deps(&args),
             Command::Materialize(args) => schedule::materialize(&args, &runtime()?).await,

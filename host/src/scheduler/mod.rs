@@ -10,6 +10,6 @@ pub mod publish;
 pub mod run;
 pub mod transition;
 
-pub use run::{Progress, RunSummary, Scheduler, load_plugin};
+pub use run::{Progress, RunSummary, Scheduler, check_plugins, load_plugin};
 
 pub use transition::{Action, Event, Facts, Freshness, Mode, Reason, Settled, freshness, transition};

@@ -14,7 +14,7 @@ use tokio::sync::{Semaphore, mpsc};
 
 use super::publish::Staging;
 use super::transition::{Action, Event, Facts, Freshness, Mode, Reason, Settled, freshness, transition};
-use crate::catalog::{Catalog, PluginDecl, Transformation, ViewTypeId, pattern};
+use crate::catalog::{Catalog, Diagnostic, PluginDecl, Transformation, ViewTypeId, pattern};
 use crate::lattice::{self, Lattice, Resolution, ViewId};
 use crate::metastore::{self, Commit, Metastore, NewEvent, RunRecord, SchemaChange, ViewRecord};
 use crate::model::{FlowStatus, ViewState};
@@ -30,6 +30,8 @@ pub enum Error {
     Metastore(#[from] metastore::Error),
     #[error("plugin {name} ({}): {source}", file.display())]
     Plugin { name: String, file: PathBuf, source: runtime::Error },
+    #[error("{0}")]
+    Plugins(String),
     #[error("checksum plugin {name} failed for {view_type}: {message}")]
     Checksum { name: String, view_type: String, message: String },
     #[error("{0}")]
@@ -176,6 +178,16 @@ impl<'c> Scheduler<'c> {
             .flatten()
             .flatten()
             .collect();
+        // A view type whose plugin does not fit stops the run before it
+        // starts, rather than failing each of its views.
+        let problems = check_plugins(runtime, catalog).await;
+        if let Some(first) = problems.first() {
+            let more = match problems.len() {
+                1 => String::new(),
+                n => format!(" (and {} more; `trellis validate` lists them)", n - 1),
+            };
+            return Err(Error::Plugins(format!("{first}{more}")));
+        }
         let mut plugins = HashMap::new();
         for (name, decl) in catalog.plugins.iter().filter(|(name, _)| used.contains(name.as_str())) {
             plugins.insert(name.clone(), load_plugin(runtime, catalog, decl).await?);
@@ -857,6 +869,61 @@ impl<'c> Scheduler<'c> {
             });
         })
     }
+}
+
+/// What is wrong with how the view types use their plugins, one line each
+/// naming the view type and its line: a file that cannot be loaded, a
+/// plugin of another world, a configuration its `describe` rejects.
+/// Plugin files that do not exist are skipped (loading them says so), and
+/// listeners are not checked: one that cannot start is skipped.
+pub async fn check_plugins(runtime: &Runtime, catalog: &Catalog) -> Vec<Diagnostic> {
+    let mut loaded: HashMap<String, Result<Plugin, String>> = HashMap::new();
+    let mut problems = Vec::new();
+    for view_type in catalog.types() {
+        let Transformation::Plugin { plugin, config, checksum } = &view_type.transformation else { continue };
+        let problem = |message: String| Diagnostic {
+            line: Some(view_type.line),
+            message: format!("view type {}: {message}", view_type.name),
+        };
+        let uses = std::iter::once((plugin, runtime::World::Transformation))
+            .chain(checksum.iter().map(|name| (name, runtime::World::Checksum)));
+        for (name, world) in uses {
+            if !loaded.contains_key(name) {
+                let result = match catalog.plugins.get(name) {
+                    // A plugin not built yet is the caller's to report, once.
+                    Some(decl) if !decl.file.exists() => continue,
+                    Some(decl) => load_plugin(runtime, catalog, decl).await.map_err(|e| e.to_string()),
+                    None => Err(format!("plugin {name} is not declared")),
+                };
+                loaded.insert(name.clone(), result);
+            }
+            let plugin = match &loaded[name] {
+                Ok(plugin) => plugin,
+                Err(message) => {
+                    problems.push(problem(message.clone()));
+                    continue;
+                }
+            };
+            if plugin.world() != world {
+                problems.push(problem(format!("{name} is a {} plugin, not a {world} plugin", plugin.world())));
+                continue;
+            }
+            if world != runtime::World::Transformation {
+                continue;
+            }
+            let keys: Vec<(String, String)> = config.iter().map(|(k, v)| (k.clone(), v.source().to_string())).collect();
+            match plugin.describe().await.map(|report| report.result) {
+                Ok(Ok(info)) => {
+                    if let Err(message) = info.check_config(&keys) {
+                        problems.push(problem(message));
+                    }
+                }
+                Ok(Err(failure)) => problems.push(problem(format!("{name}'s describe failed: {failure}"))),
+                Err(e) => problems.push(problem(e.to_string())),
+            }
+        }
+    }
+    problems
 }
 
 /// Loads a declared plugin with the limits the project gives it.
