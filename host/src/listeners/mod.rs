@@ -1,17 +1,19 @@
 //! Listener supervision on top of the event log. Every listener (the
 //! built-in monitor and each `[[listener]]` plugin) reads the metastore's
-//! event log from its own persisted cursor, in its own task, on a thread of
-//! its own, so that a slow, stuck or failing listener only falls behind.
+//! event log from its own persisted cursor, on a thread of its own at the
+//! lowest CPU priority, so that a slow, stuck or failing listener only falls
+//! behind.
 //!
 //! Invariants:
 //! - A cursor is stored only once every event before it was delivered or
 //!   dropped by a failure: delivery is at-least-once across host restarts,
 //!   in log order, and therefore in order per view. (A cursor written but
 //!   not yet flushed when the host dies only repeats events.)
-//! - Failures follow seed 000 (see [`supervise`]): a fatal error or trap
-//!   restarts the listener and drops the event; a retryable error restarts
-//!   it and replays the latest event of every view first; restarts beyond
-//!   `max_retries` disable it, with the reason stored.
+//! - Failures follow seed 000 (see [`supervise`]): a fatal error, a trap or
+//!   a missed deadline restarts the listener and drops the event; a
+//!   retryable error restarts it and replays the latest event of every view
+//!   first, the failed one included; restarts beyond `max_retries` disable
+//!   it, with the reason stored.
 //! - The log keeps every event an enabled listener has not received, up to
 //!   the cap; events the cap removed reach that listener as one gap event.
 //! - It knows the metastore and the runtime's listener calls, and nothing of
@@ -148,11 +150,6 @@ pub fn enable(catalog: &Catalog, store: &Metastore, name: &str) -> Result<bool, 
     store.put_listener(name, &record)?;
     store.flush()?;
     Ok(true)
-}
-
-/// Removes what the log no longer needs to keep. Returns how many went.
-pub fn retain(catalog: &Catalog, store: &Metastore) -> Result<usize, Error> {
-    RetentionSettings::of(catalog).trim(store)
 }
 
 /// How far one listener has come, for [`Listeners::drain`].
