@@ -167,7 +167,8 @@ fn trellis_stop_stops_a_run_of_another_process() {
     let id = active["run"].as_str().unwrap().to_string();
     assert_eq!(active["pid"], child.id());
 
-    let stop = run(trellis(cache.path()).current_dir(dir.path()).args(["stop", &id]));
+    // Without an id, `stop` stops the run in progress.
+    let stop = run(trellis(cache.path()).current_dir(dir.path()).args(["stop"]));
     assert_eq!(stop.code, 0, "{}", stop.stderr);
     assert_eq!(stop.stdout, format!("asked run {id} to stop (process {})\nrun {id} stopped\n", child.id()));
     let output = child.wait_with_output().unwrap();
@@ -184,4 +185,9 @@ fn trellis_stop_stops_a_run_of_another_process() {
     assert_eq!((again.code, again.stdout), (0, format!("run {id} is not running: stopped by request\n")));
     let unknown = run(trellis(cache.path()).current_dir(dir.path()).args(["stop", "nope"]));
     assert_eq!((unknown.code, unknown.stderr), (2, "error: no run `nope` (see `trellis runs`)\n".to_string()));
+    let nothing = run(trellis(cache.path()).current_dir(dir.path()).args(["stop"]));
+    assert_eq!(
+        (nothing.code, nothing.stderr),
+        (2, "error: no run is in progress in .; name one (see `trellis runs`)\n".to_string())
+    );
 }

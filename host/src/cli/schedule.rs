@@ -58,8 +58,10 @@ pub(super) async fn materialize(args: &MaterializeArgs, runtime: &Runtime) -> an
     // A progress bar on a terminal; nothing when stderr is a file or pipe.
     let bar = indicatif::ProgressBar::new(0);
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} views {msg}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        indicatif::ProgressStyle::with_template(
+            "{spinner} {prefix} [{elapsed_precise}] {bar:40} {pos}/{len} views {msg}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let reporter = bar.clone();
     scheduler.on_progress(move |progress| {
@@ -85,22 +87,38 @@ pub(super) async fn materialize(args: &MaterializeArgs, runtime: &Runtime) -> an
         let _ = tokio::signal::ctrl_c().await;
     };
     // `trellis stop ID` from another process finds the run through this.
-    let (announce, _active_run) = super::stop::announce(&catalog);
-    scheduler.on_run_started(announce);
+    let (mut announce, _active_run) = super::stop::announce(&catalog);
+    let run_bar = bar.clone();
+    scheduler.on_run_started(move |run| {
+        announce(run);
+        // The id `trellis stop` takes, where the user is looking.
+        run_bar.set_prefix(format!("run {run}"));
+    });
     let mut listeners = Listeners::start(&catalog, runtime, scheduler.metastore()).await?;
     let summary = scheduler.materialize_until(&args.views, args.mode, stop).await;
     bar.finish_and_clear();
-    // Listeners get a moment to catch up; what they miss now they receive
-    // from their cursor next time. A stopped run does not wait for them.
-    if matches!(&summary, Ok(summary) if !summary.stopped) {
+    let summary = match summary {
+        Ok(summary) => summary,
+        Err(e) => {
+            listeners.shutdown().await;
+            return Err(e.into());
+        }
+    };
+    print_summary(&summary, args.project.json)?;
+    // Then listeners get a moment to catch up; what they miss now they
+    // receive from their cursor next time. A stopped run does not wait.
+    if !summary.stopped {
         let behind = listeners.drain(catalog.settings.events.drain).await?;
         if !behind.is_empty() {
             eprintln!("listeners still behind, to continue next time: {}", behind.join(", "));
         }
     }
     listeners.shutdown().await;
-    let summary = summary?;
-    if args.project.json {
+    Ok(if summary.failures.is_empty() && !summary.stopped { Status::Success } else { Status::Failed })
+}
+
+fn print_summary(summary: &crate::scheduler::RunSummary, json: bool) -> anyhow::Result<()> {
+    if json {
         let value = serde_json::json!({
             "run": summary.id,
             "termination": summary.termination,
@@ -140,7 +158,7 @@ pub(super) async fn materialize(args: &MaterializeArgs, runtime: &Runtime) -> an
             println!("run {} {}", summary.id, summary.termination);
         }
     }
-    Ok(if summary.failures.is_empty() && !summary.stopped { Status::Success } else { Status::Failed })
+    Ok(())
 }
 
 pub(super) async fn invalidate(args: &InvalidateArgs, runtime: &Runtime) -> anyhow::Result<Status> {

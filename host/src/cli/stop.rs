@@ -21,7 +21,8 @@ pub(super) struct StopArgs {
     #[command(flatten)]
     project: ProjectArgs,
     /// The run's id, as `trellis materialize` and `trellis runs` show it
-    id: String,
+    /// [default: the run in progress]
+    id: Option<String>,
 }
 
 /// How long `stop` waits for the run to end once asked.
@@ -75,11 +76,12 @@ impl Drop for ActiveRunGuard {
 
 pub(super) fn stop(args: &StopArgs) -> anyhow::Result<Status> {
     let catalog = load(&args.project.project)?;
-    let id = &args.id;
-    if let Some(active) = read_active(&active_run_file(&catalog))
-        && active.run == *id
-        && alive(&active)
-    {
+    let active = read_active(&active_run_file(&catalog)).filter(alive);
+    let Some(id) = args.id.clone().or(active.as_ref().map(|a| a.run.clone())) else {
+        bail!("no run is in progress in {}; name one (see `trellis runs`)", args.project.project.display());
+    };
+    let id = &id;
+    if let Some(active) = active.filter(|active| active.run == *id) {
         // SAFETY: kill(2) with a pid checked above to be the run's process.
         if unsafe { libc::kill(active.pid as libc::pid_t, libc::SIGINT) } != 0 {
             bail!("cannot signal process {} running run {id}: {}", active.pid, std::io::Error::last_os_error());
