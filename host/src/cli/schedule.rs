@@ -63,11 +63,17 @@ pub(super) async fn materialize(args: &MaterializeArgs, runtime: &Runtime) -> an
         )
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
+    let mut listeners = Listeners::start(&catalog, runtime, scheduler.metastore()).await?;
+    let listener_lag = listeners.lag_probe();
     let reporter = bar.clone();
     scheduler.on_progress(move |progress| {
         reporter.set_length(progress.known as u64);
         reporter.set_position(progress.settled as u64);
-        reporter.set_message(format!("({} running)", progress.running));
+        let lag = match listener_lag() {
+            0 => String::new(),
+            behind => format!(", listeners {behind} events behind"),
+        };
+        reporter.set_message(format!("({} running{lag})", progress.running));
     });
     // Ctrl-C (or `trellis stop ID`, which sends SIGINT) stops the run
     // cleanly: running transformations are canceled and keep their
@@ -94,7 +100,6 @@ pub(super) async fn materialize(args: &MaterializeArgs, runtime: &Runtime) -> an
         // The id `trellis stop` takes, where the user is looking.
         run_bar.set_prefix(format!("run {run}"));
     });
-    let mut listeners = Listeners::start(&catalog, runtime, scheduler.metastore()).await?;
     let summary = scheduler.materialize_until(&args.views, args.mode, stop).await;
     bar.finish_and_clear();
     let summary = match summary {

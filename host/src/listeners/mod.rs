@@ -238,6 +238,25 @@ impl Listeners {
             .collect())
     }
 
+    /// A probe for how far the slowest running listener is behind the log,
+    /// in events, cheap enough to call on every step of a run (the
+    /// metastore cannot be opened by another process meanwhile, so this is
+    /// how a run shows listener lag).
+    pub fn lag_probe(&self) -> impl Fn() -> u64 + Send + 'static {
+        let progress: Vec<watch::Receiver<Progress>> = self.progress.iter().map(|(_, p)| p.clone()).collect();
+        let store = self.store.clone();
+        move || {
+            let next = store.next_sequence().unwrap_or(0);
+            progress
+                .iter()
+                .map(|p| *p.borrow())
+                .filter(|p| !p.stopped)
+                .map(|p| next.saturating_sub(p.cursor))
+                .max()
+                .unwrap_or(0)
+        }
+    }
+
     /// Stops the listeners after the event each is delivering, stores their
     /// cursors, and trims the log.
     pub async fn shutdown(self) {
