@@ -8,6 +8,7 @@
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
+use super::template::{LoneDollar, Segment, segments};
 use super::time::{Unit, date_offset, format_time};
 
 /// A parsed configuration value: literal text and `${...}` expressions.
@@ -83,36 +84,19 @@ impl Value {
 impl ConfigValue {
     pub fn parse(text: &str) -> Result<ConfigValue, String> {
         let mut parts = Vec::new();
-        let mut rest = text;
-        let mut literal = String::new();
-        while let Some(at) = rest.find('$') {
-            literal.push_str(&rest[..at]);
-            rest = &rest[at + 1..];
-            if let Some(after) = rest.strip_prefix('$') {
-                literal.push('$');
-                rest = after;
-                continue;
-            }
-            let Some(body) = rest.strip_prefix('{') else {
-                literal.push('$');
-                continue;
-            };
-            let end = closing_brace(body).ok_or_else(|| format!("unclosed `${{` in `{text}`"))?;
-            let mut parser = Parser { text: &body[..end], at: 0, depth: 0 };
-            let expression = parser.expression()?;
-            parser.skip_space();
-            if parser.at != parser.text.len() {
-                return Err(format!("unexpected `{}` in `${{{}}}`", &parser.text[parser.at..], &body[..end]));
-            }
-            if !literal.is_empty() {
-                parts.push(Part::Literal(std::mem::take(&mut literal)));
-            }
-            parts.push(Part::Expression(expression));
-            rest = &body[end + 1..];
-        }
-        literal.push_str(rest);
-        if !literal.is_empty() {
-            parts.push(Part::Literal(literal));
+        for segment in segments(text, LoneDollar::Literal, closing_brace)? {
+            parts.push(match segment {
+                Segment::Literal(literal) => Part::Literal(literal),
+                Segment::Placeholder(body) => {
+                    let mut parser = Parser { text: body, at: 0, depth: 0 };
+                    let expression = parser.expression()?;
+                    parser.skip_space();
+                    if parser.at != parser.text.len() {
+                        return Err(format!("unexpected `{}` in `${{{body}}}`", &parser.text[parser.at..]));
+                    }
+                    Part::Expression(expression)
+                }
+            });
         }
         Ok(ConfigValue { parts, source: text.to_string() })
     }

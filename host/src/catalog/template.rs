@@ -3,6 +3,62 @@
 
 use std::fmt;
 
+/// A piece of text with `${...}` placeholders: literal text (`$$` already
+/// made `$`), or the body of a placeholder.
+pub(super) enum Segment<'a> {
+    Literal(String),
+    Placeholder(&'a str),
+}
+
+/// What a `$` that starts neither `$$` nor `${` is.
+pub(super) enum LoneDollar<'a> {
+    Literal,
+    /// An error, with this message.
+    Refuse(&'a dyn Fn() -> String),
+}
+
+/// Splits `text` at its `${...}` placeholders, the one scanner behind path
+/// templates and configuration values. `closing` finds a placeholder's `}`
+/// in what follows `${`; no two literal segments are adjacent.
+pub(super) fn segments<'a>(
+    text: &'a str,
+    lone_dollar: LoneDollar<'_>,
+    closing: impl Fn(&str) -> Option<usize>,
+) -> Result<Vec<Segment<'a>>, String> {
+    let mut segments = Vec::new();
+    let mut literal = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        literal.push_str(&rest[..at]);
+        rest = &rest[at + 1..];
+        if let Some(after) = rest.strip_prefix('$') {
+            literal.push('$');
+            rest = after;
+            continue;
+        }
+        let Some(body) = rest.strip_prefix('{') else {
+            match lone_dollar {
+                LoneDollar::Literal => {
+                    literal.push('$');
+                    continue;
+                }
+                LoneDollar::Refuse(message) => return Err(message()),
+            }
+        };
+        let end = closing(body).ok_or_else(|| format!("unclosed `${{` in `{text}`"))?;
+        if !literal.is_empty() {
+            segments.push(Segment::Literal(std::mem::take(&mut literal)));
+        }
+        segments.push(Segment::Placeholder(&body[..end]));
+        rest = &body[end + 1..];
+    }
+    literal.push_str(rest);
+    if !literal.is_empty() {
+        segments.push(Segment::Literal(literal));
+    }
+    Ok(segments)
+}
+
 /// A string with `${name}` placeholders, parsed once at load.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Template {
@@ -18,37 +74,22 @@ enum Piece {
 impl Template {
     /// Parses `text`; `$$` is a literal `$`. Variable names are identifiers.
     pub fn parse(text: &str) -> Result<Template, String> {
-        let mut pieces = Vec::new();
-        let mut literal = String::new();
-        let mut rest = text;
-        while let Some(at) = rest.find('$') {
-            literal.push_str(&rest[..at]);
-            rest = &rest[at + 1..];
-            if let Some(after) = rest.strip_prefix('$') {
-                literal.push('$');
-                rest = after;
-                continue;
-            }
-            let Some(body) = rest.strip_prefix('{') else {
-                return Err(format!("`$` must start `${{name}}` (or be doubled, `$$`) in `{text}`"));
-            };
-            let Some(end) = body.find('}') else {
-                return Err(format!("unclosed `${{` in `{text}`"));
-            };
-            let name = body[..end].trim();
-            if !is_identifier(name) {
-                return Err(format!("`${{{name}}}` in `{text}` is not a variable name"));
-            }
-            if !literal.is_empty() {
-                pieces.push(Piece::Literal(std::mem::take(&mut literal)));
-            }
-            pieces.push(Piece::Variable(name.to_string()));
-            rest = &body[end + 1..];
-        }
-        literal.push_str(rest);
-        if !literal.is_empty() {
-            pieces.push(Piece::Literal(literal));
-        }
+        let lone_dollar = || format!("`$` must start `${{name}}` (or be doubled, `$$`) in `{text}`");
+        let segments = segments(text, LoneDollar::Refuse(&lone_dollar), |body| body.find('}'))?;
+        let pieces = segments
+            .into_iter()
+            .map(|segment| match segment {
+                Segment::Literal(literal) => Ok(Piece::Literal(literal)),
+                Segment::Placeholder(body) => {
+                    let name = body.trim();
+                    if is_identifier(name) {
+                        Ok(Piece::Variable(name.to_string()))
+                    } else {
+                        Err(format!("`${{{name}}}` in `{text}` is not a variable name"))
+                    }
+                }
+            })
+            .collect::<Result<_, _>>()?;
         Ok(Template { pieces })
     }
 
