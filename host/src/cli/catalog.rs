@@ -88,7 +88,7 @@ pub(super) async fn validate(args: &ProjectArgs, runtime: &crate::runtime::Runti
             eprintln!("warning: plugin {name}: {} does not exist yet; its use is not checked", decl.file.display());
         }
     }
-    let problems = crate::scheduler::check_plugins(runtime, &catalog).await;
+    let problems = crate::scheduler::check_plugins(runtime, &catalog).await.problems;
     if !problems.is_empty() {
         for problem in &problems {
             eprintln!("{}", path_of(&args.project, problem));

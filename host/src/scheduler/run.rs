@@ -167,20 +167,10 @@ impl<'c> Scheduler<'c> {
             }
         }
         // Only the plugins views use: listeners load their own, and one that
-        // cannot be loaded must not stop scheduling.
-        let used: std::collections::HashSet<&str> = catalog
-            .types()
-            .iter()
-            .filter_map(|t| match &t.transformation {
-                Transformation::Plugin { plugin, checksum, .. } => Some([Some(plugin.as_str()), checksum.as_deref()]),
-                Transformation::External => None,
-            })
-            .flatten()
-            .flatten()
-            .collect();
-        // A view type whose plugin does not fit stops the run before it
-        // starts, rather than failing each of its views.
-        let problems = check_plugins(runtime, catalog).await;
+        // cannot be loaded must not stop scheduling. A view type whose plugin
+        // does not fit stops the run before it starts, rather than failing
+        // each of its views.
+        let PluginCheck { problems, loaded: mut plugins } = check_plugins(runtime, catalog).await;
         if let Some(first) = problems.first() {
             let more = match problems.len() {
                 1 => String::new(),
@@ -188,9 +178,12 @@ impl<'c> Scheduler<'c> {
             };
             return Err(Error::Plugins(format!("{first}{more}")));
         }
-        let mut plugins = HashMap::new();
-        for (name, decl) in catalog.plugins.iter().filter(|(name, _)| used.contains(name.as_str())) {
-            plugins.insert(name.clone(), load_plugin(runtime, catalog, decl).await?);
+        // What is not loaded is missing: loading it says so.
+        for name in used_plugins(catalog) {
+            if !plugins.contains_key(name) {
+                let decl = &catalog.plugins[name];
+                plugins.insert(name.to_string(), load_plugin(runtime, catalog, decl).await?);
+            }
         }
         let mut versions = HashMap::new();
         for view_type in catalog.types() {
@@ -871,13 +864,41 @@ impl<'c> Scheduler<'c> {
     }
 }
 
-/// What is wrong with how the view types use their plugins, one line each
-/// naming the view type and its line: a file that cannot be loaded, a
-/// plugin of another world, a configuration its `describe` rejects.
-/// Plugin files that do not exist are skipped (loading them says so), and
-/// listeners are not checked: one that cannot start is skipped.
-pub async fn check_plugins(runtime: &Runtime, catalog: &Catalog) -> Vec<Diagnostic> {
-    let mut loaded: HashMap<String, Result<Plugin, String>> = HashMap::new();
+/// The plugins the view types use, loaded, and what is wrong with how they
+/// use them.
+pub struct PluginCheck {
+    /// One line each, naming the view type and its line: a file that
+    /// cannot be loaded, a plugin of another world, a configuration its
+    /// `describe` rejects.
+    pub problems: Vec<Diagnostic>,
+    /// The plugins that loaded, by name. Plugin files that do not exist are
+    /// neither here nor among the problems: loading them says so, once.
+    pub loaded: HashMap<String, Plugin>,
+}
+
+/// Loads the plugins the view types use (each once, `describe` once per
+/// transformation) and checks each view type against them. Listeners are
+/// not checked: one that cannot start is skipped.
+pub async fn check_plugins(runtime: &Runtime, catalog: &Catalog) -> PluginCheck {
+    let mut found: HashMap<&str, Result<Found, String>> = HashMap::new();
+    for name in used_plugins(catalog) {
+        let Some(decl) = catalog.plugins.get(name) else { continue };
+        if !decl.file.exists() {
+            continue;
+        }
+        let result = match load_plugin(runtime, catalog, decl).await {
+            Ok(plugin) if plugin.world() == runtime::World::Transformation => {
+                let info = match plugin.describe().await {
+                    Ok(report) => report.result.map_err(|failure| format!("{name}'s describe failed: {failure}")),
+                    Err(e) => Err(e.to_string()),
+                };
+                Ok((plugin, Some(info)))
+            }
+            Ok(plugin) => Ok((plugin, None)),
+            Err(e) => Err(e.to_string()),
+        };
+        found.insert(name, result);
+    }
     let mut problems = Vec::new();
     for view_type in catalog.types() {
         let Transformation::Plugin { plugin, config, checksum } = &view_type.transformation else { continue };
@@ -888,42 +909,51 @@ pub async fn check_plugins(runtime: &Runtime, catalog: &Catalog) -> Vec<Diagnost
         let uses = std::iter::once((plugin, runtime::World::Transformation))
             .chain(checksum.iter().map(|name| (name, runtime::World::Checksum)));
         for (name, world) in uses {
-            if !loaded.contains_key(name) {
-                let result = match catalog.plugins.get(name) {
-                    // A plugin not built yet is the caller's to report, once.
-                    Some(decl) if !decl.file.exists() => continue,
-                    Some(decl) => load_plugin(runtime, catalog, decl).await.map_err(|e| e.to_string()),
-                    None => Err(format!("plugin {name} is not declared")),
-                };
-                loaded.insert(name.clone(), result);
-            }
-            let plugin = match &loaded[name] {
-                Ok(plugin) => plugin,
-                Err(message) => {
+            let (plugin, info) = match found.get(name.as_str()) {
+                None => continue,
+                Some(Err(message)) => {
                     problems.push(problem(message.clone()));
                     continue;
                 }
+                Some(Ok(found)) => found,
             };
             if plugin.world() != world {
                 problems.push(problem(format!("{name} is a {} plugin, not a {world} plugin", plugin.world())));
                 continue;
             }
-            if world != runtime::World::Transformation {
-                continue;
-            }
             let keys: Vec<(String, String)> = config.iter().map(|(k, v)| (k.clone(), v.source().to_string())).collect();
-            match plugin.describe().await.map(|report| report.result) {
-                Ok(Ok(info)) => {
+            match info {
+                Some(Ok(info)) if world == runtime::World::Transformation => {
                     if let Err(message) = info.check_config(&keys) {
                         problems.push(problem(message));
                     }
                 }
-                Ok(Err(failure)) => problems.push(problem(format!("{name}'s describe failed: {failure}"))),
-                Err(e) => problems.push(problem(e.to_string())),
+                Some(Err(message)) if world == runtime::World::Transformation => {
+                    problems.push(problem(message.clone()))
+                }
+                _ => {}
             }
         }
     }
-    problems
+    let loaded = found.into_iter().filter_map(|(name, result)| Some((name.to_string(), result.ok()?.0))).collect();
+    PluginCheck { problems, loaded }
+}
+
+/// A loaded plugin and, for a transformation, what its describe said.
+type Found = (Plugin, Option<Result<runtime::PluginInfo, String>>);
+
+/// The plugins the view types use: transformations and checksums.
+fn used_plugins(catalog: &Catalog) -> std::collections::BTreeSet<&str> {
+    catalog
+        .types()
+        .iter()
+        .filter_map(|t| match &t.transformation {
+            Transformation::Plugin { plugin, checksum, .. } => Some([Some(plugin.as_str()), checksum.as_deref()]),
+            Transformation::External => None,
+        })
+        .flatten()
+        .flatten()
+        .collect()
 }
 
 /// Loads a declared plugin with the limits the project gives it.
