@@ -244,9 +244,9 @@ impl Listeners {
     /// how a run shows listener lag).
     pub fn lag_probe(&self) -> impl Fn() -> u64 + Send + 'static {
         let progress: Vec<watch::Receiver<Progress>> = self.progress.iter().map(|(_, p)| p.clone()).collect();
-        let store = self.store.clone();
+        let appended = self.store.subscribe();
         move || {
-            let next = store.next_sequence().unwrap_or(0);
+            let next = *appended.borrow();
             progress
                 .iter()
                 .map(|p| *p.borrow())

@@ -47,8 +47,9 @@ impl From<sled::Error> for Error {
     }
 }
 
-/// What the metastore remembers of one view.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// What the metastore remembers of one view; the default is a view it has
+/// never seen.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ViewRecord {
     pub state: ViewState,
     /// Of the transformation logic it was last materialized with.
@@ -61,26 +62,6 @@ pub struct ViewRecord {
     /// Materialized while some dependencies had failed.
     pub errors: bool,
     pub last_error: Option<String>,
-}
-
-impl ViewRecord {
-    /// A view the metastore has never seen.
-    pub fn new() -> Self {
-        ViewRecord {
-            state: ViewState::Receive,
-            version_checksum: None,
-            timestamp: None,
-            incomplete: false,
-            errors: false,
-            last_error: None,
-        }
-    }
-}
-
-impl Default for ViewRecord {
-    fn default() -> Self {
-        ViewRecord::new()
-    }
 }
 
 /// An event to append; the metastore gives it its sequence number.
@@ -155,7 +136,6 @@ pub enum SchemaChange {
 }
 
 pub struct Metastore {
-    path: PathBuf,
     db: sled::Db,
     meta: sled::Tree,
     schemas: sled::Tree,
@@ -230,7 +210,6 @@ impl Metastore {
         let db = sled::Config::new().path(dir).mode(sled::Mode::HighThroughput).open().map_err(|e| open_error(&e))?;
         let tree = |name: &str| db.open_tree(name).map_err(|e| open_error(&e));
         let store = Metastore {
-            path: dir.to_path_buf(),
             meta: tree("meta")?,
             schemas: tree("schemas")?,
             views: tree("views")?,
@@ -261,10 +240,6 @@ impl Metastore {
     /// after every commit that appended events, once they are durable.
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.appended.subscribe()
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     /// The recorded schema checksum of a view type.
@@ -501,7 +476,7 @@ mod tests {
             state: ViewState::Materialized,
             version_checksum: Some("v1".into()),
             timestamp: Some(timestamp),
-            ..ViewRecord::new()
+            ..ViewRecord::default()
         }
     }
 

@@ -271,15 +271,7 @@ impl<'c> Scheduler<'c> {
             let slot = &mut self.slots[id.0 as usize];
             let (state, actions) = transition(slot.record.state, &Event::Invalidate);
             // Refused or not, an application of the state machine is an event.
-            commit.events.push(NewEvent {
-                view: slot.url.clone(),
-                previous: slot.record.state,
-                current: state,
-                actions: actions.iter().map(|action| action.name().into()).collect(),
-                time: now_millis(),
-                run_id: None,
-                error: None,
-            });
+            commit.events.push(new_event(&slot.url, slot.record.state, state, &actions, None, None));
             if let Some(Action::Refuse { reason }) = actions.first() {
                 refused.push((id, reason.clone()));
                 continue;
@@ -460,8 +452,8 @@ impl<'c> Scheduler<'c> {
                                 matches!(self.lattice.view_type(id).transformation, Transformation::External);
                             // External data is as new as its done flag, however it was recorded.
                             let flag_time =
-                                if external { mtime_millis(&self.lattice.done_flag_path(id)) } else { None };
-                            let timestamp = slot.produced_at.take().or(flag_time).unwrap_or_else(now_millis);
+                                || if external { mtime_millis(&self.lattice.done_flag_path(id)) } else { None };
+                            let timestamp = slot.produced_at.take().or_else(flag_time).unwrap_or_else(now_millis);
                             let settled = slot.settled.unwrap_or(Settled {
                                 all_no_data: false,
                                 some_no_data: false,
@@ -529,15 +521,7 @@ impl<'c> Scheduler<'c> {
                 }
                 // Every application of the state machine is an event, "asked
                 // and found up to date" included: listeners see all of it.
-                commit.events.push(NewEvent {
-                    view: url,
-                    previous,
-                    current: state,
-                    actions: actions.iter().map(|action| action.name().into()).collect(),
-                    time: now_millis(),
-                    run_id: Some(shared_run_id.clone()),
-                    error,
-                });
+                commit.events.push(new_event(&url, previous, state, &actions, Some(&shared_run_id), error));
                 deferred.push((id, actions));
             }
             // ...commit them durably...
@@ -626,10 +610,25 @@ impl<'c> Scheduler<'c> {
         // Idle views are most of an unchanged run: they are counted, not
         // listed, named or written one by one.
         let idle = flows.values().filter(|s| **s == FlowStatus::Idle).count();
+        // What a successful view was flagged with is in its slot, as committed.
+        let (mut incomplete, mut with_errors) = (Vec::new(), Vec::new());
+        for (id, status) in &flows {
+            let slot = &self.slots[id.0 as usize];
+            if *status == FlowStatus::Successful {
+                if slot.record.incomplete {
+                    incomplete.push(slot.url.to_string());
+                }
+                if slot.record.errors {
+                    with_errors.push(slot.url.to_string());
+                }
+            }
+        }
+        incomplete.sort();
+        with_errors.sort();
         let mut flows: Vec<(String, FlowStatus)> = flows
             .into_iter()
             .filter(|(_, s)| *s != FlowStatus::Idle)
-            .map(|(id, s)| (self.lattice.url_path(id), s))
+            .map(|(id, s)| (self.slots[id.0 as usize].url.to_string(), s))
             .collect();
         flows.sort_by(|a, b| a.0.cmp(&b.0));
         let commit = Commit {
@@ -639,21 +638,6 @@ impl<'c> Scheduler<'c> {
         };
         self.store.commit(&commit)?;
         failures.sort();
-        let mut incomplete = Vec::new();
-        let mut with_errors = Vec::new();
-        for (view, status) in &flows {
-            if *status != FlowStatus::Successful {
-                continue;
-            }
-            if let Some(record) = self.store.view(view)? {
-                if record.incomplete {
-                    incomplete.push(view.clone());
-                }
-                if record.errors {
-                    with_errors.push(view.clone());
-                }
-            }
-        }
         Ok(RunSummary { id: run_id, flows, idle, failures, incomplete, with_errors, stopped, termination })
     }
 
@@ -1010,6 +994,26 @@ async fn run_plugin(
             staging.discard(&dir);
             Err((failure.is_retryable(), format!("{} ({:?})", failure.message, failure.kind)))
         }
+    }
+}
+
+/// The event of one application of the state machine, now.
+fn new_event(
+    view: &Arc<str>,
+    previous: ViewState,
+    current: ViewState,
+    actions: &[Action],
+    run_id: Option<&Arc<str>>,
+    error: Option<String>,
+) -> NewEvent {
+    NewEvent {
+        view: view.clone(),
+        previous,
+        current,
+        actions: actions.iter().map(|action| action.name().into()).collect(),
+        time: now_millis(),
+        run_id: run_id.cloned(),
+        error,
     }
 }
 
