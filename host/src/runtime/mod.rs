@@ -229,7 +229,6 @@ impl Runtime {
     /// cache), finds its world and pre-instantiates it, which checks every
     /// import and export once so that calls cannot fail on linking.
     pub async fn load(&self, name: &str, bytes: Vec<u8>) -> Result<Plugin, Error> {
-        let started = Instant::now();
         let content_hash = blake3::hash(&bytes);
         let runtime = self.clone();
         let compiled = tokio::task::spawn_blocking(move || {
@@ -264,7 +263,6 @@ impl Runtime {
                 world,
                 exports,
                 provenance,
-                load_time: started.elapsed(),
                 pre,
                 engine: engine.clone(),
                 stores: self.inner.stores.clone(),
@@ -298,7 +296,6 @@ struct PluginInner {
     world: World,
     exports: Vec<String>,
     provenance: Provenance,
-    load_time: Duration,
     pre: Pre,
     engine: Engine,
     stores: Arc<tokio::sync::Semaphore>,
@@ -516,11 +513,6 @@ impl Plugin {
         self.inner.provenance
     }
 
-    /// How long loading took: compiling, or reading the cache, plus linking.
-    pub fn load_time(&self) -> Duration {
-        self.inner.load_time
-    }
-
     pub fn limits(&self) -> Limits {
         self.limits
     }
@@ -546,29 +538,25 @@ impl Plugin {
     pub async fn describe(&self) -> Result<CallReport<PluginInfo>, Error> {
         let mut store = self.store(&[], true).await?;
         let started = Instant::now();
-        let result = match &self.inner.pre {
-            Pre::Transformation(pre) => {
-                let call = async {
-                    let instance = pre.instantiate_async(&mut store).await.map_err(Phase::Instantiate)?;
-                    instance.trellis_plugin_transform().call_describe(&mut store).await.map_err(Phase::Call)
-                };
-                tokio::time::timeout(self.limits.deadline + GRACE, call).await
+        let store_ref = &mut store;
+        let call = async {
+            match &self.inner.pre {
+                Pre::Transformation(pre) => {
+                    let instance = pre.instantiate_async(&mut *store_ref).await.map_err(Phase::Instantiate)?;
+                    instance.trellis_plugin_transform().call_describe(&mut *store_ref).await
+                }
+                Pre::Checksum(pre) => {
+                    let instance = pre.instantiate_async(&mut *store_ref).await.map_err(Phase::Instantiate)?;
+                    instance.trellis_plugin_version_checksum().call_describe(&mut *store_ref).await
+                }
+                Pre::Listener(pre) => {
+                    let instance = pre.instantiate_async(&mut *store_ref).await.map_err(Phase::Instantiate)?;
+                    instance.trellis_plugin_events().call_describe(&mut *store_ref).await
+                }
             }
-            Pre::Checksum(pre) => {
-                let call = async {
-                    let instance = pre.instantiate_async(&mut store).await.map_err(Phase::Instantiate)?;
-                    instance.trellis_plugin_version_checksum().call_describe(&mut store).await.map_err(Phase::Call)
-                };
-                tokio::time::timeout(self.limits.deadline + GRACE, call).await
-            }
-            Pre::Listener(pre) => {
-                let call = async {
-                    let instance = pre.instantiate_async(&mut store).await.map_err(Phase::Instantiate)?;
-                    instance.trellis_plugin_events().call_describe(&mut store).await.map_err(Phase::Call)
-                };
-                tokio::time::timeout(self.limits.deadline + GRACE, call).await
-            }
+            .map_err(Phase::Call)
         };
+        let result = tokio::time::timeout(self.limits.deadline + GRACE, call).await;
         Ok(report(&store, started, self.limits, result, |info| Ok(PluginInfo::from(info))))
     }
 

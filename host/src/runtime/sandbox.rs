@@ -135,11 +135,7 @@ impl WasiView for Sandbox {
 /// `message`, cut at [`MESSAGE_LIMIT`] bytes on a character boundary.
 pub(crate) fn bounded(mut message: String) -> String {
     if message.len() > MESSAGE_LIMIT {
-        let mut end = MESSAGE_LIMIT;
-        while !message.is_char_boundary(end) {
-            end -= 1;
-        }
-        message.truncate(end);
+        message.truncate(message.floor_char_boundary(MESSAGE_LIMIT));
         message.push_str("… (truncated)");
     }
     message
