@@ -323,9 +323,17 @@ impl Dataset {
     /// `[yyyy, MM, dd]` for daily, plus `HH` for hourly and `mm` for minutely datasets. Note that an hourly or
     /// minutely dataset in a timezone with DST has two instances with the same components in the repeated hour.
     pub fn path_components(&self, instance: DateTime<Utc>) -> Vec<String> {
-        let mut values = self.template_values(instance).map(|(_, value)| value).to_vec();
-        values.truncate(self.frequency.unit.depth());
-        values
+        // Only as many fields as the frequency needs: this renders every
+        // URL and data path.
+        let local = instance.with_timezone(&self.timezone);
+        let fields =
+            [local.year(), local.month() as i32, local.day() as i32, local.hour() as i32, local.minute() as i32];
+        fields
+            .iter()
+            .take(self.frequency.unit.depth())
+            .enumerate()
+            .map(|(i, n)| if i == 0 { format!("{n:04}") } else { format!("{n:02}") })
+            .collect()
     }
 
     /// The URI-template variables of `instance` in local time, zero-padded like Oozie:
@@ -661,28 +669,12 @@ fn suggest(name: &str) -> Option<String> {
         .map(|tz| {
             let candidate = tz.name().to_ascii_lowercase();
             let city = candidate.rsplit('/').next().unwrap_or(&candidate);
-            let distance = edit_distance(&wanted, &candidate).min(edit_distance(&wanted, city));
+            let distance = strsim::levenshtein(&wanted, &candidate).min(strsim::levenshtein(&wanted, city));
             (distance, tz.name())
         })
         .filter(|(distance, _)| *distance <= tolerance)
         .min()
         .map(|(_, name)| name.to_owned())
-}
-
-/// Levenshtein distance; only used on the error path.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let substitution = diagonal + usize::from(ca != *cb);
-            diagonal = row[j + 1];
-            row[j + 1] = substitution.min(row[j] + 1).min(diagonal + 1);
-        }
-    }
-    row[b.len()]
 }
 
 #[cfg(test)]

@@ -80,9 +80,9 @@ pub fn on_disk(lattice: &Lattice<'_>, view: &ResolvedView) -> bool {
 }
 
 /// A view that is about to be interned, as `latest()` sees it.
-pub struct ResolvedView {
+pub struct ResolvedView<'a> {
     pub view_type: ViewTypeId,
-    pub params: Vec<String>,
+    pub params: &'a [String],
     pub instance: i64,
 }
 
@@ -294,17 +294,15 @@ impl<'c> Lattice<'c> {
                 }
                 (TimeSelection::Current { .. } | TimeSelection::All, None, Some(_)) => Vec::new(),
                 (TimeSelection::Latest(n), _, Some(theirs)) => {
-                    let mut found = Vec::new();
                     for params in &tuples {
                         let exists = |instance: i64| {
-                            let view = ResolvedView { view_type: target.id, params: params.clone(), instance };
+                            let view = ResolvedView { view_type: target.id, params, instance };
                             (resolution.exists)(self, &view)
                         };
                         if let Some(instance) = theirs.latest_index(resolution.evaluation_time, n, exists) {
-                            found.push((params.clone(), instance));
+                            out.push((origin, target.id, params.clone(), instance));
                         }
                     }
-                    out.extend(found.into_iter().map(|(params, instance)| (origin, target.id, params, instance)));
                     continue;
                 }
             };
@@ -413,7 +411,7 @@ impl<'c> Lattice<'c> {
 
     /// The done flag of a view that is being resolved, for `latest()`.
     pub fn done_flag_path_of(&self, view: &ResolvedView) -> PathBuf {
-        self.render_done_flag(self.catalog.get(view.view_type), &view.params, view.instance)
+        self.render_done_flag(self.catalog.get(view.view_type), view.params, view.instance)
     }
 
     fn render_done_flag(&self, view_type: &ViewType, params: &[impl AsRef<str>], instance: i64) -> PathBuf {
