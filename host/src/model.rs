@@ -1,7 +1,14 @@
 //! Vocabulary shared by the metastore, the scheduler, the runtime and the
-//! API: plain data, no logic, no I/O.
+//! API: plain data and the names it is written with; no I/O.
 
 use std::fmt;
+
+/// The name a unit variant is written with (`SUCCESSFUL`, `DEFAULT`,
+/// `stack-overflow`), from its serde attributes: one spelling for JSON,
+/// the metastore and the text the CLI prints.
+pub fn wire_name(value: &impl serde::Serialize) -> String {
+    serde_json::to_value(value).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
+}
 
 /// A view's scheduling state. It outlives runs and is kept in the metastore.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]

@@ -111,12 +111,12 @@ impl ConfigValue {
         fn walk(e: &Expression, parameters: &[&str], dependencies: &[&str], timed: bool) -> Result<(), String> {
             match e {
                 Expression::Parameter(name) if !parameters.contains(&name.as_str()) => {
-                    Err(format!("`{name}` is not a parameter (parameters: {})", list(parameters)))
+                    Err(format!("`{name}` is not a parameter (parameters: {})", super::names_or_none(parameters)))
                 }
                 Expression::Call(Function::DataIn, args) => match args.as_slice() {
                     [Expression::Text(name)] if !dependencies.contains(&name.as_str()) => Err(format!(
                         "dataIn('{name}'): no dependency is named `{name}` (dependencies: {})",
-                        list(dependencies)
+                        super::names_or_none(dependencies)
                     )),
                     [Expression::Text(_)] => Ok(()),
                     _ => Err("dataIn takes a dependency name in quotes, e.g. dataIn('orders')".into()),
@@ -144,10 +144,6 @@ impl ConfigValue {
         }
         Ok(out)
     }
-}
-
-fn list(names: &[&str]) -> String {
-    if names.is_empty() { "none".into() } else { names.join(", ") }
 }
 
 /// The `}` that closes `${`, skipping braces inside quotes.

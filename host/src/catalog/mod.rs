@@ -244,6 +244,16 @@ pub fn canonical_value(kind: ParameterKind, value: &str) -> Result<String, &'sta
     }
 }
 
+/// `; did you mean `x`?` for the candidate closest to `name`, or nothing.
+pub fn did_you_mean<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> String {
+    closest(name, candidates).first().map(|best| format!("; did you mean `{best}`?")).unwrap_or_default()
+}
+
+/// Names as a comma-separated list, or `none`.
+pub fn names_or_none<S: AsRef<str>>(names: &[S]) -> String {
+    if names.is_empty() { "none".to_string() } else { names.iter().map(AsRef::as_ref).collect::<Vec<_>>().join(", ") }
+}
+
 /// Up to three of `candidates` that look like `name`, best first.
 pub fn closest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
     let mut scored: Vec<(f64, &str)> = candidates

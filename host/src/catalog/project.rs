@@ -16,7 +16,7 @@ use super::time::{Dataset, Frequency};
 use super::{
     Binding, Catalog, Dependency, EvaluationTime, EventSettings, Field, ListenerDecl, MONITOR, PROJECT_FILE, Parameter,
     ParameterKind, PluginDecl, Settings, TIME_VARIABLES, TimeSelection, Transformation, ViewType, ViewTypeId,
-    canonical_value, closest,
+    canonical_value, closest, did_you_mean, names_or_none,
 };
 
 /// One problem in the project file, with its line when known.
@@ -442,8 +442,7 @@ impl Checker<'_> {
             // cannot be loaded is skipped when scheduling starts, not fatal.
             let plugin = listener.plugin.get_ref();
             if !plugins.contains_key(plugin) {
-                let hint = closest(plugin, plugins.keys().map(String::as_str));
-                let hint = hint.first().map(|h| format!("; did you mean `{h}`?")).unwrap_or_default();
+                let hint = did_you_mean(plugin, plugins.keys().map(String::as_str));
                 self.error(
                     listener.plugin.span().start,
                     format!("listener `{name}`: plugin `{plugin}` is not declared in [plugins]{hint}"),
@@ -522,8 +521,7 @@ impl Checker<'_> {
         for field in &raw.fields {
             let f = field.get_ref();
             if !FIELD_KINDS.contains(&f.kind.as_str()) {
-                let hint = closest(&f.kind, FIELD_KINDS.iter().copied());
-                let hint = hint.first().map(|h| format!("; did you mean `{h}`?")).unwrap_or_default();
+                let hint = did_you_mean(&f.kind, FIELD_KINDS.iter().copied());
                 self.error(
                     field.span().start,
                     format!(
@@ -570,8 +568,7 @@ impl Checker<'_> {
                 let offset = transformation.span().start;
                 for plugin in std::iter::once(&t.plugin).chain(&t.checksum) {
                     if plugin != "noop" && !plugins.contains_key(plugin) {
-                        let hint = closest(plugin, plugins.keys().map(String::as_str));
-                        let hint = hint.first().map(|h| format!("; did you mean `{h}`?")).unwrap_or_default();
+                        let hint = did_you_mean(plugin, plugins.keys().map(String::as_str));
                         self.error(offset, format!("{name}: plugin `{plugin}` is not declared in [plugins]{hint}"));
                     }
                 }
@@ -790,7 +787,7 @@ impl Checker<'_> {
         for (key, binding) in &raw_bindings {
             if !target_parameters.iter().any(|(name, _)| name == key) {
                 let known: Vec<&str> = target_parameters.iter().map(|(name, _)| *name).collect();
-                let known = if known.is_empty() { "none".to_string() } else { known.join(", ") };
+                let known = names_or_none(&known);
                 self.error(
                     bindings_at,
                     format!("{context}: {target_name} has no parameter `{key}` (its parameters: {known})"),

@@ -259,7 +259,7 @@ pub(super) fn runs(args: &RunsArgs) -> anyhow::Result<Status> {
                     run.termination.as_deref().unwrap_or("running or interrupted")
                 );
                 for (view, status) in flows {
-                    println!("  {:<22} {view}", serde_json::to_value(status)?.as_str().unwrap_or_default());
+                    println!("  {:<22} {view}", crate::model::wire_name(&status));
                 }
             }
         }

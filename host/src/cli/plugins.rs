@@ -240,8 +240,7 @@ fn print_failure(file: &Path, call: &str, failure: &crate::runtime::Failure, jso
     if json {
         println!("{}", serde_json::json!({ "failure": failure }));
     } else {
-        let kind =
-            serde_json::to_value(failure.kind).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+        let kind = crate::model::wire_name(&failure.kind);
         eprintln!("{}: {call} failed ({kind}): {failure}", file.display());
     }
     Status::Failed

@@ -7,7 +7,7 @@ use clap::Args;
 use super::Status;
 use super::catalog::{ProjectArgs, load};
 use crate::listeners::Listeners;
-use crate::model::FlowStatus;
+use crate::model::{FlowStatus, wire_name};
 use crate::runtime::Runtime;
 use crate::scheduler::{Mode, Scheduler};
 
@@ -46,10 +46,6 @@ fn parse_mode(text: &str) -> Result<Mode, String> {
     serde_json::from_value(serde_json::Value::from(text.to_ascii_uppercase())).map_err(|_| {
         format!("`{text}` is not a mode (DEFAULT, RESET_TRANSFORMATION_CHECKSUMS, RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS, TRANSFORM_ONLY, SET_ONLY)")
     })
-}
-
-fn status_name(status: FlowStatus) -> String {
-    serde_json::to_value(status).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
 }
 
 pub(super) async fn materialize(args: &MaterializeArgs, runtime: &Runtime) -> anyhow::Result<Status> {
@@ -134,7 +130,7 @@ fn print_summary(summary: &crate::scheduler::RunSummary, json: bool) -> anyhow::
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         for (view, status) in &summary.flows {
-            println!("{:<22} {view}", status_name(*status));
+            println!("{:<22} {view}", wire_name(status));
         }
         for view in &summary.incomplete {
             println!("incomplete (a dependency has no data): {view}");
@@ -155,7 +151,7 @@ fn print_summary(summary: &crate::scheduler::RunSummary, json: bool) -> anyhow::
         .into_iter()
         .map(|status| (status, summary.count(status)))
         .filter(|(_, n)| *n > 0)
-        .map(|(status, n)| format!("{n} {}", status_name(status).to_lowercase()))
+        .map(|(status, n)| format!("{n} {}", wire_name(&status).to_lowercase()))
         .collect();
         let n = summary.views();
         println!("{n} view{}: {}", if n == 1 { "" } else { "s" }, counts.join(", "));

@@ -498,7 +498,7 @@ fn parse_values(view_type: &ViewType, values: &[String]) -> Result<(Vec<String>,
         return Err(Error::WrongArity {
             view_type: view_type.name.clone(),
             expected,
-            names: if names.is_empty() { "none".into() } else { names.join(", ") },
+            names: crate::catalog::names_or_none(&names),
             given: values.len(),
             values: values.join("/"),
         });

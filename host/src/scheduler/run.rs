@@ -398,7 +398,7 @@ impl<'c> Scheduler<'c> {
         let run = RunRecord {
             id: run_id.clone(),
             pattern: pattern_text.to_string(),
-            mode: serde_json::to_value(mode).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
+            mode: crate::model::wire_name(&mode),
             started: now_millis(),
             finished: None,
             termination: None,
