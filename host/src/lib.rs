@@ -3,6 +3,7 @@
 //!
 //! See ARCHITECTURE.md for the map of modules and their invariants.
 
+pub mod api;
 pub mod bundled;
 pub mod catalog;
 pub mod cli;

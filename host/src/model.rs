@@ -11,7 +11,7 @@ pub fn wire_name(value: &impl serde::Serialize) -> String {
 }
 
 /// A view's scheduling state. It outlives runs and is kept in the metastore.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ViewState {
     /// Where every view starts.
@@ -50,6 +50,27 @@ impl ViewState {
             ViewState::Failed => "failed",
         }
     }
+}
+
+impl std::str::FromStr for ViewState {
+    type Err = String;
+
+    /// A state by its name; the error lists the states.
+    fn from_str(text: &str) -> Result<ViewState, String> {
+        ViewState::ALL.into_iter().find(|s| s.as_str() == text).ok_or_else(|| {
+            let names: Vec<&str> = ViewState::ALL.iter().map(|s| s.as_str()).collect();
+            format!("`{text}` is not a state ({})", names.join(", "))
+        })
+    }
+}
+
+/// A filter on views' URL paths: a regular expression, with a size limit so
+/// that a hostile one cannot take the process's memory.
+pub fn view_filter(text: &str) -> Result<regex::Regex, String> {
+    regex::RegexBuilder::new(text).size_limit(1 << 20).build().map_err(|e| {
+        let reason = e.to_string().lines().rfind(|line| !line.trim().is_empty()).unwrap_or_default().trim().to_string();
+        format!("`{text}` is not a usable regular expression: {reason}")
+    })
 }
 
 impl fmt::Display for ViewState {

@@ -35,21 +35,14 @@ pub(super) struct ViewsArgs {
     #[arg(long, short = 'd')]
     deps: bool,
     /// Only views in this scheduling state (receive, invalidated, no-data, materialized, failed)
-    #[arg(long, short = 's', value_name = "STATE", value_parser = parse_state)]
+    #[arg(long, short = 's', value_name = "STATE", value_parser = str::parse::<ViewState>)]
     status: Option<ViewState>,
     /// Only views whose URL path matches this regular expression
-    #[arg(long, short = 'f', value_name = "REGEX")]
+    #[arg(long, short = 'f', value_name = "REGEX", value_parser = crate::model::view_filter)]
     filter: Option<regex::Regex>,
     /// Only count the views per state
     #[arg(long, short = 'o')]
     overview: bool,
-}
-
-fn parse_state(text: &str) -> Result<ViewState, String> {
-    ViewState::ALL.into_iter().find(|s| s.as_str() == text).ok_or_else(|| {
-        let names: Vec<&str> = ViewState::ALL.iter().map(|s| s.as_str()).collect();
-        format!("`{text}` is not a state ({})", names.join(", "))
-    })
 }
 
 #[derive(Debug, Args)]

@@ -10,6 +10,7 @@ mod demo;
 mod listeners;
 mod plugins;
 mod schedule;
+mod serve;
 mod stop;
 
 use std::path::PathBuf;
@@ -59,6 +60,8 @@ enum Command {
     Stop(stop::StopArgs),
     /// Show the listeners, their status and lag; `enable NAME` re-enables one
     Listeners(listeners::ListenersArgs),
+    /// Run the scheduler, the listeners and the HTTP API until SIGINT or SIGTERM
+    Serve(serve::ServeArgs),
 }
 
 /// How a command ended, beyond errors (which exit with 2).
@@ -99,6 +102,7 @@ impl Cli {
             Command::Runs(args) => catalog::runs(&args),
             Command::Stop(args) => stop::stop(&args),
             Command::Listeners(args) => listeners::run(&args),
+            Command::Serve(args) => serve::serve(&args, &runtime()?).await,
         }
     }
 }
@@ -110,12 +114,24 @@ fn default_cache_dir() -> Option<PathBuf> {
         .or_else(|| env("HOME").map(|dir| dir.join(".cache").join("trellis")))
 }
 
-/// Logs go to stderr. `TRELLIS_LOG` takes a tracing filter; by default
-/// plugins' own messages are shown at info and trellis's at warn.
-pub fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("TRELLIS_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,trellis::plugin=info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+impl Cli {
+    /// Logs go to stderr. `TRELLIS_LOG` takes a tracing filter; by default
+    /// plugins' own messages are shown at info and trellis's at warn (a
+    /// server's at info). `serve --log-format json` writes JSON lines.
+    pub fn init_logging(&self) {
+        let (json, default) = match &self.command {
+            Command::Serve(args) => (args.log_format == "json", "info"),
+            _ => (false, "warn,trellis::plugin=info"),
+        };
+        let filter = tracing_subscriber::EnvFilter::try_from_env("TRELLIS_LOG")
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+        let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+        if json {
+            builder.json().init();
+        } else {
+            builder.with_target(false).init();
+        }
+    }
 }
 
 /// Parses `KEY=VALUE` (configuration) arguments.

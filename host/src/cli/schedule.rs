@@ -19,7 +19,7 @@ pub(super) struct MaterializeArgs {
     #[arg(long, short = 'v', value_name = "PATTERN")]
     views: String,
     /// DEFAULT, RESET_TRANSFORMATION_CHECKSUMS, RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS, TRANSFORM_ONLY or SET_ONLY
-    #[arg(long, default_value = "DEFAULT", value_parser = parse_mode)]
+    #[arg(long, default_value = "DEFAULT", value_parser = str::parse::<Mode>)]
     mode: Mode,
 }
 
@@ -40,12 +40,6 @@ pub(super) struct PlanArgs {
     project: ProjectArgs,
     #[arg(long, short = 'v', value_name = "PATTERN")]
     views: String,
-}
-
-fn parse_mode(text: &str) -> Result<Mode, String> {
-    serde_json::from_value(serde_json::Value::from(text.to_ascii_uppercase())).map_err(|_| {
-        format!("`{text}` is not a mode (DEFAULT, RESET_TRANSFORMATION_CHECKSUMS, RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS, TRANSFORM_ONLY, SET_ONLY)")
-    })
 }
 
 pub(super) async fn materialize(args: &MaterializeArgs, runtime: &Runtime) -> anyhow::Result<Status> {

@@ -95,6 +95,9 @@ pub struct RunRecord {
     pub started: i64,
     pub finished: Option<i64>,
     pub termination: Option<String>,
+    /// Views found up to date: counted, not listed among the flows.
+    #[serde(default)]
+    pub idle: usize,
 }
 
 /// Everything one step of the scheduler writes, applied atomically.
@@ -498,6 +501,7 @@ mod tests {
                     started: 1,
                     finished: None,
                     termination: None,
+                    idle: 0,
                 }],
                 flows: vec![("r1".into(), "s.d/Daily/A/2015/05/01".into(), FlowStatus::Successful)],
             };

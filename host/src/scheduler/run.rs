@@ -13,6 +13,8 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::{Semaphore, mpsc};
 
 use super::publish::Staging;
+use super::service::{Control, QueuedRun, Request};
+use super::table::{Running, SharedTable, Table, ViewRow};
 use super::transition::{Action, Event, Facts, Freshness, Mode, Reason, Settled, freshness, transition};
 use crate::catalog::{Catalog, Diagnostic, PluginDecl, Transformation, ViewTypeId, pattern};
 use crate::lattice::{self, Lattice, Resolution, ViewId};
@@ -36,6 +38,8 @@ pub enum Error {
     Checksum { name: String, view_type: String, message: String },
     #[error("{0}")]
     Io(String),
+    #[error("the server is shutting down and accepts no new runs")]
+    Closing,
 }
 
 /// The outcome of one run, for the CLI's summary.
@@ -128,6 +132,25 @@ pub struct Scheduler<'c> {
     retry_backoff: Duration,
     progress: Option<Box<dyn FnMut(Progress) + Send>>,
     run_started: Option<Box<Announce>>,
+    /// The live view for readers, once shared (a service shares it).
+    table: Option<SharedTable>,
+    /// Runs accepted by the service, not started yet.
+    pub(super) queued: VecDeque<QueuedRun>,
+}
+
+/// A transformation limit and its semaphore, for showing permits in use.
+#[derive(Clone)]
+pub struct Permits {
+    /// A plugin's name, or `*` for the global limit.
+    pub plugin: String,
+    pub limit: usize,
+    pub semaphore: Arc<Semaphore>,
+}
+
+impl Permits {
+    pub fn in_use(&self) -> usize {
+        self.limit.saturating_sub(self.semaphore.available_permits())
+    }
 }
 
 /// Told each run's id as the run starts.
@@ -140,6 +163,22 @@ pub struct Progress {
     pub settled: usize,
     pub known: usize,
     pub running: usize,
+}
+
+/// Completes at `deadline`, or never.
+async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The next request, or never when there is no one to ask.
+async fn next_request(requests: &mut Option<&mut mpsc::UnboundedReceiver<Request>>) -> Option<Request> {
+    match requests {
+        Some(requests) => requests.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 fn now_millis() -> i64 {
@@ -214,6 +253,8 @@ impl<'c> Scheduler<'c> {
             retry_backoff: Duration::from_millis(100),
             progress: None,
             run_started: None,
+            table: None,
+            queued: VecDeque::new(),
         })
     }
 
@@ -226,6 +267,23 @@ impl<'c> Scheduler<'c> {
     /// so that another process can find and stop it.
     pub fn on_run_started(&mut self, announce: impl FnMut(&str) + Send + 'static) {
         self.run_started = Some(Box::new(announce));
+    }
+
+    /// The global transformation limit, then each plugin's.
+    pub fn permits(&self) -> Vec<Permits> {
+        let global =
+            Permits { plugin: "*".into(), limit: self.catalog.settings.concurrency, semaphore: self.global.clone() };
+        let mut plugins: Vec<Permits> = self
+            .per_plugin
+            .iter()
+            .map(|(name, semaphore)| Permits {
+                plugin: name.clone(),
+                limit: self.catalog.plugins[name].concurrency.unwrap_or(self.catalog.settings.concurrency),
+                semaphore: semaphore.clone(),
+            })
+            .collect();
+        plugins.sort_by(|a, b| a.plugin.cmp(&b.plugin));
+        std::iter::once(global).chain(plugins).collect()
     }
 
     /// The metastore, shared with the listeners that follow its event log.
@@ -256,7 +314,69 @@ impl<'c> Scheduler<'c> {
             slot.record = record;
             slot.url = url;
         }
+        self.publish_views((known..self.slots.len()).map(|index| ViewId(index as u32)));
         Ok(addressed)
+    }
+
+    /// Shares a live table of the views, runs and transformations for
+    /// readers that must not wait for the loop.
+    pub fn share_table(&mut self) -> SharedTable {
+        let table = self.table.get_or_insert_with(SharedTable::default).clone();
+        self.publish_views(self.lattice.ids());
+        table
+    }
+
+    /// Copies the views' slots into the shared table, adding rows for new views.
+    fn publish_views(&self, ids: impl IntoIterator<Item = ViewId>) {
+        let Some(table) = &self.table else { return };
+        let mut table = table.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        for id in ids {
+            let slot = &self.slots[id.0 as usize];
+            let index = id.0 as usize;
+            if index >= table.views.len() {
+                table.views.resize_with(index + 1, || ViewRow {
+                    url: "".into(),
+                    view_type: "".into(),
+                    state: ViewState::Receive,
+                    timestamp: None,
+                    incomplete: false,
+                    errors: false,
+                    last_error: None,
+                    dependencies: Box::default(),
+                    data_path: PathBuf::new(),
+                });
+            }
+            let row = &mut table.views[index];
+            if row.url.is_empty() {
+                row.url = slot.url.clone();
+                row.view_type = self.lattice.view_type(id).name.as_str().into();
+                row.dependencies = self.lattice.dependencies(id).iter().map(|d| d.0).collect();
+                row.data_path = self.lattice.data_path(id);
+            }
+            row.state = slot.record.state;
+            row.timestamp = slot.record.timestamp;
+            row.incomplete = slot.record.incomplete;
+            row.errors = slot.record.errors;
+            if row.last_error != slot.record.last_error {
+                row.last_error = slot.record.last_error.clone();
+            }
+        }
+    }
+
+    fn with_table(&self, change: impl FnOnce(&mut Table)) {
+        if let Some(table) = &self.table {
+            change(&mut table.write().unwrap_or_else(|poisoned| poisoned.into_inner()));
+        }
+    }
+
+    pub(super) fn publish_queue(&self) {
+        let queued: Vec<String> = self.queued.iter().map(|queued| queued.record.id.clone()).collect();
+        self.with_table(|table| table.queued_runs = queued);
+    }
+
+    /// A view's state now.
+    pub(super) fn state_of(&self, id: ViewId) -> ViewState {
+        self.slots[id.0 as usize].record.state
     }
 
     /// Invalidates the views of `pattern` (and with `dependencies`, what
@@ -384,29 +504,61 @@ impl<'c> Scheduler<'c> {
         mode: Mode,
         stop: impl std::future::Future<Output = ()>,
     ) -> Result<RunSummary, Error> {
-        let mut stop = std::pin::pin!(stop);
-        let mut stopped = false;
         let addressed = self.instantiate(pattern_text)?;
-        // Ids sort by start time and never repeat, even for runs started in
-        // the same millisecond.
+        let run = self.new_run(pattern_text, mode)?;
+        self.execute_run(run, mode, addressed, stop, None, &mut Control::default()).await
+    }
+
+    /// Records a new run, not started yet, with an id that sorts by start
+    /// time and never repeats, even for runs started in the same millisecond.
+    pub(super) fn new_run(&mut self, pattern_text: &str, mode: Mode) -> Result<RunRecord, Error> {
         let mut started = now_millis();
         while self.store.run(&format!("{started:x}"))?.is_some() {
             started += 1;
         }
-        let run_id = format!("{started:x}");
-        let shared_run_id: Arc<str> = run_id.as_str().into();
         let run = RunRecord {
-            id: run_id.clone(),
+            id: format!("{started:x}"),
             pattern: pattern_text.to_string(),
             mode: crate::model::wire_name(&mode),
             started: now_millis(),
             finished: None,
             termination: None,
+            idle: 0,
         };
         self.store.commit(&Commit { runs: vec![run.clone()], ..Commit::default() })?;
+        Ok(run)
+    }
+
+    /// Ends a run that never started.
+    pub(super) fn finish_unstarted(&mut self, mut run: RunRecord, termination: &str) -> Result<(), Error> {
+        run.finished = Some(now_millis());
+        run.termination = Some(termination.to_string());
+        self.store.commit(&Commit { runs: vec![run], ..Commit::default() })?;
+        self.with_table(|table| table.counters.runs_finished += 1);
+        Ok(())
+    }
+
+    /// Executes a recorded run. A service passes its `requests`: they are
+    /// served between steps, and what they ask of this run (stop, a
+    /// shutdown's deadline) lands in `control`.
+    pub(super) async fn execute_run(
+        &mut self,
+        run: RunRecord,
+        mode: Mode,
+        addressed: Vec<ViewId>,
+        stop: impl std::future::Future<Output = ()>,
+        mut requests: Option<&mut mpsc::UnboundedReceiver<Request>>,
+        control: &mut Control,
+    ) -> Result<RunSummary, Error> {
+        let mut stop = std::pin::pin!(stop);
+        let mut stopped = false;
+        let run_id = run.id.clone();
+        let shared_run_id: Arc<str> = run_id.as_str().into();
         if let Some(announce) = &mut self.run_started {
             announce(&run_id);
         }
+        self.with_table(|table| table.current_run = Some(run_id.clone()));
+        *control = Control { stop: false, ..*control };
         for slot in &mut self.slots {
             let no_data_before_run = slot.record.state == ViewState::NoData;
             *slot = Slot {
@@ -427,7 +579,19 @@ impl<'c> Scheduler<'c> {
             queue.push_back((id, Event::Materialize { mode, materialize_once: once }));
         }
         let mut tasks: HashMap<ViewId, Task> = HashMap::new();
+        let mut stop_reason = "stopped by request";
         loop {
+            // Requests first: a stop or an invalidation is answered between
+            // two steps, even while the run has work queued.
+            if let Some(waiting) = requests.as_deref_mut() {
+                while let Ok(request) = waiting.try_recv() {
+                    self.serve(request, Some(&run_id), control)?;
+                }
+            }
+            if control.stop && !stopped {
+                stopped = true;
+                self.cancel(&mut tasks, &mut queue, &mut flows);
+            }
             // Apply every queued event, collecting writes and actions...
             let mut commit = Commit::default();
             let mut deferred = Vec::new();
@@ -528,15 +692,20 @@ impl<'c> Scheduler<'c> {
             if !commit.views.is_empty() || !commit.events.is_empty() {
                 self.store.commit(&commit)?;
             }
+            self.publish_views(deferred.iter().map(|(id, _)| *id));
             // ...and only then act.
             for (id, actions) in deferred {
                 for action in actions {
-                    self.execute(id, action, mode, &mut queue, &results, &mut tasks);
+                    self.execute_action(id, action, mode, &mut queue, &results, &mut tasks);
                 }
             }
-            if let Some(report) = &mut self.progress {
+            if self.progress.is_some() || self.table.is_some() {
                 let settled = flows.values().filter(|s| !matches!(s, FlowStatus::Queued | FlowStatus::Running)).count();
-                report(Progress { settled, known: flows.len(), running: tasks.len() });
+                let progress = Progress { settled, known: flows.len(), running: tasks.len() };
+                self.with_table(|table| table.current_run_pending = progress.known - progress.settled);
+                if let Some(report) = &mut self.progress {
+                    report(progress);
+                }
             }
             if !queue.is_empty() {
                 continue;
@@ -544,11 +713,24 @@ impl<'c> Scheduler<'c> {
             if tasks.is_empty() || stopped {
                 break;
             }
+            let deadline = control.deadline;
             let first = tokio::select! {
                 result = incoming.recv() => result,
                 () = &mut stop => {
-                    stopped = true;
-                    self.cancel(&mut tasks, &mut queue, &mut flows);
+                    control.stop = true;
+                    continue;
+                }
+                () = sleep_until_some(deadline) => {
+                    stop_reason = "stopped: the server shut down before the run finished";
+                    control.stop = true;
+                    continue;
+                }
+                request = next_request(&mut requests) => {
+                    match request {
+                        Some(request) => self.serve(request, Some(&run_id), control)?,
+                        // Nobody can ask any more: go on without requests.
+                        None => requests = None,
+                    }
                     continue;
                 }
             };
@@ -563,6 +745,11 @@ impl<'c> Scheduler<'c> {
                 match result {
                     TaskResult::Done { view, data, timestamp } => {
                         tasks.remove(&view);
+                        self.with_table(|table| {
+                            if table.running.remove(&view.0).is_some() {
+                                table.counters.succeeded += 1;
+                            }
+                        });
                         self.slots[view.0 as usize].produced_at = Some(timestamp);
                         queue.push_back((view, Event::Transformed { data }));
                     }
@@ -572,6 +759,15 @@ impl<'c> Scheduler<'c> {
                         slot.attempts += 1;
                         let retry = retryable && slot.attempts <= self.catalog.settings.retries;
                         let attempts = slot.attempts;
+                        self.with_table(|table| {
+                            if table.running.remove(&view.0).is_some() {
+                                if retry {
+                                    table.counters.retried += 1;
+                                } else {
+                                    table.counters.failed += 1;
+                                }
+                            }
+                        });
                         let message = if retry {
                             message
                         } else {
@@ -600,13 +796,14 @@ impl<'c> Scheduler<'c> {
         let mut finished = run;
         finished.finished = Some(now_millis());
         let termination: String = if stopped {
-            "stopped by request".into()
+            stop_reason.into()
         } else if failures.is_empty() {
             "completed".into()
         } else {
             format!("completed with {} failed views", failures.len())
         };
         finished.termination = Some(termination.clone());
+        finished.idle = flows.values().filter(|s| **s == FlowStatus::Idle).count();
         // Idle views are most of an unchanged run: they are counted, not
         // listed, named or written one by one.
         let idle = flows.values().filter(|s| **s == FlowStatus::Idle).count();
@@ -637,12 +834,16 @@ impl<'c> Scheduler<'c> {
             ..Commit::default()
         };
         self.store.commit(&commit)?;
+        self.with_table(|table| {
+            table.current_run = None;
+            table.current_run_pending = 0;
+            table.counters.runs_finished += 1;
+        });
         failures.sort();
         Ok(RunSummary { id: run_id, flows, idle, failures, incomplete, with_errors, stopped, termination })
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn execute(
+    fn execute_action(
         &mut self,
         id: ViewId,
         action: Action,
@@ -684,6 +885,16 @@ impl<'c> Scheduler<'c> {
                 }
             }
             Action::Transform => {
+                if let Transformation::Plugin { plugin, .. } = &self.lattice.view_type(id).transformation {
+                    let running = Running {
+                        view: self.slots[id.0 as usize].url.clone(),
+                        plugin: plugin.clone(),
+                        since: now_millis(),
+                    };
+                    self.with_table(|table| {
+                        table.running.insert(id.0, running);
+                    });
+                }
                 let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
                 let task = self.start_transformation(id, results.clone(), started.clone());
                 tasks.insert(id, Task { abort: task.abort_handle(), started });
@@ -713,6 +924,14 @@ impl<'c> Scheduler<'c> {
         queue: &mut VecDeque<(ViewId, Event)>,
         flows: &mut HashMap<ViewId, FlowStatus>,
     ) {
+        let canceled: Vec<u32> = tasks.keys().map(|view| view.0).collect();
+        self.with_table(|table| {
+            for view in canceled {
+                if table.running.remove(&view).is_some() {
+                    table.counters.canceled += 1;
+                }
+            }
+        });
         for (view, task) in tasks.drain() {
             task.abort.abort();
             let started = task.started.load(std::sync::atomic::Ordering::SeqCst);

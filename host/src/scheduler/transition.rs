@@ -29,6 +29,17 @@ pub enum Mode {
     SetOnly,
 }
 
+impl std::str::FromStr for Mode {
+    type Err = String;
+
+    /// A mode by its name, in any case; the error lists the modes.
+    fn from_str(text: &str) -> Result<Mode, String> {
+        serde_json::from_value(serde_json::Value::from(text.to_ascii_uppercase())).map_err(|_| {
+            format!("`{text}` is not a mode (DEFAULT, RESET_TRANSFORMATION_CHECKSUMS, RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS, TRANSFORM_ONLY, SET_ONLY)")
+        })
+    }
+}
+
 /// Why a view must be transformed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reason {

@@ -1,0 +1,54 @@
+//! `/openapi.json`: the API's description, derived by utoipa from the
+//! handlers' `#[utoipa::path]` attributes and the `wire` types, so it cannot
+//! forget a parameter or a field.
+
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+use super::{routes, wire};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "trellis", description = "Administration of a trellis server: views, runs, listeners, plugins, events."),
+    paths(
+        routes::health,
+        routes::list_views,
+        routes::pattern_views,
+        routes::materialize,
+        routes::invalidate,
+        routes::runs,
+        routes::run,
+        routes::stop,
+        routes::plan,
+        routes::transformations,
+        routes::list_listeners,
+        routes::enable_listener,
+        routes::plugins,
+        routes::events,
+        routes::metrics,
+        routes::openapi,
+    ),
+    components(schemas(wire::ErrorBody)),
+    modifiers(&BearerToken)
+)]
+struct ApiDoc;
+
+/// Mutating routes name the bearer scheme; this declares it.
+struct BearerToken;
+
+impl Modify for BearerToken {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// The description as JSON, rendered once.
+pub fn spec() -> String {
+    static SPEC: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SPEC.get_or_init(|| ApiDoc::openapi().to_pretty_json().unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}")))
+        .clone()
+}

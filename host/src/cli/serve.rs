@@ -1,0 +1,160 @@
+//! `trellis serve`: the scheduler, the listeners and the HTTP API in one
+//! long-lived process, shut down gracefully on SIGINT or SIGTERM.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+
+use super::Status;
+use super::catalog::{ProjectArgs, load};
+use crate::api::{self, AppState, Settings, wire};
+use crate::listeners::Listeners;
+use crate::runtime::Runtime;
+use crate::scheduler::{PluginCheck, Scheduler, check_plugins, load_plugin};
+
+#[derive(Debug, Args)]
+pub(super) struct ServeArgs {
+    #[command(flatten)]
+    project: ProjectArgs,
+    /// Where to listen; port 0 picks a free port (the address is printed)
+    #[arg(long, default_value = "127.0.0.1:20698", value_name = "ADDR")]
+    bind: SocketAddr,
+    /// `text` or `json` log lines on stderr
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    pub(super) log_format: String,
+    /// A file holding the bearer token (else $TRELLIS_TOKEN)
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// How long running transformations may go on after SIGINT or SIGTERM
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    grace: Duration,
+    /// Requests not answered within this get 408 (event streams excepted)
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    request_timeout: Duration,
+}
+
+fn token(args: &ServeArgs) -> anyhow::Result<Option<String>> {
+    let token = match &args.token_file {
+        Some(file) => Some(
+            std::fs::read_to_string(file)
+                .with_context(|| format!("reading the token file {}", file.display()))?
+                .trim()
+                .to_string(),
+        ),
+        None => std::env::var("TRELLIS_TOKEN").ok(),
+    };
+    match token {
+        Some(token) if token.is_empty() => anyhow::bail!("the token is empty"),
+        token => Ok(token),
+    }
+}
+
+pub(super) async fn serve(args: &ServeArgs, runtime: &Runtime) -> anyhow::Result<Status> {
+    let token = token(args)?;
+    api::check_bind(&args.bind, token.as_deref()).map_err(anyhow::Error::msg)?;
+    // The server runs until the process ends: its catalog lives as long.
+    let catalog: &'static _ = Box::leak(Box::new(load(&args.project.project)?));
+    let scheduler = Scheduler::open(catalog, runtime).await.context("opening the scheduler")?;
+    let permits = scheduler.permits();
+    let store = scheduler.metastore();
+    let plugins = plugin_statuses(catalog, runtime).await;
+    let (handle, service) = scheduler.into_service();
+    let service = tokio::spawn(service);
+    let listeners = Listeners::start(catalog, runtime, store.clone()).await?;
+    let (shutdown_sender, shutdown) = tokio::sync::watch::channel(false);
+    let state = Arc::new(AppState {
+        handle: handle.clone(),
+        store,
+        catalog,
+        runtime: runtime.clone(),
+        listeners: tokio::sync::Mutex::new(Some(listeners)),
+        plugins,
+        permits,
+        settings: Settings {
+            token: token.clone(),
+            request_timeout: args.request_timeout,
+            loopback: args.bind.ip().is_loopback(),
+        },
+        shutdown,
+    });
+    let listener = tokio::net::TcpListener::bind(args.bind).await.with_context(|| format!("binding {}", args.bind))?;
+    let address = listener.local_addr()?;
+    if token.is_none() {
+        tracing::warn!("no token: anyone who can reach {address} can materialize, invalidate and stop runs");
+    }
+    // On stdout, for whoever started the server on port 0.
+    println!("listening on http://{address}");
+    tracing::info!(%address, project = %catalog.settings.name, "serving");
+    let grace = args.grace;
+    let signal = async move {
+        wait_for_signal().await;
+        tracing::info!(?grace, "shutting down: running transformations get the grace period");
+        handle.shutdown(grace);
+        let _ = shutdown_sender.send(true);
+    };
+    axum::serve(listener, api::router(state.clone())).with_graceful_shutdown(signal).await.context("serving HTTP")?;
+    service.await.context("the scheduler task")?.context("the scheduler")?;
+    if let Some(listeners) = state.listeners.lock().await.take() {
+        listeners.shutdown().await;
+    }
+    state.store.flush()?;
+    tracing::info!("stopped");
+    Ok(Status::Success)
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+            (Ok(mut interrupt), Ok(mut terminate)) => {
+                tokio::select! {
+                    _ = interrupt.recv() => {}
+                    _ = terminate.recv() => {}
+                }
+            }
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// Each declared plugin, loaded if it can be, for `GET /plugins`.
+async fn plugin_statuses(catalog: &crate::catalog::Catalog, runtime: &Runtime) -> Vec<wire::PluginStatus> {
+    let PluginCheck { problems, loaded } = check_plugins(runtime, catalog).await;
+    let mut statuses = Vec::new();
+    for (name, decl) in &catalog.plugins {
+        let plugin = match loaded.get(name) {
+            Some(plugin) => Ok(plugin.clone()),
+            None => load_plugin(runtime, catalog, decl).await.map_err(|e| e.to_string()),
+        };
+        let mut status = wire::PluginStatus {
+            name: name.clone(),
+            file: decl.file.display().to_string(),
+            world: None,
+            content_hash: None,
+            problems: problems
+                .iter()
+                .filter(|problem| problem.message.contains(&format!("`{name}`")))
+                .map(|problem| problem.message.clone())
+                .collect(),
+        };
+        match plugin {
+            Ok(plugin) => {
+                status.world = Some(plugin.world().to_string());
+                status.content_hash = Some(plugin.content_hash());
+            }
+            Err(problem) => status.problems.push(problem),
+        }
+        statuses.push(status);
+    }
+    statuses.sort_by(|a, b| a.name.cmp(&b.name));
+    statuses
+}

@@ -1,0 +1,77 @@
+//! The read side of a long-lived scheduler: a table of every instantiated
+//! view's live state, runs in flight and counters, which the loop updates
+//! after each metastore commit and which readers (the HTTP API) consult
+//! without waiting for the loop.
+//!
+//! Invariant: only the scheduler's loop writes it, and only what it has
+//! committed (or, for in-flight states, what it has applied); readers never
+//! block the loop for longer than one copy of a row. It knows nothing of
+//! HTTP.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use crate::model::ViewState;
+
+/// One instantiated view as readers see it.
+#[derive(Debug, Clone)]
+pub struct ViewRow {
+    pub url: Arc<str>,
+    pub view_type: Arc<str>,
+    pub state: ViewState,
+    pub timestamp: Option<i64>,
+    pub incomplete: bool,
+    pub errors: bool,
+    pub last_error: Option<String>,
+    /// Indexes of its dependencies in [`Table::views`].
+    pub dependencies: Box<[u32]>,
+    pub data_path: std::path::PathBuf,
+}
+
+/// Transformations started and how they ended, since the process started.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Counters {
+    pub succeeded: u64,
+    pub failed: u64,
+    pub retried: u64,
+    pub canceled: u64,
+    pub runs_finished: u64,
+}
+
+/// A view whose transformation is in flight.
+#[derive(Debug, Clone)]
+pub struct Running {
+    pub view: Arc<str>,
+    pub plugin: String,
+    /// Milliseconds since the Unix epoch.
+    pub since: i64,
+}
+
+#[derive(Debug, Default)]
+pub struct Table {
+    /// By lattice index: a view's index never changes.
+    pub views: Vec<ViewRow>,
+    /// The run the loop is executing.
+    pub current_run: Option<String>,
+    /// Views of the current run not settled yet.
+    pub current_run_pending: usize,
+    /// Runs accepted and waiting for the current one, in order.
+    pub queued_runs: Vec<String>,
+    /// Transformations in flight (including those waiting for a permit), by view.
+    pub running: BTreeMap<u32, Running>,
+    pub counters: Counters,
+}
+
+impl Table {
+    /// How many views are in each state, every state included.
+    pub fn overview(&self) -> BTreeMap<ViewState, usize> {
+        let mut counts = [0usize; ViewState::ALL.len()];
+        for row in &self.views {
+            counts[row.state as usize] += 1;
+        }
+        ViewState::ALL.into_iter().zip(counts).collect()
+    }
+}
+
+/// The table, shared between the loop (writer) and readers.
+pub type SharedTable = Arc<RwLock<Table>>;
