@@ -6,13 +6,16 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    // `trellis views ... | head` must end quietly, as other Unix tools do,
-    // not panic in println! when the pipe closes.
-    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
     let cli = trellis::cli::Cli::parse();
+    // `trellis views ... | head` must end quietly, as other Unix tools do,
+    // not panic in println! when the pipe closes. A server must not: a
+    // client that hangs up mid-response would kill it.
+    if !cli.serves() {
+        // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     cli.init_logging();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,

@@ -10,3 +10,4 @@ mod listeners;
 mod runtime;
 mod sandbox;
 mod scenarios;
+mod server;

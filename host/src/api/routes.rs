@@ -631,7 +631,7 @@ async fn metrics(State(state): Shared) -> Result<Response, ApiError> {
         metric(
             "transformations_running",
             "gauge",
-            "Transformations in flight, waiting for a permit included.",
+            "Transformations running (holding their permits).",
             &[(String::new(), table.running.len() as u64)],
         );
         let states: Vec<(String, u64)> =

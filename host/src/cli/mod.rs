@@ -115,6 +115,11 @@ fn default_cache_dir() -> Option<PathBuf> {
 }
 
 impl Cli {
+    /// Whether this is `trellis serve`, a process that writes to sockets.
+    pub fn serves(&self) -> bool {
+        matches!(self.command, Command::Serve(_))
+    }
+
     /// Logs go to stderr. `TRELLIS_LOG` takes a tracing filter; by default
     /// plugins' own messages are shown at info and trellis's at warn (a
     /// server's at info). `serve --log-format json` writes JSON lines.

@@ -112,9 +112,23 @@ struct Slot {
 }
 
 enum TaskResult {
-    Done { view: ViewId, data: bool, timestamp: i64 },
-    Failed { view: ViewId, retryable: bool, message: String },
-    RetryDue { view: ViewId },
+    Done {
+        view: ViewId,
+        data: bool,
+        timestamp: i64,
+    },
+    Failed {
+        view: ViewId,
+        retryable: bool,
+        message: String,
+    },
+    RetryDue {
+        view: ViewId,
+    },
+    /// A transformation got its permits and is running.
+    Started {
+        view: ViewId,
+    },
 }
 
 pub struct Scheduler<'c> {
@@ -136,6 +150,8 @@ pub struct Scheduler<'c> {
     table: Option<SharedTable>,
     /// Runs accepted by the service, not started yet.
     pub(super) queued: VecDeque<QueuedRun>,
+    /// Transformations started but waiting for permits, for the table.
+    waiting_for_permits: HashMap<ViewId, Running>,
 }
 
 /// A transformation limit and its semaphore, for showing permits in use.
@@ -255,6 +271,7 @@ impl<'c> Scheduler<'c> {
             run_started: None,
             table: None,
             queued: VecDeque::new(),
+            waiting_for_permits: HashMap::new(),
         })
     }
 
@@ -745,6 +762,7 @@ impl<'c> Scheduler<'c> {
                 match result {
                     TaskResult::Done { view, data, timestamp } => {
                         tasks.remove(&view);
+                        self.waiting_for_permits.remove(&view);
                         self.with_table(|table| {
                             if table.running.remove(&view.0).is_some() {
                                 table.counters.succeeded += 1;
@@ -755,6 +773,7 @@ impl<'c> Scheduler<'c> {
                     }
                     TaskResult::Failed { view, retryable, message } => {
                         tasks.remove(&view);
+                        self.waiting_for_permits.remove(&view);
                         let slot = &mut self.slots[view.0 as usize];
                         slot.attempts += 1;
                         let retry = retryable && slot.attempts <= self.catalog.settings.retries;
@@ -781,6 +800,14 @@ impl<'c> Scheduler<'c> {
                     TaskResult::RetryDue { view } => {
                         tasks.remove(&view);
                         queue.push_back((view, Event::RetryDue));
+                    }
+                    TaskResult::Started { view } => {
+                        if let Some(mut running) = self.waiting_for_permits.remove(&view) {
+                            running.since = now_millis();
+                            self.with_table(|table| {
+                                table.running.insert(view.0, running);
+                            });
+                        }
                     }
                 }
             }
@@ -885,15 +912,11 @@ impl<'c> Scheduler<'c> {
                 }
             }
             Action::Transform => {
-                if let Transformation::Plugin { plugin, .. } = &self.lattice.view_type(id).transformation {
-                    let running = Running {
-                        view: self.slots[id.0 as usize].url.clone(),
-                        plugin: plugin.clone(),
-                        since: now_millis(),
-                    };
-                    self.with_table(|table| {
-                        table.running.insert(id.0, running);
-                    });
+                if self.table.is_some()
+                    && let Transformation::Plugin { plugin, .. } = &self.lattice.view_type(id).transformation
+                {
+                    let url = self.slots[id.0 as usize].url.clone();
+                    self.waiting_for_permits.insert(id, Running { view: url, plugin: plugin.clone(), since: 0 });
                 }
                 let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
                 let task = self.start_transformation(id, results.clone(), started.clone());
@@ -924,6 +947,7 @@ impl<'c> Scheduler<'c> {
         queue: &mut VecDeque<(ViewId, Event)>,
         flows: &mut HashMap<ViewId, FlowStatus>,
     ) {
+        self.waiting_for_permits.clear();
         let canceled: Vec<u32> = tasks.keys().map(|view| view.0).collect();
         self.with_table(|table| {
             for view in canceled {
@@ -1058,6 +1082,7 @@ impl<'c> Scheduler<'c> {
         tokio::spawn(async move {
             let (Ok(_global), Ok(_local)) = (global.acquire_owned().await, local.acquire_owned().await) else { return };
             started.store(true, std::sync::atomic::Ordering::SeqCst);
+            let _ = results.send(TaskResult::Started { view: id });
             let result = run_plugin(&plugin, request_base, &staging, &data_path, &flag).await;
             let _ = results.send(match result {
                 Ok(data) => TaskResult::Done { view: id, data, timestamp: now_millis() },

@@ -57,7 +57,7 @@ pub struct Table {
     pub current_run_pending: usize,
     /// Runs accepted and waiting for the current one, in order.
     pub queued_runs: Vec<String>,
-    /// Transformations in flight (including those waiting for a permit), by view.
+    /// Transformations running (holding their permits), by view.
     pub running: BTreeMap<u32, Running>,
     pub counters: Counters,
 }

@@ -1,0 +1,656 @@
+//! A real `trellis serve` on port 0, driven over HTTP: every endpoint, the
+//! error codes, the token, the event stream's resume after a disconnect,
+//! requests during a run, a graceful shutdown during a run, and
+//! `/openapi.json` checked against the routes and fed hostile values.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use trellis::metastore::Metastore;
+use trellis::model::{FlowStatus, ViewState};
+
+use crate::support::{plugin_path, run, trellis};
+
+/// A `trellis serve` child process, stopped with SIGTERM (or killed when a
+/// test fails).
+pub struct Server {
+    child: Option<Child>,
+    pub url: String,
+}
+
+impl Server {
+    pub fn start(project: &Path, cache: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
+        let mut command = trellis(cache);
+        command.arg("serve").arg("-p").arg(project).args(["--bind", "127.0.0.1:0"]).args(args);
+        command.env_remove("TRELLIS_TOKEN");
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("trellis serve starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let url =
+            line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("no address: {line:?}")).to_string();
+        Server { child: Some(child), url }
+    }
+
+    /// SIGTERM, then the exit code.
+    pub fn stop(mut self) -> i32 {
+        let mut child = self.child.take().unwrap();
+        // SAFETY: signalling our own child process.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        child.wait().unwrap().code().expect("exited, not killed")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap()
+}
+
+/// Status and JSON body (or the text, as a JSON string, when it is not JSON).
+async fn call(method: reqwest::Method, url: &str, token: Option<&str>) -> (u16, Value) {
+    let mut request = client().request(method, url);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.unwrap_or_else(|e| panic!("{url}: {e}"));
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+}
+
+async fn get(url: &str) -> (u16, Value) {
+    call(reqwest::Method::GET, url, None).await
+}
+
+async fn post(url: &str) -> (u16, Value) {
+    call(reqwest::Method::POST, url, None).await
+}
+
+/// Polls `check` until it gives a value, for at most a minute.
+async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A Server-Sent Events reader: (id, event, data) per message.
+struct Events {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl Events {
+    async fn open(url: &str, last_event_id: Option<u64>) -> Events {
+        let mut request = client().get(url);
+        if let Some(id) = last_event_id {
+            request = request.header("Last-Event-ID", id.to_string());
+        }
+        let response = request.timeout(Duration::from_secs(600)).send().await.unwrap();
+        assert_eq!(response.status().as_u16(), 200, "{url}");
+        Events { response, buffer: String::new() }
+    }
+
+    async fn next(&mut self) -> Option<(Option<u64>, String, String)> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let message: String = self.buffer.drain(..end + 2).collect();
+                let (mut id, mut event, mut data) = (None, String::new(), String::new());
+                for line in message.lines() {
+                    if let Some(value) = line.strip_prefix("id:") {
+                        id = value.trim().parse().ok();
+                    } else if let Some(value) = line.strip_prefix("event:") {
+                        event = value.trim().to_string();
+                    } else if let Some(value) = line.strip_prefix("data:") {
+                        data.push_str(value.trim_start());
+                    }
+                }
+                if event.is_empty() && data.is_empty() {
+                    continue; // a keep-alive comment
+                }
+                return Some((id, event, data));
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(60), self.response.chunk()).await.ok()?.ok()??;
+            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+}
+
+fn demo(dir: &Path, cache: &Path) -> PathBuf {
+    let project = dir.join("demo");
+    let result = run(trellis(cache).arg("demo").arg(&project));
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    project
+}
+
+const MONTH: &str = "shop.datamart/MonthlyTotal/2015/05";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_endpoint_answers_and_bad_input_gets_a_4xx_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let project = demo(dir.path(), &cache);
+    // The CLI's own messages, to compare with the API's.
+    let cli_error = |pattern: &str| {
+        let result = run(trellis(&cache).args(["views", "-p"]).arg(&project).args(["-v", pattern]));
+        assert_eq!(result.code, 2);
+        result.stderr.trim().strip_prefix("error: ").unwrap().to_string()
+    };
+    let bad_pattern = cli_error("shop.datamart/MonthlyTotal/2015/13");
+    let server = Server::start(&project, &cache, &[], &[]);
+    let url = &server.url;
+
+    let (status, health) = get(&format!("{url}/health")).await;
+    assert_eq!((status, health["status"].as_str()), (200, Some("ok")));
+
+    // A pattern instantiates its views and their dependencies.
+    let (status, overview) = get(&format!("{url}/views/{MONTH}?overview=true")).await;
+    assert_eq!(status, 200, "{overview}");
+    assert_eq!(overview["total"], 1);
+    assert_eq!(overview["overview"]["materialized"], 1);
+    let (_, all) = get(&format!("{url}/views?overview=true")).await;
+    let total = all["total"].as_u64().unwrap() as usize;
+    assert_eq!(total, 190, "{all}");
+    assert_eq!(all["overview"]["materialized"].as_u64(), Some(total as u64 - count_no_data(&all)));
+
+    // Pages of 7 cover every view once.
+    let mut seen = std::collections::BTreeSet::new();
+    let mut cursor = 0;
+    loop {
+        let (status, page) = get(&format!("{url}/views?limit=7&cursor={cursor}")).await;
+        assert_eq!(status, 200);
+        let views = page["views"].as_array().unwrap();
+        assert!(views.len() <= 7);
+        for view in views {
+            assert!(seen.insert(view["view"].as_str().unwrap().to_string()), "listed twice: {view}");
+        }
+        match page["next"].as_u64() {
+            Some(next) => cursor = next,
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), total);
+
+    // Filters: state, regex, issue; dependencies.
+    let filter = percent_encoding::utf8_percent_encode("SHOP10/2015/05/0[1-3]$", percent_encoding::NON_ALPHANUMERIC);
+    let (_, shop10) = get(&format!("{url}/views?filter={filter}&status=materialized")).await;
+    let names: Vec<&str> = shop10["views"].as_array().unwrap().iter().map(|v| v["view"].as_str().unwrap()).collect();
+    // The daily views and their raw inputs.
+    assert_eq!(names.len(), 6, "{names:?}");
+    assert!(names.iter().all(|name| name.contains("SHOP10/2015/05/0")), "{names:?}");
+    let (_, with_deps) = get(&format!("{url}/views/{MONTH}?dependencies=true")).await;
+    let month = &with_deps["views"][0];
+    assert!(!month["dependencies"].as_array().unwrap().is_empty(), "{month}");
+    assert!(month["data_path"].as_str().unwrap().starts_with(project.to_str().unwrap()));
+    let (_, with_errors) = get(&format!("{url}/views?issue=errors")).await;
+    assert_eq!(with_errors["views"].as_array().unwrap().len(), 0);
+
+    // Plan, then an invalidation the plan sees.
+    let (status, plan) = get(&format!("{url}/plan/{MONTH}")).await;
+    assert_eq!(status, 200);
+    assert!(
+        plan.as_array().unwrap().iter().all(|line| line["plan"].as_str().unwrap().starts_with("up to date")
+            || line["plan"].as_str().unwrap().starts_with("no data")),
+        "{plan}"
+    );
+    let (status, invalidated) = post(&format!("{url}/invalidate/{MONTH}")).await;
+    assert_eq!(status, 200, "{invalidated}");
+    assert_eq!(invalidated["invalidated"], serde_json::json!([MONTH]));
+    let (_, plan) = get(&format!("{url}/plan/{MONTH}")).await;
+    let last = plan.as_array().unwrap().last().unwrap();
+    assert_eq!(last["plan"], "transform: invalidated", "{plan}");
+
+    // A run, followed over the event stream to its end.
+    let (status, accepted) = post(&format!("{url}/materialize/{MONTH}?mode=default")).await;
+    assert_eq!(status, 202, "{accepted}");
+    let id = accepted["run"].as_str().unwrap().to_string();
+    assert_eq!(accepted["views"][0]["state"], "invalidated");
+    let from = accepted["events_from"].as_u64().unwrap();
+    let mut events = Events::open(&format!("{url}/events?run={id}&from={from}"), None).await;
+    let mut views = std::collections::BTreeSet::new();
+    let termination = loop {
+        let (_, event, data) = events.next().await.expect("the stream ends with `end`");
+        let data: Value = serde_json::from_str(&data).unwrap();
+        match event.as_str() {
+            "view" => {
+                assert_eq!(data["run_id"].as_str(), Some(id.as_str()));
+                views.insert(data["view"].as_str().unwrap().to_string());
+            }
+            "end" => break data["termination"].as_str().unwrap().to_string(),
+            other => panic!("unexpected event {other}: {data}"),
+        }
+    };
+    assert_eq!(termination, "completed");
+    assert_eq!(views.len(), 190);
+    let (status, detail) = get(&format!("{url}/runs/{id}")).await;
+    assert_eq!(status, 200);
+    assert_eq!(detail["run"]["status"], "finished");
+    assert_eq!(detail["flows"], serde_json::json!([{ "view": MONTH, "status": "SUCCESSFUL" }]));
+    assert_eq!(detail["idle"].as_u64(), Some(189), "the run's other views were up to date");
+    let (_, runs) = get(&format!("{url}/runs")).await;
+    assert!(runs.as_array().unwrap().iter().any(|run| run["id"] == id.as_str()));
+
+    // Stop: finished runs conflict, unknown ones are not found.
+    let (status, body) = post(&format!("{url}/runs/{id}/stop")).await;
+    assert_eq!(status, 409, "{body}");
+    let (status, _) = post(&format!("{url}/runs/nope/stop")).await;
+    assert_eq!(status, 404);
+    let (status, _) = get(&format!("{url}/runs/nope")).await;
+    assert_eq!(status, 404);
+
+    // Transformations, listeners, plugins, metrics, the description.
+    let (_, transformations) = get(&format!("{url}/transformations")).await;
+    assert_eq!(transformations["permits"][0], serde_json::json!({ "plugin": "*", "in_use": 0, "limit": 2 }));
+    let (_, listeners) = get(&format!("{url}/listeners")).await;
+    let names: Vec<&str> = listeners.as_array().unwrap().iter().map(|l| l["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["monitor", "stats"]);
+    let (status, enabled) = post(&format!("{url}/listeners/stats/enable")).await;
+    assert_eq!((status, &enabled["was_disabled"]), (200, &Value::Bool(false)));
+    let (status, _) = post(&format!("{url}/listeners/nope/enable")).await;
+    assert_eq!(status, 404);
+    let (_, plugins) = get(&format!("{url}/plugins")).await;
+    let plugins: Vec<(&str, &str)> = plugins
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["name"].as_str().unwrap(), p["world"].as_str().unwrap()))
+        .collect();
+    assert_eq!(plugins, [("csv-aggregate", "transformation"), ("stats-listener", "listener")]);
+    let (status, Value::String(metrics)) = get(&format!("{url}/metrics")).await else { panic!("metrics are text") };
+    assert_eq!(status, 200);
+    assert!(metrics.contains("trellis_views{state=\"materialized\"} "), "{metrics}");
+    assert!(metrics.contains("trellis_runs_finished_total 1"), "{metrics}");
+    assert!(metrics.contains("trellis_listener_behind_events{listener=\"stats\"}"), "{metrics}");
+
+    // Bad input: 400 with the CLI's message, 404 for what does not exist.
+    let (status, body) = get(&format!("{url}/views/shop.datamart/MonthlyTotal/2015/13")).await;
+    assert_eq!((status, body["error"].as_str().unwrap()), (400, bad_pattern.as_str()));
+    let (status, body) = post(&format!("{url}/materialize/{MONTH}?mode=sometimes")).await;
+    assert_eq!(status, 400);
+    assert!(body["error"].as_str().unwrap().starts_with("`sometimes` is not a mode"), "{body}");
+    let (status, body) = get(&format!("{url}/views?filter=(unclosed")).await;
+    assert_eq!(status, 400);
+    assert!(body["error"].as_str().unwrap().contains("not a usable regular expression"), "{body}");
+    let (status, body) = get(&format!("{url}/views?limit=0")).await;
+    assert_eq!((status, body["error"].as_str().unwrap()), (400, "limit 0 is not between 1 and 10000"));
+    let (status, body) = get(&format!("{url}/views?cursor=-1")).await;
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = get(&format!("{url}/views/shop.datamart/MonthlyTotl/2015/05")).await;
+    assert_eq!(status, 404);
+    assert!(body["error"].as_str().unwrap().contains("did you mean shop.datamart/MonthlyTotal"), "{body}");
+    let (status, body) = get(&format!("{url}/nowhere")).await;
+    assert_eq!((status, body["error"].as_str().unwrap()), (404, "no route for /nowhere (see /openapi.json)"));
+    let (status, _) = get(&format!("{url}/views?filter={}", "a".repeat(20_000))).await;
+    assert_eq!(status, 414);
+    let response = client().post(format!("{url}/invalidate/{MONTH}")).body(vec![b'x'; 1 << 20]).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 413);
+
+    assert_eq!(server.stop(), 0);
+    let store = Metastore::open(&project.join(".trellis/metastore")).unwrap();
+    assert_eq!(store.view(MONTH).unwrap().unwrap().state, ViewState::Materialized);
+}
+
+fn count_no_data(overview: &Value) -> u64 {
+    overview["overview"]["no-data"].as_u64().unwrap_or(0)
+}
+
+/// A project whose transformations wait for a gate file in their input.
+fn gated_project(dir: &Path, days: u32) -> PathBuf {
+    let project = dir.join("gated");
+    std::fs::create_dir_all(project.join("plugins")).unwrap();
+    std::fs::copy(plugin_path("trivial"), project.join("plugins/trivial.wasm")).unwrap();
+    let toml = r#"
+[defaults]
+concurrency = 2
+
+[plugins]
+trivial = { file = "plugins/trivial.wasm", deadline = "600s" }
+
+[[view]]
+name = "g.raw/In"
+time = { frequency = "1d", initial = "2015-01-01" }
+path = "raw/${YEAR}/${MONTH}/${DAY}"
+
+[[view]]
+name = "g.mart/Out"
+time = { frequency = "1d", initial = "2015-01-01" }
+transformation = { plugin = "trivial", config = { gate = "GO" } }
+
+[[view.dependency]]
+view = "g.raw/In"
+"#;
+    std::fs::write(project.join("trellis.toml"), toml).unwrap();
+    for day in 1..=days {
+        let raw = project.join(format!("data/raw/2015/01/{day:02}"));
+        std::fs::create_dir_all(&raw).unwrap();
+        std::fs::write(raw.join("_SUCCESS"), "").unwrap();
+    }
+    project
+}
+
+fn open_gates(project: &Path) {
+    for entry in std::fs::read_dir(project.join("data/raw/2015/01")).unwrap() {
+        std::fs::write(entry.unwrap().path().join("GO"), "").unwrap();
+    }
+}
+
+const GATED: &str = "g.mart/Out/rymd(20150101-20150110)";
+
+/// Waits until `n` transformations are in flight and returns their views.
+async fn in_flight(url: &str, n: usize) -> Vec<String> {
+    eventually("transformations in flight", async || {
+        let (_, transformations) = get(&format!("{url}/transformations")).await;
+        let running: Vec<String> = transformations["running"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["view"].as_str().unwrap().to_string())
+            .collect();
+        let in_use = transformations["permits"][0]["in_use"].as_u64().unwrap();
+        (running.len() == n && in_use == n as u64).then_some(running)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn during_a_run_reads_answer_in_flight_views_conflict_and_stop_cancels() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let project = gated_project(dir.path(), 10);
+    let server = Server::start(&project, &cache, &[], &[]);
+    let url = &server.url;
+
+    let (status, first) = post(&format!("{url}/materialize/{GATED}")).await;
+    assert_eq!((status, &first["queued_behind"]), (202, &Value::from(0)), "{first}");
+    let first = first["run"].as_str().unwrap().to_string();
+    let running = in_flight(url, 2).await;
+
+    // Reads answer while the run waits on its transformations.
+    let (_, overview) = get(&format!("{url}/views?overview=true")).await;
+    // Started, each waiting for a permit or holding one.
+    assert_eq!(overview["overview"]["transforming"], 10, "{overview}");
+    let (_, health) = get(&format!("{url}/health")).await;
+    assert_eq!(health["current_run"].as_str(), Some(first.as_str()));
+    let (_, metrics) = get(&format!("{url}/metrics")).await;
+    assert!(metrics.as_str().unwrap().contains("trellis_transformations_running 2"), "{metrics}");
+
+    // A view in flight cannot be invalidated.
+    let (status, refused) = post(&format!("{url}/invalidate/{}", running[0])).await;
+    assert_eq!(status, 409, "{refused}");
+    assert_eq!(refused["refused"][0]["view"].as_str(), Some(running[0].as_str()));
+    assert_eq!(refused["invalidated"], serde_json::json!([]));
+
+    // A second request waits behind the first; stopping it dequeues it.
+    let (status, second) = post(&format!("{url}/materialize/g.mart/Out/2015/01/01")).await;
+    assert_eq!((status, &second["queued_behind"]), (202, &Value::from(1)), "{second}");
+    let second = second["run"].as_str().unwrap().to_string();
+    let (_, runs) = get(&format!("{url}/runs")).await;
+    let status_of = |id: &str| runs.as_array().unwrap().iter().find(|r| r["id"] == id).unwrap()["status"].clone();
+    assert_eq!((status_of(&first), status_of(&second)), ("running".into(), "queued".into()));
+    let (status, outcome) = post(&format!("{url}/runs/{second}/stop")).await;
+    assert_eq!((status, outcome["outcome"].as_str()), (202, Some("dequeued")));
+    let (_, detail) = get(&format!("{url}/runs/{second}")).await;
+    assert_eq!(detail["run"]["termination"], "stopped by request before it started");
+
+    // Stopping the first cancels what runs and skips the rest.
+    let (status, outcome) = post(&format!("{url}/runs/{first}/stop")).await;
+    assert_eq!((status, outcome["outcome"].as_str()), (202, Some("stopping")));
+    let detail = eventually("the run to end", async || {
+        let (_, detail) = get(&format!("{url}/runs/{first}")).await;
+        (detail["run"]["status"] == "finished").then_some(detail)
+    })
+    .await;
+    assert_eq!(detail["run"]["termination"], "stopped by request");
+    let flows = detail["flows"].as_array().unwrap();
+    let with = |status: &str| flows.iter().filter(|f| f["status"] == status).count();
+    assert_eq!((with("CANCELED"), with("SKIPPED")), (2, 8), "{detail}");
+    let (_, transformations) = get(&format!("{url}/transformations")).await;
+    assert_eq!(transformations["running"], serde_json::json!([]));
+    assert_eq!(server.stop(), 0);
+    // Canceled views kept no data.
+    assert!(!project.join("data/g/mart/Out/2015/01/01").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn graceful_shutdown_finishes_within_the_grace_period_or_cancels_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let project = gated_project(dir.path(), 10);
+
+    // Transformations that finish within the grace period finish.
+    let server = Server::start(&project, &cache, &["--grace", "120s"], &[]);
+    let (_, accepted) = post(&format!("{}/materialize/g.mart/Out/rymd(20150101-20150102)", server.url)).await;
+    let id = accepted["run"].as_str().unwrap().to_string();
+    in_flight(&server.url, 2).await;
+    let stopping = std::thread::spawn(move || server.stop());
+    open_gates(&project);
+    assert_eq!(stopping.join().unwrap(), 0);
+    {
+        let store = Metastore::open(&project.join(".trellis/metastore")).unwrap();
+        assert_eq!(store.run(&id).unwrap().unwrap().termination.as_deref(), Some("completed"));
+        for day in ["01", "02"] {
+            assert_eq!(
+                store.view(&format!("g.mart/Out/2015/01/{day}")).unwrap().unwrap().state,
+                ViewState::Materialized
+            );
+            assert!(project.join(format!("data/g/mart/Out/2015/01/{day}/_SUCCESS")).exists());
+        }
+    }
+
+    // Those that do not are canceled: no partial data, nothing claimed that is not there.
+    for entry in std::fs::read_dir(project.join("data/raw/2015/01")).unwrap() {
+        let _ = std::fs::remove_file(entry.unwrap().path().join("GO"));
+    }
+    let server = Server::start(&project, &cache, &["--grace", "200ms"], &[]);
+    let (_, accepted) = post(&format!("{}/materialize/{GATED}", server.url)).await;
+    let id = accepted["run"].as_str().unwrap().to_string();
+    let canceled = in_flight(&server.url, 2).await;
+    assert_eq!(server.stop(), 0);
+    {
+        let store = Metastore::open(&project.join(".trellis/metastore")).unwrap();
+        let run = store.run(&id).unwrap().unwrap();
+        assert_eq!(run.termination.as_deref(), Some("stopped: the server shut down before the run finished"));
+        let flows = store.flows(&id).unwrap();
+        for view in &canceled {
+            assert!(flows.contains(&(view.clone(), FlowStatus::Canceled)), "{flows:?}");
+        }
+        for day in 1..=10 {
+            let view = format!("g.mart/Out/2015/01/{day:02}");
+            let state = store.view(&view).unwrap().map(|r| r.state).unwrap_or_default();
+            let data = project.join(format!("data/g/mart/Out/2015/01/{day:02}"));
+            assert_eq!(state == ViewState::Materialized, data.join("_SUCCESS").exists(), "{view}: {state}");
+            if state != ViewState::Materialized {
+                assert!(!data.exists(), "{view} has partial data");
+            }
+        }
+    }
+
+    // The next server converges.
+    open_gates(&project);
+    let server = Server::start(&project, &cache, &[], &[]);
+    let (_, accepted) = post(&format!("{}/materialize/{GATED}", server.url)).await;
+    let id = accepted["run"].as_str().unwrap().to_string();
+    let detail = eventually("the run to end", async || {
+        let (_, detail) = get(&format!("{}/runs/{id}", server.url)).await;
+        (detail["run"]["status"] == "finished").then_some(detail)
+    })
+    .await;
+    assert_eq!(detail["run"]["termination"], "completed", "{detail}");
+    let (_, overview) = get(&format!("{}/views/{GATED}?overview=true", server.url)).await;
+    assert_eq!(overview["overview"]["materialized"], 10, "{overview}");
+    assert_eq!(server.stop(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn changes_need_the_token_and_no_token_means_loopback_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let project = demo(dir.path(), &cache);
+
+    let refused = run(trellis(&cache)
+        .arg("serve")
+        .arg("-p")
+        .arg(&project)
+        .args(["--bind", "0.0.0.0:0"])
+        .env_remove("TRELLIS_TOKEN"));
+    assert_eq!(refused.code, 2);
+    assert_eq!(
+        refused.stderr.trim(),
+        "error: refusing to listen on 0.0.0.0:0 without a token: set TRELLIS_TOKEN or --token-file, or bind to 127.0.0.1"
+    );
+
+    let server = Server::start(&project, &cache, &[], &[("TRELLIS_TOKEN", "s3cret")]);
+    let url = &server.url;
+    let (status, _) = get(&format!("{url}/views?overview=true")).await;
+    assert_eq!(status, 200, "reads are open on loopback");
+    let materialize = format!("{url}/materialize/{MONTH}");
+    let (status, body) = call(reqwest::Method::POST, &materialize, None).await;
+    assert_eq!(status, 401);
+    assert_eq!(body["error"], "this request needs `Authorization: Bearer <token>` (the server's TRELLIS_TOKEN)");
+    let (status, body) = call(reqwest::Method::POST, &materialize, Some("s3cre")).await;
+    assert_eq!((status, body["error"].as_str()), (401, Some("the bearer token is wrong")));
+    for path in [format!("/invalidate/{MONTH}"), "/runs/x/stop".into(), "/listeners/stats/enable".into()] {
+        let (status, _) = call(reqwest::Method::POST, &format!("{url}{path}"), None).await;
+        assert_eq!(status, 401, "{path}");
+    }
+    let (status, _) = call(reqwest::Method::POST, &materialize, Some("s3cret")).await;
+    assert_eq!(status, 202);
+    assert_eq!(server.stop(), 0);
+
+    // A token file does the same.
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "from-a-file\n").unwrap();
+    let server = Server::start(&project, &cache, &["--token-file", token_file.to_str().unwrap()], &[]);
+    let (status, _) =
+        call(reqwest::Method::POST, &format!("{}/invalidate/{MONTH}", server.url), Some("from-a-file")).await;
+    assert_eq!(status, 200);
+    assert_eq!(server.stop(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_event_stream_resumes_after_a_disconnect_from_last_event_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let project = demo(dir.path(), &cache);
+    let server = Server::start(&project, &cache, &[], &[]);
+    let url = &server.url;
+    let (_, health) = get(&format!("{url}/health")).await;
+    assert_eq!(health["status"], "ok");
+
+    // The demo logged its runs' events; read some, drop the connection,
+    // and resume from the last id received.
+    let mut events = Events::open(&format!("{url}/events?from=1"), None).await;
+    let mut ids = Vec::new();
+    for _ in 0..100 {
+        let (id, event, _) = events.next().await.unwrap();
+        assert_eq!(event, "view");
+        ids.push(id.unwrap());
+    }
+    drop(events);
+    let mut resumed = Events::open(&format!("{url}/events"), Some(*ids.last().unwrap())).await;
+    // New events arrive on the same stream too.
+    let (status, _) = post(&format!("{url}/materialize/{MONTH}")).await;
+    assert_eq!(status, 202);
+    let next_after_demo = 951; // the demo's two runs log 950 events
+    loop {
+        let (id, event, _) = resumed.next().await.unwrap();
+        assert_eq!(event, "view");
+        ids.push(id.unwrap());
+        if id.unwrap() > next_after_demo {
+            break;
+        }
+    }
+    let expected: Vec<u64> = (1..=*ids.last().unwrap()).collect();
+    assert_eq!(ids, expected, "every event once, in order");
+
+    let response = client().get(format!("{url}/events")).header("Last-Event-ID", "seven").send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    let (status, _) = get(&format!("{url}/events?run=nope")).await;
+    assert_eq!(status, 404);
+    assert_eq!(server.stop(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn openapi_describes_every_route_and_hostile_values_never_get_a_500() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let project = demo(dir.path(), &cache);
+    let server = Server::start(&project, &cache, &[], &[("TRELLIS_TOKEN", "t")]);
+    let url = &server.url;
+    let (status, spec) = get(&format!("{url}/openapi.json")).await;
+    assert_eq!(status, 200);
+    let paths = spec["paths"].as_object().unwrap();
+    let mut described: Vec<(String, String)> = paths
+        .iter()
+        .flat_map(|(path, item)| item.as_object().unwrap().keys().map(move |method| (method.clone(), path.clone())))
+        .collect();
+    described.sort();
+    let mut routes: Vec<(String, String)> =
+        trellis::api::ROUTES.iter().map(|(method, path)| (method.to_string(), path.to_string())).collect();
+    routes.sort();
+    assert_eq!(described, routes, "every route is described, and nothing else");
+
+    let hostile = [
+        "",
+        &"x".repeat(5000),
+        "ünïcødé ✓ 日本",
+        "..",
+        "../../etc/passwd",
+        "\0",
+        "a\0b",
+        "%",
+        "-1",
+        "18446744073709551616",
+        "{}",
+        "*",
+    ];
+    let encode =
+        |value: &str| percent_encoding::utf8_percent_encode(value, percent_encoding::NON_ALPHANUMERIC).to_string();
+    let mut requests = 0;
+    for (method, path) in &routes {
+        let operation = &paths[path.as_str()][method.as_str()];
+        let parameters = operation["parameters"].as_array().cloned().unwrap_or_default();
+        let in_path: Vec<&str> =
+            parameters.iter().filter(|p| p["in"] == "path").map(|p| p["name"].as_str().unwrap()).collect();
+        let in_query: Vec<&str> =
+            parameters.iter().filter(|p| p["in"] == "query").map(|p| p["name"].as_str().unwrap()).collect();
+        for value in hostile {
+            let mut target = path.clone();
+            for name in &in_path {
+                target = target.replace(&format!("{{{name}}}"), &encode(value));
+            }
+            // Each query parameter alone, then all of them at once.
+            let mut queries: Vec<String> = in_query.iter().map(|name| format!("{name}={}", encode(value))).collect();
+            queries.push(queries.join("&"));
+            for query in queries {
+                let full = format!("{url}{target}?{query}");
+                let method = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+                let response = client().request(method.clone(), &full).bearer_auth("t").send().await.unwrap();
+                let status = response.status().as_u16();
+                assert!(status < 500, "{method} {full}: {status}");
+                requests += 1;
+            }
+        }
+    }
+    assert!(requests > 200, "{requests}");
+    let (_, health) = get(&format!("{url}/health")).await;
+    assert_eq!(health["status"], "ok", "the server is still up");
+    assert_eq!(server.stop(), 0);
+}
