@@ -654,3 +654,88 @@ async fn openapi_describes_every_route_and_hostile_values_never_get_a_500() {
     assert_eq!(health["status"], "ok", "the server is still up");
     assert_eq!(server.stop(), 0);
 }
+
+/// Materializes `pattern` and returns the finished run's detail.
+async fn materialize_and_wait(url: &str, pattern: &str) -> Value {
+    let (status, accepted) = post(&format!("{url}/materialize/{pattern}")).await;
+    assert_eq!(status, 202, "{accepted}");
+    let id = accepted["run"].as_str().unwrap().to_string();
+    eventually("the run to end", async || {
+        let (_, detail) = get(&format!("{url}/runs/{id}")).await;
+        (detail["run"]["status"] == "finished").then_some(detail)
+    })
+    .await
+}
+
+fn flows(detail: &Value) -> Vec<(String, String)> {
+    let mut flows: Vec<(String, String)> = detail["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["view"].as_str().unwrap().to_string(), f["status"].as_str().unwrap().to_string()))
+        .collect();
+    flows.sort();
+    flows
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn after_one_full_check_a_server_run_visits_only_what_may_have_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let project = demo(dir.path(), &cache);
+    let server = Server::start(&project, &cache, &[], &[]);
+    let url = &server.url;
+
+    // The first run checks all 190 views; the next one only the view asked for.
+    let first = materialize_and_wait(url, MONTH).await;
+    assert_eq!((flows(&first).len(), first["idle"].as_u64()), (0, Some(190)), "{first}");
+    let unchanged = materialize_and_wait(url, MONTH).await;
+    assert_eq!((flows(&unchanged).len(), unchanged["idle"].as_u64()), (0, Some(1)), "{unchanged}");
+
+    let successful = |views: &[&str]| -> Vec<(String, String)> {
+        let mut expected: Vec<(String, String)> =
+            views.iter().map(|view| (view.to_string(), "SUCCESSFUL".to_string())).collect();
+        expected.sort();
+        expected
+    };
+    let cone = |shop: &str, day: &str| {
+        successful(&[
+            &format!("shop.raw/Orders/{shop}/2015/05/{day}"),
+            &format!("shop.datamart/DailySales/{shop}/2015/05/{day}"),
+            &format!("shop.datamart/MonthlySales/{shop}/2015/05"),
+            MONTH,
+        ])
+    };
+    let (_, raw) = get(&format!("{url}/views/shop.raw/Orders/SHOP10/2015/05/03")).await;
+    let raw_dir = PathBuf::from(raw["views"][0]["data_path"].as_str().unwrap());
+    assert!(raw_dir.join("_SUCCESS").exists(), "{raw}");
+
+    // New data for one day: exactly its cone, and nothing else is visited.
+    std::fs::write(raw_dir.join("_SUCCESS"), "").unwrap();
+    let redelivered = materialize_and_wait(url, MONTH).await;
+    assert_eq!(flows(&redelivered), cone("SHOP10", "03"), "{redelivered}");
+    assert_eq!(redelivered["idle"], 0, "{redelivered}");
+
+    // The day's directory replaced as a whole (a watched directory gone).
+    let copy = dir.path().join("copy");
+    std::fs::create_dir_all(&copy).unwrap();
+    for entry in std::fs::read_dir(&raw_dir).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), copy.join(entry.file_name())).unwrap();
+    }
+    std::fs::remove_dir_all(&raw_dir).unwrap();
+    std::fs::rename(&copy, &raw_dir).unwrap();
+    let replaced = materialize_and_wait(url, MONTH).await;
+    assert_eq!(flows(&replaced), cone("SHOP10", "03"), "{replaced}");
+    let unchanged = materialize_and_wait(url, MONTH).await;
+    assert_eq!((flows(&unchanged).len(), unchanged["idle"].as_u64()), (0, Some(1)), "{unchanged}");
+
+    // An invalidation: that view and what depends on it.
+    let (status, _) = post(&format!("{url}/invalidate/shop.datamart/DailySales/SHOP10/2015/05/03")).await;
+    assert_eq!(status, 200);
+    let invalidated = materialize_and_wait(url, MONTH).await;
+    let mut expected = cone("SHOP10", "03");
+    expected.retain(|(view, _)| !view.starts_with("shop.raw/"));
+    assert_eq!(flows(&invalidated), expected, "{invalidated}");
+    assert_eq!(server.stop(), 0);
+}

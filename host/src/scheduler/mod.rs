@@ -4,10 +4,12 @@
 //! - `transition`: the pure per-view state machine and change detection;
 //! - `run`: the loop that owns view state, commits to the metastore and
 //!   then executes actions, with transformations as tasks under permits;
+//! - `memo`: freshness remembered between runs, external data watched;
 //! - `publish`: staging directories and atomic publish;
 //! - `service`: the loop as a long-lived service taking requests, for the server;
 //! - `table`: the live table of views and runs that readers consult without the loop.
 
+mod memo;
 pub mod publish;
 pub mod run;
 pub mod service;

@@ -12,6 +12,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::{Semaphore, mpsc};
 
+use super::memo::Memo;
 use super::publish::Staging;
 use super::service::{Control, QueuedRun, Request};
 use super::table::{Running, SharedTable, Table, ViewRow};
@@ -152,6 +153,8 @@ pub struct Scheduler<'c> {
     pub(super) queued: VecDeque<QueuedRun>,
     /// Transformations started but waiting for permits, for the table.
     waiting_for_permits: HashMap<ViewId, Running>,
+    /// What a long-lived scheduler remembers of freshness between runs.
+    memo: Option<Memo>,
 }
 
 /// A transformation limit and its semaphore, for showing permits in use.
@@ -272,6 +275,7 @@ impl<'c> Scheduler<'c> {
             table: None,
             queued: VecDeque::new(),
             waiting_for_permits: HashMap::new(),
+            memo: None,
         })
     }
 
@@ -332,7 +336,24 @@ impl<'c> Scheduler<'c> {
             slot.url = url;
         }
         self.publish_views((known..self.slots.len()).map(|index| ViewId(index as u32)));
+        if let Some(memo) = &mut self.memo {
+            memo.grow(&self.lattice);
+        }
         Ok(addressed)
+    }
+
+    /// Remembers which views are up to date between runs and watches
+    /// external data, so that a run visits only what may have changed: for
+    /// a scheduler that lives across requests (a server, a benchmark).
+    /// Where inotify is unavailable, every run checks every view, as before.
+    pub fn remember_freshness(&mut self) {
+        match Memo::new() {
+            Ok(mut memo) => {
+                memo.grow(&self.lattice);
+                self.memo = Some(memo);
+            }
+            Err(e) => tracing::warn!("cannot watch external data ({e}); every run checks every view"),
+        }
     }
 
     /// Shares a live table of the views, runs and transformations for
@@ -415,6 +436,9 @@ impl<'c> Scheduler<'c> {
             }
             slot.record.state = state;
             commit.views.push((slot.url.to_string(), slot.record.clone()));
+            if let Some(memo) = &mut self.memo {
+                memo.dirty(id);
+            }
             done.push(id);
         }
         self.store.commit(&commit)?;
@@ -576,6 +600,10 @@ impl<'c> Scheduler<'c> {
         }
         self.with_table(|table| table.current_run = Some(run_id.clone()));
         *control = Control { stop: false, ..*control };
+        // Every change made before this run was asked for is seen by it.
+        if let Some(memo) = &mut self.memo {
+            memo.drain();
+        }
         for slot in &mut self.slots {
             let no_data_before_run = slot.record.state == ViewState::NoData;
             *slot = Slot {
@@ -624,6 +652,7 @@ impl<'c> Scheduler<'c> {
                 };
                 let slot = &mut self.slots[id.0 as usize];
                 let was_no_data = slot.no_data_before_run;
+                let timestamp_before = slot.record.timestamp;
                 slot.record.state = state;
                 let mut record_changed = false;
                 for action in &actions {
@@ -692,6 +721,13 @@ impl<'c> Scheduler<'c> {
                 // changed is written, so an unchanged lattice costs no writes.
                 let stable = previous_stable(state, &slot.record);
                 let store_record = record_changed || stable != slot.stored_state;
+                // What dependents see of a view is its state and timestamp:
+                // when those change, what depends on it may be outdated.
+                if let Some(memo) = &mut self.memo
+                    && (slot.record.timestamp != timestamp_before || stable != slot.stored_state)
+                {
+                    memo.dirty_dependents(id);
+                }
                 let slot = &mut self.slots[id.0 as usize];
                 let url = slot.url.clone();
                 if store_record {
@@ -886,8 +922,12 @@ impl<'c> Scheduler<'c> {
                 dependencies.dedup();
                 let mut pending = 0;
                 for dependency in dependencies {
+                    // A view the memo knows to be up to date is taken as it
+                    // is, without asking it or what it depends on.
+                    let known_fresh =
+                        mode == Mode::Default && self.memo.as_ref().is_some_and(|m| m.is_clean(dependency));
                     let theirs = &mut self.slots[dependency.0 as usize];
-                    if theirs.settled_in_run {
+                    if theirs.settled_in_run || known_fresh {
                         continue;
                     }
                     theirs.waiting.push(id);
@@ -901,6 +941,14 @@ impl<'c> Scheduler<'c> {
                 }
             }
             Action::NotifyDependents => {
+                if let Some(memo) = &mut self.memo
+                    && mode == Mode::Default
+                    && matches!(self.slots[id.0 as usize].record.state, ViewState::Materialized | ViewState::NoData)
+                {
+                    let external = matches!(self.lattice.view_type(id).transformation, Transformation::External);
+                    let has_data = self.slots[id.0 as usize].record.state == ViewState::Materialized;
+                    memo.settled(id, &self.lattice, external.then_some(has_data));
+                }
                 let slot = &mut self.slots[id.0 as usize];
                 slot.settled_in_run = true;
                 for waiting in std::mem::take(&mut slot.waiting) {
@@ -985,8 +1033,15 @@ impl<'c> Scheduler<'c> {
             .filter_map(|&d| self.slots[d.0 as usize].record.timestamp.map(|t| (d, t)))
             .max_by_key(|&(_, t)| t);
         let view_type = self.lattice.view_type(id);
-        let external_flag = matches!(view_type.transformation, Transformation::External)
-            .then(|| mtime_millis(&self.lattice.done_flag_path(id)));
+        let external = matches!(view_type.transformation, Transformation::External);
+        let external_flag = external.then(|| {
+            let flag = self.lattice.done_flag_path(id);
+            // Watched before it is read: a change after the read is queued.
+            if let Some(memo) = &mut self.memo {
+                memo.watch(id, &flag);
+            }
+            mtime_millis(&flag)
+        });
         let slot = &self.slots[id.0 as usize];
         let facts = Facts {
             invalidated: slot.invalidated,

@@ -135,6 +135,7 @@ impl Scheduler<'static> {
     pub fn into_service(mut self) -> (Handle, impl std::future::Future<Output = Result<(), Error>> + Send) {
         let (sender, mut requests) = mpsc::unbounded_channel();
         let table = self.share_table();
+        self.remember_freshness();
         let handle = Handle { requests: sender, table };
         let service = async move {
             let mut control = Control::default();

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+#! The API under load: `GET /views?overview=true` and one page of
+#! `GET /views`, 64 concurrent clients for 30 s each (wrk, from Debian's
+#! packages), with the bench lattice instantiated and a run transforming
+#! throughout. Usage: host/benches/api-load.sh [SHOPS] [DIR]
+#! (135 shops x 365 days = 99,821 views; DIR defaults to /dev/shm/trellis-api-load).
+set -euo pipefail
+shops=${1:-135}
+dir=${2:-/dev/shm/trellis-api-load}
+trellis=${TRELLIS:-target/release/trellis}
+command -v wrk >/dev/null || { echo "wrk is missing: apt-get install wrk" >&2; exit 2; }
+
+rm -rf "$dir"
+# Writes the project and materializes it once (cold, unchanged, one input).
+"$trellis" bench --shops "$shops" --days 365 --dir "$dir" >&2
+pattern='bench.mart/MonthlyTotal/rym(201501-201512)'
+
+"$trellis" serve -p "$dir" --bind 127.0.0.1:0 > "$dir/serve.out" 2> "$dir/serve.log" &
+server=$!
+trap 'kill $server 2>/dev/null; kill $churn 2>/dev/null; wait' EXIT
+until grep -q listening "$dir/serve.out" 2>/dev/null; do sleep 0.1; done
+url=$(sed -n 's/^listening on //p' "$dir/serve.out")
+echo "instantiated: $(curl -s "$url/views/$pattern?overview=true")"
+echo "all views: $(curl -s "$url/views?overview=true")"
+
+# Keep a run transforming: invalidate everything, rematerialize, repeat.
+(
+  while true; do
+    curl -s -XPOST "$url/invalidate/$pattern?dependencies=true" > /dev/null
+    run=$(curl -s -XPOST "$url/materialize/$pattern" | sed 's/.*"run":"\([^"]*\)".*/\1/')
+    until curl -s "$url/runs/$run" | grep -q '"status":"finished"'; do sleep 0.5; done
+  done
+) &
+churn=$!
+# Until transformations are running.
+until curl -s "$url/metrics" | grep -q '^trellis_transformations_running [1-9]'; do sleep 0.2; done
+
+transformed() { curl -s "$url/metrics" | sed -n 's/^trellis_transformations_total{outcome="succeeded"} //p'; }
+for target in "views?overview=true" "views?limit=100&cursor=50000"; do
+  before=$(transformed)
+  echo "== GET /$target"
+  wrk -t2 -c64 -d30s --latency "$url/$target"
+  after=$(transformed)
+  echo "transformations during the load: $((after - before)) ($(( (after - before) / 30 ))/s)"
+  echo "health: $(curl -s "$url/health")"
+done

@@ -1,0 +1,226 @@
+//! Freshness a long-lived scheduler remembers between runs, so that a run
+//! visits what may have changed (the cone of a new input, of an
+//! invalidation, of a rematerialized view) instead of the whole lattice.
+//!
+//! A view is *clean* when a DEFAULT run found it materialized or without
+//! data and nothing it depends on has changed since. New external data is
+//! learnt from inotify watches on the directories of external views' done
+//! flags; the kernel queues a change the moment it happens, and every run
+//! drains that queue before it looks at a view, so a change made before a
+//! request is always seen by it.
+//!
+//! Invariants: a clean view's dependencies are all clean (so marking a view
+//! dirty dirties every view above it, and dirtying can stop at a view that
+//! is dirty already); an external view is clean only while its flag's
+//! directory is watched, and the watch is added before its flag is read;
+//! anything the memo cannot vouch for (a lost watch, an overflowed queue)
+//! is dirty. It knows the lattice's edges and nothing of states or the
+//! metastore.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use crate::lattice::{Lattice, ViewId};
+
+pub(super) struct Memo {
+    clean: Vec<bool>,
+    /// Reverse edges: who depends on each view.
+    dependents: Vec<Vec<ViewId>>,
+    inotify: inotify::Inotify,
+    /// Watched directories by watch id, with the external views whose
+    /// flags are in them.
+    watched: HashMap<i32, (PathBuf, Vec<ViewId>)>,
+    by_dir: HashMap<PathBuf, i32>,
+    /// The watch each watched external view is under, and whether it is
+    /// its own directory's (else the nearest existing one above it).
+    watch_of: HashMap<ViewId, (i32, bool)>,
+    buffer: Vec<u8>,
+    /// Changes to external data seen since the memo was created.
+    pub changes_seen: u64,
+}
+
+impl Memo {
+    /// A memo, or why there cannot be one (no inotify here): the scheduler
+    /// then checks every view on every run, as the embedded one does.
+    pub fn new() -> std::io::Result<Memo> {
+        Ok(Memo {
+            clean: Vec::new(),
+            dependents: Vec::new(),
+            inotify: inotify::Inotify::init()?,
+            watched: HashMap::new(),
+            by_dir: HashMap::new(),
+            watch_of: HashMap::new(),
+            buffer: vec![0; 64 * 1024],
+            changes_seen: 0,
+        })
+    }
+
+    /// Takes in the views added to the lattice since the last call.
+    pub fn grow(&mut self, lattice: &Lattice<'_>) {
+        let known = self.clean.len();
+        self.clean.resize(lattice.len(), false);
+        self.dependents.resize_with(lattice.len(), Vec::new);
+        for index in known..lattice.len() {
+            let id = ViewId(index as u32);
+            for &dependency in lattice.dependencies(id) {
+                self.dependents[dependency.0 as usize].push(id);
+            }
+        }
+    }
+
+    pub fn is_clean(&self, id: ViewId) -> bool {
+        self.clean.get(id.0 as usize).copied().unwrap_or(false)
+    }
+
+    /// Marks a view settled as up to date clean, if all it depends on is.
+    /// An external view must be watched: with data, its own directory;
+    /// without, at least the nearest directory that exists above it.
+    pub fn settled(&mut self, id: ViewId, lattice: &Lattice<'_>, external: Option<bool>) {
+        let dependencies_clean = lattice.dependencies(id).iter().all(|&d| self.is_clean(d));
+        let watched = match (external, self.watch_of.get(&id)) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            (Some(has_data), Some(&(_, exact))) => exact || !has_data,
+        };
+        if dependencies_clean
+            && watched
+            && let Some(clean) = self.clean.get_mut(id.0 as usize)
+        {
+            *clean = true;
+        }
+    }
+
+    /// Watches the directory of an external view's done flag, before the
+    /// flag is read. Where that directory does not exist yet, the nearest
+    /// one above it is watched, which sees it appear.
+    pub fn watch(&mut self, id: ViewId, flag: &Path) {
+        if self.watch_of.contains_key(&id) {
+            return;
+        }
+        let Some(exact) = flag.parent() else { return };
+        let mut dir = exact;
+        loop {
+            if !dir.is_dir() {
+                match dir.parent() {
+                    Some(parent) => dir = parent,
+                    None => return,
+                }
+                continue;
+            }
+            let Some(wd) = self.add_watch(dir) else { return };
+            // It may have been created between the check and the watch.
+            if dir != exact && exact.is_dir() {
+                dir = exact;
+                continue;
+            }
+            self.watched.get_mut(&wd).expect("just added").1.push(id);
+            self.watch_of.insert(id, (wd, dir == exact));
+            return;
+        }
+    }
+
+    fn add_watch(&mut self, dir: &Path) -> Option<i32> {
+        if let Some(&wd) = self.by_dir.get(dir) {
+            return Some(wd);
+        }
+        use inotify::WatchMask;
+        let mask = WatchMask::ATTRIB
+            | WatchMask::CLOSE_WRITE
+            | WatchMask::CREATE
+            | WatchMask::DELETE
+            | WatchMask::DELETE_SELF
+            | WatchMask::MODIFY
+            | WatchMask::MOVE_SELF
+            | WatchMask::MOVED_FROM
+            | WatchMask::MOVED_TO;
+        match self.inotify.watches().add(dir, mask) {
+            Ok(wd) => {
+                let wd = wd.get_watch_descriptor_id();
+                self.by_dir.insert(dir.to_path_buf(), wd);
+                self.watched.entry(wd).or_insert_with(|| (dir.to_path_buf(), Vec::new()));
+                Some(wd)
+            }
+            Err(e) => {
+                tracing::debug!("not watching {}: {e}; views below it are checked on every run", dir.display());
+                None
+            }
+        }
+    }
+
+    /// Dirties a view and everything that depends on it.
+    pub fn dirty(&mut self, id: ViewId) {
+        if self.is_clean(id) {
+            self.clean[id.0 as usize] = false;
+        }
+        self.dirty_dependents(id);
+    }
+
+    /// Dirties everything that depends on a view (it was rematerialized).
+    pub fn dirty_dependents(&mut self, id: ViewId) {
+        let mut stack: Vec<ViewId> = self.dependents.get(id.0 as usize).cloned().unwrap_or_default();
+        while let Some(view) = stack.pop() {
+            // A dirty view's dependents are dirty already.
+            if self.is_clean(view) {
+                self.clean[view.0 as usize] = false;
+                stack.extend_from_slice(&self.dependents[view.0 as usize]);
+            }
+        }
+    }
+
+    /// Applies every change the kernel has queued: the views whose flag
+    /// directories changed are dirtied with all above them.
+    pub fn drain(&mut self) {
+        loop {
+            let mut touched = Vec::new();
+            let mut overflow = false;
+            match self.inotify.read_events(&mut self.buffer) {
+                Ok(events) => {
+                    for event in events {
+                        overflow |= event.mask.contains(inotify::EventMask::Q_OVERFLOW);
+                        let gone = event.mask.intersects(
+                            inotify::EventMask::DELETE_SELF
+                                | inotify::EventMask::MOVE_SELF
+                                | inotify::EventMask::IGNORED,
+                        );
+                        touched.push((event.wd.get_watch_descriptor_id(), gone));
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(e) => {
+                    tracing::warn!("reading inotify events failed ({e}); every view is checked again");
+                    overflow = true;
+                }
+            }
+            if overflow {
+                self.forget_everything();
+                return;
+            }
+            for (wd, gone) in touched {
+                self.changes_seen += 1;
+                // Its views are dirty, and watched again (perhaps closer to
+                // their own directory) when next checked.
+                let views = match self.watched.get_mut(&wd) {
+                    Some((_, views)) => std::mem::take(views),
+                    None => continue,
+                };
+                for view in views {
+                    self.watch_of.remove(&view);
+                    self.dirty(view);
+                }
+                if gone && let Some((dir, _)) = self.watched.remove(&wd) {
+                    self.by_dir.remove(&dir);
+                }
+            }
+        }
+    }
+
+    /// Everything is dirty and unwatched: the next run checks it all.
+    fn forget_everything(&mut self) {
+        self.clean.iter_mut().for_each(|clean| *clean = false);
+        self.watched.clear();
+        self.by_dir.clear();
+        self.watch_of.clear();
+        // The kernel's watches stay; their events now map to nothing until
+        // a directory is watched again (inotify returns the same id then).
+    }
+}
