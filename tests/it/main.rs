@@ -7,6 +7,7 @@ mod cli;
 mod crash;
 mod csv_aggregate;
 mod listeners;
+mod remote;
 mod runtime;
 mod sandbox;
 mod scenarios;

@@ -8,10 +8,12 @@ use chrono::{DateTime, Utc};
 use clap::Args;
 
 use super::Status;
+use super::remote::{self, Server};
+use crate::api::wire;
 use crate::catalog::{self, Catalog, Transformation};
 use crate::lattice::{Lattice, Resolution, ViewId, on_disk};
-use crate::metastore::Metastore;
-use crate::model::ViewState;
+use crate::metastore::{Metastore, RunRecord};
+use crate::model::{FlowStatus, ViewState};
 
 #[derive(Debug, Args)]
 pub(super) struct ProjectArgs {
@@ -168,6 +170,7 @@ pub(super) fn views(args: &ViewsArgs) -> anyhow::Result<Status> {
     let mut rows = Vec::new();
     for id in listed {
         let url = lattice.url_path(id);
+        // Filtered here too, so that a narrow filter reads few records.
         if args.filter.as_ref().is_some_and(|regex| !regex.is_match(&url)) {
             continue;
         }
@@ -175,36 +178,150 @@ pub(super) fn views(args: &ViewsArgs) -> anyhow::Result<Status> {
             Some(store) => store.view(&url)?.map(|record| record.state).unwrap_or_default(),
             None => ViewState::Receive,
         };
-        if args.status.is_some_and(|wanted| wanted != state) {
+        rows.push(ViewRow { view: url, state, data_path: lattice.data_path(id).display().to_string() });
+    }
+    print_views(&select(args, rows), args)
+}
+
+/// `trellis views` with a server: the server selects and counts, except
+/// with `--deps`, where the closure is gathered first (the server lists a
+/// view's direct dependencies only) and selected here, as embedded.
+pub(super) async fn views_remote(args: &ViewsArgs, server: &Server) -> anyhow::Result<Status> {
+    if args.deps {
+        let rows = closure_remote(server, &args.views).await?;
+        return print_views(&select(args, rows), args);
+    }
+    let query = wire::ViewsQuery {
+        status: args.status.map(|state| state.as_str().to_string()),
+        filter: args.filter.as_ref().map(|regex| regex.as_str().to_string()),
+        ..wire::ViewsQuery::default()
+    };
+    if args.overview {
+        let overview: wire::Overview = server
+            .get(&remote::path("views", &args.views), &wire::ViewsQuery { overview: Some(true), ..query })
+            .await?;
+        let mut counts = Vec::new();
+        for (state, n) in overview.overview {
+            counts.push((state.parse::<ViewState>().map_err(anyhow::Error::msg)?, n));
+        }
+        counts.sort();
+        return print_views(&Listing::Overview { counts, total: overview.total }, args);
+    }
+    let mut rows = Vec::new();
+    for view in server.views(&args.views, query).await? {
+        rows.push(view_row(view)?);
+    }
+    print_views(&Listing::Views(rows), args)
+}
+
+/// The views a pattern addresses and, transitively, their dependencies,
+/// in the order `Lattice::closure` gives: the addressed views first, then
+/// breadth first. Views the listing has not shown yet are asked for by
+/// their URL path, a wave of dependencies at a time.
+async fn closure_remote(server: &Server, pattern: &str) -> anyhow::Result<Vec<ViewRow>> {
+    use futures_util::{StreamExt, TryStreamExt};
+    let with_dependencies = || wire::ViewsQuery { dependencies: Some(true), ..wire::ViewsQuery::default() };
+    let addressed = server.views(pattern, with_dependencies()).await?;
+    let order: Vec<String> = addressed.iter().map(|view| view.view.clone()).collect();
+    let mut known: std::collections::HashMap<String, wire::View> =
+        addressed.into_iter().map(|view| (view.view.clone(), view)).collect();
+    loop {
+        let mut missing: Vec<String> = known
+            .values()
+            .flat_map(|view| view.dependencies.iter().flatten())
+            .filter(|dependency| !known.contains_key(*dependency))
+            .cloned()
+            .collect();
+        missing.sort();
+        missing.dedup();
+        if missing.is_empty() {
+            break;
+        }
+        let found: Vec<Vec<wire::View>> = futures_util::stream::iter(missing)
+            .map(|view| async move { server.views(&view, with_dependencies()).await })
+            .buffer_unordered(8)
+            .try_collect()
+            .await?;
+        for view in found.into_iter().flatten() {
+            known.insert(view.view.clone(), view);
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut queue: std::collections::VecDeque<String> = order.into();
+    let mut rows = Vec::new();
+    while let Some(url) = queue.pop_front() {
+        if !seen.insert(url.clone()) {
             continue;
         }
-        rows.push((url, state, lattice.data_path(id)));
+        let view = known.remove(&url).ok_or_else(|| anyhow::anyhow!("the server did not list view {url}"))?;
+        queue.extend(view.dependencies.iter().flatten().cloned());
+        rows.push(view_row(view)?);
     }
-    if args.overview {
-        let mut counts: Vec<(ViewState, usize)> =
-            ViewState::ALL.iter().map(|s| (*s, rows.iter().filter(|(_, state, _)| state == s).count())).collect();
-        counts.retain(|(_, n)| *n > 0);
-        if args.project.json {
-            let map: serde_json::Map<String, serde_json::Value> =
-                counts.iter().map(|(s, n)| (s.as_str().to_string(), serde_json::Value::from(*n))).collect();
-            println!("{}", serde_json::to_string_pretty(&map)?);
-        } else {
-            for (state, n) in counts {
-                println!("{:<13} {n}", state.as_str());
+    Ok(rows)
+}
+
+fn view_row(view: wire::View) -> anyhow::Result<ViewRow> {
+    Ok(ViewRow { state: view.state.parse().map_err(anyhow::Error::msg)?, view: view.view, data_path: view.data_path })
+}
+
+/// One line of `trellis views`.
+struct ViewRow {
+    view: String,
+    state: ViewState,
+    data_path: String,
+}
+
+/// What `trellis views` prints: views, or their counts per state.
+enum Listing {
+    Views(Vec<ViewRow>),
+    /// Counts in `ViewState::ALL` order, states without views left out.
+    Overview {
+        counts: Vec<(ViewState, usize)>,
+        total: usize,
+    },
+}
+
+/// The rows `-f` and `-s` keep, counted with `--overview`.
+fn select(args: &ViewsArgs, mut rows: Vec<ViewRow>) -> Listing {
+    rows.retain(|row| {
+        args.filter.as_ref().is_none_or(|regex| regex.is_match(&row.view))
+            && args.status.is_none_or(|wanted| wanted == row.state)
+    });
+    if !args.overview {
+        return Listing::Views(rows);
+    }
+    let mut counts: Vec<(ViewState, usize)> =
+        ViewState::ALL.iter().map(|s| (*s, rows.iter().filter(|row| row.state == *s).count())).collect();
+    counts.retain(|(_, n)| *n > 0);
+    Listing::Overview { counts, total: rows.len() }
+}
+
+fn print_views(listing: &Listing, args: &ViewsArgs) -> anyhow::Result<Status> {
+    let json = args.project.json;
+    match listing {
+        Listing::Overview { counts, total } => {
+            if json {
+                let map: serde_json::Map<String, serde_json::Value> =
+                    counts.iter().map(|(s, n)| (s.as_str().to_string(), serde_json::Value::from(*n))).collect();
+                println!("{}", serde_json::to_string_pretty(&map)?);
+            } else {
+                for (state, n) in counts {
+                    println!("{:<13} {n}", state.as_str());
+                }
+                println!("{:<13} {total}", "total");
             }
-            println!("{:<13} {}", "total", rows.len());
         }
-        return Ok(Status::Success);
-    }
-    if args.project.json {
-        let views: Vec<_> = rows
-            .iter()
-            .map(|(url, state, path)| serde_json::json!({ "view": url, "state": state, "data_path": path }))
-            .collect();
-        println!("{}", serde_json::to_string_pretty(&views)?);
-    } else {
-        for (url, state, path) in rows {
-            println!("{url}  {state}  {}", path.display());
+        Listing::Views(rows) if json => {
+            let views: Vec<_> = rows
+                .iter()
+                .map(|row| serde_json::json!({ "view": row.view, "state": row.state, "data_path": row.data_path }))
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&views)?);
+        }
+        Listing::Views(rows) => {
+            for row in rows {
+                println!("{}  {}  {}", row.view, row.state, row.data_path);
+            }
         }
     }
     Ok(Status::Success)
@@ -220,41 +337,97 @@ pub(super) fn runs(args: &RunsArgs) -> anyhow::Result<Status> {
         return Ok(Status::Success);
     }
     let store = Metastore::open(&catalog.settings.metastore)?;
-    let time = |ms: i64| {
-        chrono::DateTime::from_timestamp_millis(ms)
-            .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
-            .unwrap_or_default()
-    };
     match &args.id {
-        None => {
-            let runs = store.runs()?;
-            if args.project.json {
-                println!("{}", serde_json::to_string_pretty(&runs)?);
-            } else {
-                for run in runs {
-                    let termination = run.termination.as_deref().unwrap_or("running or interrupted");
-                    println!("{}  {}  {:<8} {}  {termination}", run.id, time(run.started), run.mode, run.pattern);
-                }
-            }
-        }
+        None => print_runs(&store.runs()?, args.project.json),
         Some(id) => {
             let run = store.run(id)?.ok_or_else(|| anyhow::anyhow!("no run `{id}` (see `trellis runs`)"))?;
-            let flows = store.flows(id)?;
-            if args.project.json {
-                let value = serde_json::json!({ "run": run, "flows": flows.iter().map(|(v, s)| serde_json::json!({ "view": v, "status": s })).collect::<Vec<_>>() });
-                println!("{}", serde_json::to_string_pretty(&value)?);
-            } else {
-                println!(
-                    "run {} ({}, {}): {}",
-                    run.id,
-                    run.mode,
-                    run.pattern,
-                    run.termination.as_deref().unwrap_or("running or interrupted")
-                );
-                for (view, status) in flows {
-                    println!("  {:<22} {view}", crate::model::wire_name(&status));
-                }
+            print_run(&run, &store.flows(id)?, args.project.json)
+        }
+    }
+}
+
+/// `trellis runs [ID]` with a server.
+pub(super) async fn runs_remote(args: &RunsArgs, server: &Server) -> anyhow::Result<Status> {
+    match &args.id {
+        None => {
+            let listed: Vec<wire::Run> = server.get("runs", remote::NO_QUERY).await?;
+            let mut runs = Vec::new();
+            for run in listed {
+                // The listing has no idle counts, which only the JSON shows:
+                // then each run's detail is asked for them.
+                let idle = if args.project.json { run_detail(server, &run.id).await?.idle } else { 0 };
+                runs.push(run_record(run, idle));
             }
+            print_runs(&runs, args.project.json)
+        }
+        Some(id) => {
+            let detail = run_detail(server, id).await?;
+            let flows = flows_of(&detail)?;
+            print_run(&run_record(detail.run, detail.idle), &flows, args.project.json)
+        }
+    }
+}
+
+pub(super) async fn run_detail(server: &Server, id: &str) -> anyhow::Result<wire::RunDetail> {
+    server.get(&remote::path("runs", id), remote::NO_QUERY).await
+}
+
+/// A run as the metastore records it, from the server's account of it.
+fn run_record(run: wire::Run, idle: usize) -> RunRecord {
+    RunRecord {
+        id: run.id,
+        pattern: run.pattern,
+        mode: run.mode,
+        started: run.started,
+        finished: run.finished,
+        termination: run.termination,
+        idle,
+    }
+}
+
+/// A run's flows with their statuses read back from their wire names.
+pub(super) fn flows_of(detail: &wire::RunDetail) -> anyhow::Result<Vec<(String, FlowStatus)>> {
+    detail
+        .flows
+        .iter()
+        .map(|flow| {
+            let status = serde_json::from_value(serde_json::Value::from(flow.status.as_str()))
+                .map_err(|_| anyhow::anyhow!("the server sent an unknown flow status `{}`", flow.status))?;
+            Ok((flow.view.clone(), status))
+        })
+        .collect()
+}
+
+fn time(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string()).unwrap_or_default()
+}
+
+fn print_runs(runs: &[RunRecord], json: bool) -> anyhow::Result<Status> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(runs)?);
+    } else {
+        for run in runs {
+            let termination = run.termination.as_deref().unwrap_or("running or interrupted");
+            println!("{}  {}  {:<8} {}  {termination}", run.id, time(run.started), run.mode, run.pattern);
+        }
+    }
+    Ok(Status::Success)
+}
+
+fn print_run(run: &RunRecord, flows: &[(String, FlowStatus)], json: bool) -> anyhow::Result<Status> {
+    if json {
+        let value = serde_json::json!({ "run": run, "flows": flows.iter().map(|(v, s)| serde_json::json!({ "view": v, "status": s })).collect::<Vec<_>>() });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        println!(
+            "run {} ({}, {}): {}",
+            run.id,
+            run.mode,
+            run.pattern,
+            run.termination.as_deref().unwrap_or("running or interrupted")
+        );
+        for (view, status) in flows {
+            println!("  {:<22} {view}", crate::model::wire_name(status));
         }
     }
     Ok(Status::Success)

@@ -9,11 +9,13 @@ mod catalog;
 mod demo;
 mod listeners;
 mod plugins;
+mod remote;
 mod schedule;
 mod serve;
+mod shell;
 mod stop;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -24,13 +26,64 @@ use crate::runtime::{Runtime, RuntimeOptions};
 #[derive(Debug, Parser)]
 #[command(name = "trellis", version, about = "A goal-oriented data scheduler with WebAssembly plugins")]
 pub struct Cli {
+    #[command(flatten)]
+    globals: Globals,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The options every command takes. The shell hands its own to each line
+/// that does not set them.
+#[derive(Debug, Clone, Default, clap::Args)]
+struct Globals {
     /// Where compiled plugins are cached between runs
     /// [default: $TRELLIS_CACHE_DIR, else $XDG_CACHE_HOME/trellis, else ~/.cache/trellis]
     #[arg(long, global = true, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
+    /// Send the command to this `trellis serve`, e.g. http://127.0.0.1:20698 (then -p is ignored);
+    /// commands without a remote form (validate, deps, demo, plugins, bench, serve) run here regardless
+    #[arg(long, global = true, value_name = "URL", env = "TRELLIS_SERVER")]
+    server: Option<String>,
+    /// A file holding the bearer token: the client's with --server, the server's with `serve`
+    /// [default: $TRELLIS_TOKEN]
+    #[arg(long, global = true, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+}
 
-    #[command(subcommand)]
-    command: Command,
+impl Globals {
+    /// The server to talk to, if one is named.
+    fn server(&self) -> anyhow::Result<Option<remote::Server>> {
+        match self.server.as_deref().map(str::trim).filter(|url| !url.is_empty()) {
+            Some(url) => Ok(Some(remote::Server::new(url, token(self.token_file.as_deref())?)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Options given to the shell apply to each of its lines that does not give its own.
+    fn inherit(&mut self, shell: &Globals) {
+        self.cache_dir = self.cache_dir.take().or_else(|| shell.cache_dir.clone());
+        self.server = self.server.take().or_else(|| shell.server.clone());
+        self.token_file = self.token_file.take().or_else(|| shell.token_file.clone());
+    }
+}
+
+/// The bearer token, from `--token-file` or else `$TRELLIS_TOKEN`: one
+/// rule for the server and its clients.
+fn token(file: Option<&Path>) -> anyhow::Result<Option<String>> {
+    let token = match file {
+        Some(file) => Some(
+            std::fs::read_to_string(file)
+                .with_context(|| format!("reading the token file {}", file.display()))?
+                .trim()
+                .to_string(),
+        ),
+        None => std::env::var("TRELLIS_TOKEN").ok(),
+    };
+    match token {
+        Some(token) if token.is_empty() => anyhow::bail!("the token is empty"),
+        token => Ok(token),
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -62,6 +115,10 @@ enum Command {
     Listeners(listeners::ListenersArgs),
     /// Run the scheduler, the listeners and the HTTP API until SIGINT or SIGTERM
     Serve(serve::ServeArgs),
+    /// Show the transformations a server is running and its permits (needs --server)
+    Transformations(schedule::TransformationsArgs),
+    /// An interactive shell: each line is a trellis command (without `trellis`); exit, quit or Ctrl-D end it
+    Shell,
 }
 
 /// How a command ended, beyond errors (which exit with 2).
@@ -83,26 +140,53 @@ impl From<Status> for ExitCode {
 
 impl Cli {
     pub async fn run(self) -> anyhow::Result<Status> {
-        let cache_dir = self.cache_dir.or_else(default_cache_dir);
+        let globals = self.globals;
+        let cache_dir = globals.cache_dir.clone().or_else(default_cache_dir);
         // Only the commands that run plugins start the engine.
         let runtime = || {
             Runtime::new(RuntimeOptions { cache_dir: cache_dir.clone(), ..RuntimeOptions::default() })
                 .context("starting the plugin runtime")
         };
+        // A command with a remote form gathers its data here or from the
+        // server, then prints it with the one function both forms share.
+        let server = || globals.server();
         match self.command {
             Command::Plugins(command) => command.run(&runtime()?).await,
             Command::Demo(args) => args.run(&runtime()?).await,
             Command::Validate(args) => catalog::validate(&args, &runtime()?).await,
-            Command::Views(args) => catalog::views(&args),
+            Command::Views(args) => match server()? {
+                Some(server) => catalog::views_remote(&args, &server).await,
+                None => catalog::views(&args),
+            },
             Command::Deps(args) => catalog::deps(&args),
-            Command::Materialize(args) => schedule::materialize(&args, &runtime()?).await,
-            Command::Invalidate(args) => schedule::invalidate(&args, &runtime()?).await,
-            Command::Plan(args) => schedule::plan(&args, &runtime()?).await,
+            Command::Materialize(args) => match server()? {
+                Some(server) => schedule::materialize_remote(&args, &server).await,
+                None => schedule::materialize(&args, &runtime()?).await,
+            },
+            Command::Invalidate(args) => match server()? {
+                Some(server) => schedule::invalidate_remote(&args, &server).await,
+                None => schedule::invalidate(&args, &runtime()?).await,
+            },
+            Command::Plan(args) => match server()? {
+                Some(server) => schedule::plan_remote(&args, &server).await,
+                None => schedule::plan(&args, &runtime()?).await,
+            },
             Command::Bench(args) => bench::bench(&args, &runtime()?).await,
-            Command::Runs(args) => catalog::runs(&args),
-            Command::Stop(args) => stop::stop(&args),
-            Command::Listeners(args) => listeners::run(&args),
-            Command::Serve(args) => serve::serve(&args, &runtime()?).await,
+            Command::Runs(args) => match server()? {
+                Some(server) => catalog::runs_remote(&args, &server).await,
+                None => catalog::runs(&args),
+            },
+            Command::Stop(args) => match server()? {
+                Some(server) => stop::stop_remote(&args, &server).await,
+                None => stop::stop(&args),
+            },
+            Command::Listeners(args) => match server()? {
+                Some(server) => listeners::run_remote(&args, &server).await,
+                None => listeners::run(&args),
+            },
+            Command::Serve(args) => serve::serve(&args, token(globals.token_file.as_deref())?, &runtime()?).await,
+            Command::Transformations(args) => schedule::transformations(&args, server()?.as_ref()).await,
+            Command::Shell => shell::run(&globals).await,
         }
     }
 }

@@ -1,15 +1,18 @@
-//! `trellis materialize`, `trellis invalidate` and `trellis plan`: the
-//! scheduler, embedded, without a server.
+//! `trellis materialize`, `trellis invalidate`, `trellis plan` and
+//! `trellis transformations`: the scheduler, embedded or on a server.
 
 use anyhow::Context;
 use clap::Args;
+use reqwest::{Method, StatusCode};
 
 use super::Status;
-use super::catalog::{ProjectArgs, load};
+use super::catalog::{self, ProjectArgs, load};
+use super::remote::{self, Server};
+use crate::api::wire;
 use crate::listeners::Listeners;
-use crate::model::{FlowStatus, wire_name};
+use crate::model::{FlowStatus, ViewState, wire_name};
 use crate::runtime::Runtime;
-use crate::scheduler::{Mode, Scheduler};
+use crate::scheduler::{Mode, RunSummary, Scheduler};
 
 #[derive(Debug, Args)]
 pub(super) struct MaterializeArgs {
@@ -21,6 +24,10 @@ pub(super) struct MaterializeArgs {
     /// DEFAULT, RESET_TRANSFORMATION_CHECKSUMS, RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS, TRANSFORM_ONLY or SET_ONLY
     #[arg(long, default_value = "DEFAULT", value_parser = str::parse::<Mode>)]
     mode: Mode,
+    /// With --server, follow the run to its end and print its summary (else it is only started);
+    /// an embedded materialize always does
+    #[arg(long)]
+    wait: bool,
 }
 
 #[derive(Debug, Args)]
@@ -42,10 +49,14 @@ pub(super) struct PlanArgs {
     views: String,
 }
 
-pub(super) async fn materialize(args: &MaterializeArgs, runtime: &Runtime) -> anyhow::Result<Status> {
-    let catalog = load(&args.project.project)?;
-    let mut scheduler = Scheduler::open(&catalog, runtime).await.context("opening the scheduler")?;
-    // A progress bar on a terminal; nothing when stderr is a file or pipe.
+#[derive(Debug, Args)]
+pub(super) struct TransformationsArgs {
+    #[command(flatten)]
+    project: ProjectArgs,
+}
+
+/// A run's progress bar on a terminal; nothing when stderr is a file or pipe.
+fn progress_bar() -> indicatif::ProgressBar {
     let bar = indicatif::ProgressBar::new(0);
     bar.set_style(
         indicatif::ProgressStyle::with_template(
@@ -53,6 +64,13 @@ pub(super) async fn materialize(args: &MaterializeArgs, runtime: &Runtime) -> an
         )
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
+    bar
+}
+
+pub(super) async fn materialize(args: &MaterializeArgs, runtime: &Runtime) -> anyhow::Result<Status> {
+    let catalog = load(&args.project.project)?;
+    let mut scheduler = Scheduler::open(&catalog, runtime).await.context("opening the scheduler")?;
+    let bar = progress_bar();
     let mut listeners = Listeners::start(&catalog, runtime, scheduler.metastore()).await?;
     let listener_lag = listeners.lag_probe();
     let reporter = bar.clone();
@@ -109,10 +127,96 @@ pub(super) async fn materialize(args: &MaterializeArgs, runtime: &Runtime) -> an
         }
     }
     listeners.shutdown().await;
-    Ok(if summary.failures.is_empty() && !summary.stopped { Status::Success } else { Status::Failed })
+    Ok(outcome(&summary))
 }
 
-fn print_summary(summary: &crate::scheduler::RunSummary, json: bool) -> anyhow::Result<()> {
+/// A run that failed a view or was stopped exits with 1.
+fn outcome(summary: &RunSummary) -> Status {
+    if summary.failures.is_empty() && !summary.stopped { Status::Success } else { Status::Failed }
+}
+
+/// `trellis materialize` with a server: the run is accepted, and with
+/// `--wait` followed through the server's event stream to its end, then
+/// summarized from its record as an embedded run is.
+pub(super) async fn materialize_remote(args: &MaterializeArgs, server: &Server) -> anyhow::Result<Status> {
+    let query = wire::MaterializeQuery { mode: Some(wire_name(&args.mode)) };
+    let accepted: wire::Accepted = server.post(&remote::path("materialize", &args.views), &query).await?;
+    if !args.wait {
+        if args.project.json {
+            println!("{}", serde_json::to_string_pretty(&accepted)?);
+        } else {
+            let queued = match accepted.queued_behind {
+                0 => String::new(),
+                n => format!(" (queued behind {n} run{})", if n == 1 { "" } else { "s" }),
+            };
+            println!("run {} accepted{queued}", accepted.run);
+        }
+        return Ok(Status::Success);
+    }
+    let bar = progress_bar();
+    bar.set_prefix(format!("run {}", accepted.run));
+    let mut progress = RemoteProgress::default();
+    let reporter = bar.clone();
+    let followed = server
+        .follow_run(&accepted.run, Some(accepted.events_from), |event| {
+            progress.apply(event.view, event.current);
+            reporter.set_length(progress.states.len() as u64);
+            reporter.set_position(progress.settled as u64);
+            reporter.set_message(format!("({} running)", progress.running));
+        })
+        .await;
+    bar.finish_and_clear();
+    followed?;
+    let detail = catalog::run_detail(server, &accepted.run).await?;
+    let summary = summary_of(detail)?;
+    print_summary(&summary, args.project.json)?;
+    Ok(outcome(&summary))
+}
+
+/// A remote run's progress from its events: each view's latest state, and
+/// counts kept as they change (a run may log millions of events).
+#[derive(Default)]
+struct RemoteProgress {
+    states: std::collections::HashMap<String, ViewState>,
+    /// Views in a state where the run is done with them, as the embedded
+    /// scheduler counts them.
+    settled: usize,
+    running: usize,
+}
+
+impl RemoteProgress {
+    fn apply(&mut self, view: String, current: ViewState) {
+        let settled =
+            |state: ViewState| matches!(state, ViewState::Materialized | ViewState::NoData | ViewState::Failed);
+        let running = |state: ViewState| state == ViewState::Transforming;
+        if let Some(previous) = self.states.insert(view, current) {
+            self.settled -= usize::from(settled(previous));
+            self.running -= usize::from(running(previous));
+        }
+        self.settled += usize::from(settled(current));
+        self.running += usize::from(running(current));
+    }
+}
+
+/// The summary an embedded run returns, from the server's record of a run.
+fn summary_of(detail: wire::RunDetail) -> anyhow::Result<RunSummary> {
+    let flows = catalog::flows_of(&detail)?;
+    let termination = detail.run.termination.unwrap_or_else(|| "running or interrupted".into());
+    Ok(RunSummary {
+        id: detail.run.id,
+        flows,
+        idle: detail.idle,
+        failures: detail.failures.into_iter().map(|failure| (failure.view, failure.error)).collect(),
+        incomplete: detail.incomplete,
+        with_errors: detail.with_errors,
+        // The record says that a run was stopped in its termination only
+        // (`stopped by request`, `stopped: the server shut down ...`).
+        stopped: termination.starts_with("stopped"),
+        termination,
+    })
+}
+
+fn print_summary(summary: &RunSummary, json: bool) -> anyhow::Result<()> {
     if json {
         let value = serde_json::json!({
             "run": summary.id,
@@ -159,31 +263,99 @@ fn print_summary(summary: &crate::scheduler::RunSummary, json: bool) -> anyhow::
 pub(super) async fn invalidate(args: &InvalidateArgs, runtime: &Runtime) -> anyhow::Result<Status> {
     let catalog = load(&args.project.project)?;
     let mut scheduler = Scheduler::open(&catalog, runtime).await.context("opening the scheduler")?;
-    let crate::scheduler::run::Invalidation { invalidated: done, refused } =
-        scheduler.invalidate(&args.views, args.deps)?;
-    for id in &done {
-        println!("invalidated {}", scheduler.lattice().url_path(*id));
+    let crate::scheduler::run::Invalidation { invalidated, refused } = scheduler.invalidate(&args.views, args.deps)?;
+    let lattice = scheduler.lattice();
+    let invalidated: Vec<String> = invalidated.iter().map(|id| lattice.url_path(*id)).collect();
+    let refused: Vec<(String, String)> =
+        refused.into_iter().map(|(id, reason)| (lattice.url_path(id), reason)).collect();
+    Ok(print_invalidation(&invalidated, &refused))
+}
+
+pub(super) async fn invalidate_remote(args: &InvalidateArgs, server: &Server) -> anyhow::Result<Status> {
+    let query = wire::InvalidateQuery { dependencies: Some(args.deps) };
+    let reply = server.exchange(Method::POST, &remote::path("invalidate", &args.views), &query).await?;
+    // A 409 says that some views were in flight, with what was done.
+    let done: wire::Invalidated = match reply.status {
+        StatusCode::CONFLICT => reply.decode().map_err(|_| reply.error())?,
+        _ => reply.json()?,
+    };
+    let refused: Vec<(String, String)> =
+        done.refused.into_iter().map(|refusal| (refusal.view, refusal.reason)).collect();
+    Ok(print_invalidation(&done.invalidated, &refused))
+}
+
+/// Views in flight are refused, which exits with 1.
+fn print_invalidation(invalidated: &[String], refused: &[(String, String)]) -> Status {
+    for view in invalidated {
+        println!("invalidated {view}");
     }
-    for (id, reason) in &refused {
-        eprintln!("refused {}: {reason}", scheduler.lattice().url_path(*id));
+    for (view, reason) in refused {
+        eprintln!("refused {view}: {reason}");
     }
-    Ok(if refused.is_empty() { Status::Success } else { Status::Failed })
+    if refused.is_empty() { Status::Success } else { Status::Failed }
 }
 
 pub(super) async fn plan(args: &PlanArgs, runtime: &Runtime) -> anyhow::Result<Status> {
     let catalog = load(&args.project.project)?;
     let mut scheduler = Scheduler::open(&catalog, runtime).await.context("opening the scheduler")?;
     let plan = scheduler.plan(&args.views)?;
-    if args.project.json {
-        let value: Vec<_> = plan
-            .iter()
-            .map(|(id, line)| serde_json::json!({ "view": scheduler.lattice().url_path(*id), "plan": line }))
-            .collect();
+    let lines: Vec<(String, String)> =
+        plan.into_iter().map(|(id, line)| (scheduler.lattice().url_path(id), line)).collect();
+    print_plan(&lines, args.project.json)
+}
+
+pub(super) async fn plan_remote(args: &PlanArgs, server: &Server) -> anyhow::Result<Status> {
+    let plan: Vec<wire::PlanLine> = server.get(&remote::path("plan", &args.views), remote::NO_QUERY).await?;
+    let lines: Vec<(String, String)> = plan.into_iter().map(|line| (line.view, line.plan)).collect();
+    print_plan(&lines, args.project.json)
+}
+
+fn print_plan(lines: &[(String, String)], json: bool) -> anyhow::Result<Status> {
+    if json {
+        let value: Vec<_> =
+            lines.iter().map(|(view, line)| serde_json::json!({ "view": view, "plan": line })).collect();
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
-        for (id, line) in &plan {
-            println!("{}: {line}", scheduler.lattice().url_path(*id));
+        for (view, line) in lines {
+            println!("{view}: {line}");
         }
+    }
+    Ok(Status::Success)
+}
+
+/// `trellis transformations`: what a server is transforming now and the
+/// permits in use. Only a server has anything to show: an embedded
+/// materialize shows its progress itself.
+pub(super) async fn transformations(args: &TransformationsArgs, server: Option<&Server>) -> anyhow::Result<Status> {
+    let Some(server) = server else {
+        anyhow::bail!(
+            "`trellis transformations` shows what a server runs: name one with --server URL or TRELLIS_SERVER"
+        );
+    };
+    let now: wire::Transformations = server.get("transformations", remote::NO_QUERY).await?;
+    if args.project.json {
+        println!("{}", serde_json::to_string_pretty(&now)?);
+        return Ok(Status::Success);
+    }
+    if now.running.is_empty() {
+        println!("no transformations running");
+    }
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    for running in &now.running {
+        let seconds = (now_ms - running.since).max(0) as u64 / 1000;
+        let elapsed = humantime::format_duration(std::time::Duration::from_secs(seconds));
+        println!("{}  {}  running for {elapsed}", running.view, running.plugin);
+    }
+    let permits: Vec<String> = now
+        .permits
+        .iter()
+        .map(|p| match p.plugin.as_str() {
+            "*" => format!("{} of {} overall", p.in_use, p.limit),
+            plugin => format!("{plugin} {} of {}", p.in_use, p.limit),
+        })
+        .collect();
+    if !permits.is_empty() {
+        println!("permits in use: {}", permits.join(", "));
     }
     Ok(Status::Success)
 }

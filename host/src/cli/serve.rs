@@ -2,7 +2,6 @@
 //! long-lived process, shut down gracefully on SIGINT or SIGTERM.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,9 +25,6 @@ pub(super) struct ServeArgs {
     /// `text` or `json` log lines on stderr
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     pub(super) log_format: String,
-    /// A file holding the bearer token (else $TRELLIS_TOKEN)
-    #[arg(long, value_name = "FILE")]
-    token_file: Option<PathBuf>,
     /// How long running transformations may go on after SIGINT or SIGTERM
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     grace: Duration,
@@ -37,24 +33,8 @@ pub(super) struct ServeArgs {
     request_timeout: Duration,
 }
 
-fn token(args: &ServeArgs) -> anyhow::Result<Option<String>> {
-    let token = match &args.token_file {
-        Some(file) => Some(
-            std::fs::read_to_string(file)
-                .with_context(|| format!("reading the token file {}", file.display()))?
-                .trim()
-                .to_string(),
-        ),
-        None => std::env::var("TRELLIS_TOKEN").ok(),
-    };
-    match token {
-        Some(token) if token.is_empty() => anyhow::bail!("the token is empty"),
-        token => Ok(token),
-    }
-}
-
-pub(super) async fn serve(args: &ServeArgs, runtime: &Runtime) -> anyhow::Result<Status> {
-    let token = token(args)?;
+/// `token` is the one clients must send (the global `--token-file`, else `$TRELLIS_TOKEN`).
+pub(super) async fn serve(args: &ServeArgs, token: Option<String>, runtime: &Runtime) -> anyhow::Result<Status> {
     api::check_bind(&args.bind, token.as_deref()).map_err(anyhow::Error::msg)?;
     // The server runs until the process ends: its catalog lives as long.
     let catalog: &'static _ = Box::leak(Box::new(load(&args.project.project)?));

@@ -3,7 +3,7 @@
 //! metastore, so a running materialize announces itself in a file next to
 //! the metastore, and `stop` sends it SIGINT, which stops a run the way
 //! Ctrl-C does: running transformations are canceled and keep their
-//! previous data, the rest is skipped.
+//! previous data, the rest is skipped. With a server, `stop` asks it.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -12,7 +12,9 @@ use anyhow::bail;
 use clap::Args;
 
 use super::Status;
-use super::catalog::{ProjectArgs, load};
+use super::catalog::{ProjectArgs, load, run_detail};
+use super::remote::{self, Server};
+use crate::api::wire;
 use crate::catalog::Catalog;
 use crate::metastore::Metastore;
 
@@ -94,19 +96,58 @@ pub(super) fn stop(args: &StopArgs) -> anyhow::Result<Status> {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        println!("run {id} stopped");
-        return Ok(Status::Success);
+        return Ok(stopped(id));
     }
     // Not running in another process: the metastore says what became of it.
     let store = Metastore::open(&catalog.settings.metastore)?;
     match store.run(id)? {
         None => bail!("no run `{id}` (see `trellis runs`)"),
-        Some(run) => {
-            let ended = run.termination.unwrap_or_else(|| "interrupted".into());
-            println!("run {id} is not running: {ended}");
-        }
+        Some(run) => Ok(not_running(id, run.termination)),
     }
-    Ok(Status::Success)
+}
+
+/// `trellis stop` with a server: it stops a running run (and waits for
+/// its end, following its events) or takes a queued one off its queue.
+pub(super) async fn stop_remote(args: &StopArgs, server: &Server) -> anyhow::Result<Status> {
+    let id = match &args.id {
+        Some(id) => id.clone(),
+        None => {
+            let health: wire::Health = server.get("health", remote::NO_QUERY).await?;
+            let Some(run) = health.current_run else {
+                bail!("no run is in progress on {}; name one (see `trellis runs`)", server.base());
+            };
+            run
+        }
+    };
+    let reply = server
+        .exchange(reqwest::Method::POST, &format!("{}/stop", remote::path("runs", &id)), remote::NO_QUERY)
+        .await?;
+    if reply.status == reqwest::StatusCode::CONFLICT {
+        // It has already finished: its record says how.
+        return Ok(not_running(&id, run_detail(server, &id).await?.run.termination));
+    }
+    let outcome: wire::StopOutcome = reply.json()?;
+    if outcome.outcome == "dequeued" {
+        println!("run {id} was queued; it will not start");
+        return Ok(Status::Success);
+    }
+    println!("asked run {id} to stop ({})", server.base());
+    match tokio::time::timeout(WAIT, server.follow_run(&id, None, |_| {})).await {
+        Ok(ended) => ended?,
+        Err(_) => bail!("run {id} has not stopped after {} s", WAIT.as_secs()),
+    };
+    Ok(stopped(&id))
+}
+
+fn stopped(id: &str) -> Status {
+    println!("run {id} stopped");
+    Status::Success
+}
+
+fn not_running(id: &str, termination: Option<String>) -> Status {
+    let ended = termination.unwrap_or_else(|| "interrupted".into());
+    println!("run {id} is not running: {ended}");
+    Status::Success
 }
 
 fn read_active(file: &Path) -> Option<ActiveRun> {

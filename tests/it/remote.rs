@@ -1,0 +1,357 @@
+//! The remote CLI and the shell against a real `trellis serve` on a demo
+//! project: every command prints with a server what it prints embedded,
+//! errors included, and the shell runs lines as the command line does.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::{Run, run, trellis};
+
+const PATTERN: &str = "shop.datamart/MonthlyTotal/2015/05";
+const DAILY: &str = "shop.datamart/DailySales/SHOP10/2015/05/01";
+const TOKEN: &str = "remote-test-token";
+
+/// A `trellis serve` on port 0, stopped with SIGTERM.
+struct Server {
+    child: Child,
+    /// Kept open: the server's stdout stays a live pipe.
+    _stdout: BufReader<ChildStdout>,
+    address: String,
+    log: PathBuf,
+}
+
+impl Server {
+    fn start(cache: &Path, project: &Path, log: PathBuf) -> Server {
+        let mut child = trellis(cache)
+            .args(["serve", "--bind", "127.0.0.1:0", "-p"])
+            .arg(project)
+            .env("TRELLIS_TOKEN", TOKEN)
+            .env_remove("TRELLIS_SERVER")
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("trellis serve starts");
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        // The first line comes once the server listens: reading it is the wait.
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let Some(address) = line.trim().strip_prefix("listening on ").map(str::to_string) else {
+            let _ = child.kill();
+            panic!("serve printed {line:?}; its log:\n{}", std::fs::read_to_string(&log).unwrap_or_default());
+        };
+        Server { child, _stdout: stdout, address, log }
+    }
+
+    /// SIGTERM, then the exit: afterwards the metastore is free for embedded commands.
+    fn stop(mut self) {
+        // SAFETY: kill(2) on our own child, which has not been waited for.
+        assert_eq!(unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) }, 0);
+        let status = self.child.wait().unwrap();
+        assert!(
+            status.success(),
+            "serve ended with {status}; its log:\n{}",
+            std::fs::read_to_string(&self.log).unwrap()
+        );
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // A failed assertion must not leave a server behind.
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The CLI without a server or a token from the environment of the test run.
+fn cli(cache: &Path) -> Command {
+    let mut command = trellis(cache);
+    command.env_remove("TRELLIS_SERVER").env_remove("TRELLIS_TOKEN");
+    command
+}
+
+/// A command sent to the server, with the token.
+fn remote(cache: &Path, server: &Server, args: &[&str]) -> Run {
+    run(cli(cache).env("TRELLIS_TOKEN", TOKEN).arg("--server").arg(&server.address).args(args))
+}
+
+fn embedded(cache: &Path, project: &Path, args: &[&str]) -> Run {
+    run(cli(cache).args(args).arg("-p").arg(project))
+}
+
+/// Runs `shell` with `lines` on its standard input.
+fn shell(command: &mut Command, lines: &str) -> Run {
+    let mut child = command
+        .arg("shell")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("trellis shell starts");
+    child.stdin.take().unwrap().write_all(lines.as_bytes()).unwrap();
+    let output = child.wait_with_output().unwrap();
+    Run {
+        code: output.status.code().expect("exited, not killed"),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// Polls `probe` until it holds, for at most 30 s.
+fn eventually(what: &str, mut probe: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !probe() {
+        assert!(Instant::now() < deadline, "{what}: not after 30 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn ok(result: Run, what: &str) -> String {
+    assert_eq!(result.code, 0, "{what}: {}{}", result.stdout, result.stderr);
+    result.stdout
+}
+
+#[test]
+fn remote_commands_print_what_embedded_commands_print() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let project = dir.path().join("demo");
+    ok(run(cli(&cache).arg("demo").arg(&project)), "demo");
+    let server = Server::start(&cache, &project, dir.path().join("serve.log"));
+
+    // Writes need the token; reads from loopback do not.
+    let refused = run(cli(&cache).arg("--server").arg(&server.address).args(["invalidate", "-v", DAILY]));
+    assert_eq!(refused.code, 2, "{}", refused.stdout);
+    assert_eq!(
+        refused.stderr,
+        "error: this request needs `Authorization: Bearer <token>` (the server's TRELLIS_TOKEN)\n"
+    );
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    let with_token = |args: &[&str]| {
+        run(cli(&cache).arg("--server").arg(&server.address).arg("--token-file").arg(&token_file).args(args))
+    };
+    assert_eq!(ok(with_token(&["invalidate", "-v", DAILY]), "invalidate"), format!("invalidated {DAILY}\n"));
+    // The first run of this server, as the embedded one below is the
+    // first of its process.
+    let remote_summary = ok(with_token(&["materialize", "-v", PATTERN, "--wait"]), "materialize --wait");
+    assert!(remote_summary.contains(&format!("SUCCESSFUL             {DAILY}\n")), "{remote_summary}");
+
+    // Without --wait the run is only accepted (the token from the environment this time).
+    let accepted = ok(
+        run(cli(&cache).env("TRELLIS_TOKEN", TOKEN).env("TRELLIS_SERVER", &server.address).args([
+            "materialize",
+            "-v",
+            PATTERN,
+        ])),
+        "materialize",
+    );
+    let run_id = accepted
+        .strip_prefix("run ")
+        .and_then(|rest| rest.strip_suffix(" accepted\n"))
+        .unwrap_or_else(|| panic!("{accepted}"))
+        .to_string();
+    eventually("the accepted run ends", || {
+        let detail: serde_json::Value =
+            serde_json::from_str(&ok(remote(&cache, &server, &["runs", &run_id, "--json"]), "runs ID")).unwrap();
+        !detail["run"]["termination"].is_null()
+    });
+    eventually("listeners catch up", || {
+        let listeners: serde_json::Value =
+            serde_json::from_str(&ok(remote(&cache, &server, &["listeners", "--json"]), "listeners")).unwrap();
+        listeners.as_array().unwrap().iter().all(|listener| listener["behind"] == 0)
+    });
+
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["views", "-v", PATTERN],
+        vec!["views", "-v", PATTERN, "--json"],
+        vec!["views", "-v", PATTERN, "--deps"],
+        vec!["views", "-v", PATTERN, "--deps", "--json"],
+        vec!["views", "-v", PATTERN, "--deps", "-s", "no-data"],
+        vec!["views", "-v", PATTERN, "--deps", "-f", "SHOP20/2015/05/0[1-3]$", "--json"],
+        vec!["views", "-v", PATTERN, "--deps", "--overview"],
+        vec!["views", "-v", PATTERN, "--deps", "--overview", "--json"],
+        vec!["views", "-v", "shop.datamart/DailySales/e(SHOP10,SHOP20)/rymd(20150501-20150507)"],
+        vec!["views", "-v", "shop.datamart/DailySales/e(SHOP10,SHOP20)/rymd(20150501-20150507)", "-s", "materialized"],
+        vec!["views", "-v", "shop.datamart/DailySales/SHOP30/rymd(20150501-20150531)", "-f", "/0[2-4]$", "--json"],
+        vec!["views", "-v", "shop.datamart/DailySales/SHOP30/rymd(20150501-20150531)", "-o"],
+        vec!["views", "-v", "shop.datamart/DailySales/SHOP30/rymd(20150501-20150531)", "-o", "--json"],
+        vec!["plan", "-v", PATTERN],
+        vec!["plan", "-v", PATTERN, "--json"],
+        vec!["runs"],
+        vec!["runs", "--json"],
+        vec!["runs", &run_id],
+        vec!["runs", &run_id, "--json"],
+        vec!["listeners"],
+        vec!["listeners", "--json"],
+        vec!["listeners", "enable", "stats"],
+        // Errors (the last three): the same line, the same exit code.
+        vec!["views", "-v", "shop.datamart/DailySales/SHOP10/rymd(2015"],
+        vec!["plan", "-v", "shop.datamart/NoSuchType/SHOP10"],
+        vec!["listeners", "enable", "nobody"],
+    ];
+    let remote_runs: Vec<Run> = cases.iter().map(|args| remote(&cache, &server, args)).collect();
+    for (n, (args, result)) in cases.iter().zip(&remote_runs).enumerate() {
+        let error = n + 3 >= cases.len();
+        assert_eq!(result.code, if error { 2 } else { 0 }, "{args:?}: {}", result.stderr);
+        assert_eq!(result.stdout.is_empty(), error, "{args:?}: {}", result.stdout);
+        assert_eq!(result.stderr.lines().count(), usize::from(error), "{args:?}: {}", result.stderr);
+    }
+    let output = |wanted: &[&str]| &remote_runs[cases.iter().position(|args| args == wanted).unwrap()];
+
+    // The shell: each line as on the command line; bad lines say why and
+    // the shell goes on; `exit` ends it.
+    let lines = format!(
+        "views -v {PATTERN}\nno-such-command\nviews -v 'shop.datamart/DailySales/SHOP10/rymd(2015'\n\n  plan -v {PATTERN} --json\nruns\nexit\nruns\n"
+    );
+    let shell_output = [
+        output(&["views", "-v", PATTERN]).stdout.as_str(),
+        &output(&["plan", "-v", PATTERN, "--json"]).stdout,
+        &output(&["runs"]).stdout,
+    ]
+    .concat();
+    let pattern_error = &output(&["views", "-v", "shop.datamart/DailySales/SHOP10/rymd(2015"]).stderr;
+    let session = shell(cli(&cache).arg("--server").arg(&server.address), &lines);
+    assert_eq!(session.code, 0, "{}", session.stderr);
+    assert_eq!(session.stdout, shell_output);
+    assert!(session.stderr.contains("error: unrecognized subcommand 'no-such-command'"), "{}", session.stderr);
+    assert!(session.stderr.contains(pattern_error.as_str()), "{}", session.stderr);
+
+    server.stop();
+
+    for (args, remote) in cases.iter().zip(&remote_runs) {
+        let embedded = embedded(&cache, &project, args);
+        let args = args.join(" ");
+        assert_eq!(remote.stdout, embedded.stdout, "stdout of {args}");
+        assert_eq!(remote.stderr, embedded.stderr, "stderr of {args}");
+        assert_eq!(remote.code, embedded.code, "exit code of {args}");
+    }
+
+    // Without a server the shell runs the same lines embedded (in the
+    // project, the default of -p).
+    let mut embedded_shell = cli(&cache);
+    embedded_shell.current_dir(&project);
+    let session = shell(&mut embedded_shell, &lines);
+    assert_eq!(session.code, 0, "{}", session.stderr);
+    assert_eq!(session.stdout, shell_output);
+
+    // What materialize --wait printed is what an embedded materialize of
+    // the same invalidation prints.
+    assert_eq!(embedded(&cache, &project, &["invalidate", "-v", DAILY]).stdout, format!("invalidated {DAILY}\n"));
+    assert_eq!(ok(embedded(&cache, &project, &["materialize", "-v", PATTERN]), "materialize"), remote_summary);
+}
+
+#[test]
+fn an_unreachable_server_is_named_and_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    // Port 1 on loopback: nothing listens there.
+    let result = run(cli(dir.path()).args(["--server", "http://127.0.0.1:1", "runs"]));
+    assert_eq!(result.code, 2);
+    assert!(result.stderr.starts_with("error: cannot reach http://127.0.0.1:1/runs: "), "{}", result.stderr);
+    assert_eq!(result.stderr.lines().count(), 1, "{}", result.stderr);
+
+    let result = run(cli(dir.path()).args(["transformations"]));
+    assert_eq!(result.code, 2);
+    assert!(result.stderr.contains("--server URL or TRELLIS_SERVER"), "{}", result.stderr);
+}
+
+/// A project whose ten transformations wait for a `GO` file in their
+/// input, so that a run stays in flight until the test says.
+fn gated_project(dir: &Path) -> PathBuf {
+    let project = dir.join("gated");
+    std::fs::create_dir_all(project.join("plugins")).unwrap();
+    std::fs::copy(crate::support::plugin_path("trivial"), project.join("plugins/trivial.wasm")).unwrap();
+    let toml = r#"
+[defaults]
+concurrency = 2
+
+[plugins]
+trivial = { file = "plugins/trivial.wasm", deadline = "600s" }
+
+[[view]]
+name = "g.raw/In"
+time = { frequency = "1d", initial = "2015-01-01" }
+path = "raw/${YEAR}/${MONTH}/${DAY}"
+
+[[view]]
+name = "g.mart/Out"
+time = { frequency = "1d", initial = "2015-01-01" }
+transformation = { plugin = "trivial", config = { gate = "GO" } }
+
+[[view.dependency]]
+view = "g.raw/In"
+"#;
+    std::fs::write(project.join("trellis.toml"), toml).unwrap();
+    for day in 1..=10 {
+        let raw = project.join(format!("data/raw/2015/01/{day:02}"));
+        std::fs::create_dir_all(&raw).unwrap();
+        std::fs::write(raw.join("_SUCCESS"), "").unwrap();
+    }
+    project
+}
+
+#[test]
+fn a_remote_run_is_followed_queued_behind_refused_and_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let project = gated_project(dir.path());
+    let server = Server::start(&cache, &project, dir.path().join("serve.log"));
+
+    // One client follows the run; the others act on it meanwhile.
+    let follower = cli(&cache)
+        .env("TRELLIS_TOKEN", TOKEN)
+        .arg("--server")
+        .arg(&server.address)
+        .args(["materialize", "-v", "g.mart/Out/rymd(20150101-20150110)", "--wait"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut running = Vec::new();
+    eventually("two transformations in flight", || {
+        let now: serde_json::Value =
+            serde_json::from_str(&ok(remote(&cache, &server, &["transformations", "--json"]), "transformations"))
+                .unwrap();
+        running = now["running"].as_array().unwrap().iter().map(|r| r["view"].as_str().unwrap().to_string()).collect();
+        running.len() == 2
+    });
+    let text = ok(remote(&cache, &server, &["transformations"]), "transformations");
+    assert!(text.contains(&format!("{}  trivial  running for ", running[0])), "{text}");
+    assert!(text.ends_with("permits in use: 2 of 2 overall, trivial 2 of 2\n"), "{text}");
+
+    // A view in flight is left alone, and says so: exit 1, as embedded.
+    let refused = remote(&cache, &server, &["invalidate", "-v", &running[0]]);
+    assert_eq!((refused.code, refused.stdout.as_str()), (1, ""), "{}", refused.stderr);
+    assert!(refused.stderr.starts_with(&format!("refused {}: ", running[0])), "{}", refused.stderr);
+
+    let queued = ok(remote(&cache, &server, &["materialize", "-v", "g.mart/Out/2015/01/01"]), "materialize");
+    let second = queued.strip_suffix(" accepted (queued behind 1 run)\n").and_then(|s| s.strip_prefix("run "));
+    let second = second.unwrap_or_else(|| panic!("{queued}"));
+    assert_eq!(
+        ok(remote(&cache, &server, &["stop", second]), "stop queued"),
+        format!("run {second} was queued; it will not start\n")
+    );
+    // Without an id, `stop` stops the run in progress and waits for its end.
+    let stopped = ok(remote(&cache, &server, &["stop"]), "stop");
+    let first = stopped.lines().next().and_then(|l| l.strip_prefix("asked run ")).and_then(|l| l.split(' ').next());
+    let first = first.unwrap_or_else(|| panic!("{stopped}"));
+    assert_eq!(stopped, format!("asked run {first} to stop ({})\nrun {first} stopped\n", server.address));
+    assert_eq!(
+        ok(remote(&cache, &server, &["stop", first]), "stop again"),
+        format!("run {first} is not running: stopped by request\n")
+    );
+
+    // The follower saw the run end and printed its summary: stopped, exit 1.
+    let output = follower.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        stdout.ends_with(&format!("20 views: 10 successful, 8 skipped, 2 canceled\nrun {first} stopped by request\n")),
+        "{stdout}"
+    );
+    server.stop();
+}
