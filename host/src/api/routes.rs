@@ -158,6 +158,10 @@ impl Selection {
         Ok(Selection { status, filter, issue })
     }
 
+    fn is_everything(&self) -> bool {
+        self.status.is_none() && self.filter.is_none() && self.issue.is_none()
+    }
+
     fn selects(&self, row: &crate::scheduler::table::ViewRow) -> bool {
         self.status.is_none_or(|status| status == row.state)
             && self.issue.is_none_or(|issue| match issue {
@@ -194,6 +198,16 @@ async fn views_of(state: &AppState, pattern: Option<String>, query: wire::ViewsQ
         None => Box::new(0..table.views.len()),
     };
     if query.overview == Some(true) {
+        // Every view, unfiltered: the table keeps the counts.
+        if addressed.is_none() && selection.is_everything() {
+            let overview: BTreeMap<String, usize> = table
+                .overview()
+                .into_iter()
+                .filter(|(_, n)| *n > 0)
+                .map(|(s, n)| (s.as_str().to_string(), n))
+                .collect();
+            return Ok(Json(wire::Overview { overview, total: table.views.len() }).into_response());
+        }
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         let mut total = 0;
         for row in candidates.filter_map(|index| table.views.get(index)).filter(|row| selection.selects(row)) {

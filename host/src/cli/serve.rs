@@ -61,7 +61,8 @@ pub(super) async fn serve(args: &ServeArgs, token: Option<String>, runtime: &Run
         },
         shutdown,
     });
-    let listener = tokio::net::TcpListener::bind(args.bind).await.with_context(|| format!("binding {}", args.bind))?;
+    let listener = std::net::TcpListener::bind(args.bind).with_context(|| format!("binding {}", args.bind))?;
+    listener.set_nonblocking(true)?;
     let address = listener.local_addr()?;
     if token.is_none() {
         tracing::warn!("no token: anyone who can reach {address} can materialize, invalidate and stop runs");
@@ -76,7 +77,25 @@ pub(super) async fn serve(args: &ServeArgs, token: Option<String>, runtime: &Run
         handle.shutdown(grace);
         let _ = shutdown_sender.send(true);
     };
-    axum::serve(listener, api::router(state.clone())).with_graceful_shutdown(signal).await.context("serving HTTP")?;
+    // The API has threads of its own: transformations keep this runtime's
+    // workers busy, and a run's long steps (a commit of 100k records) hold
+    // one; neither must make a request wait.
+    let router = api::router(state.clone());
+    let api = std::thread::Builder::new().name("trellis-api".into()).spawn(move || -> anyhow::Result<()> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("trellis-api")
+            .enable_all()
+            .build()
+            .context("starting the API's runtime")?;
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener)?;
+            axum::serve(listener, router).with_graceful_shutdown(signal).await.context("serving HTTP")
+        })
+    })?;
+    tokio::task::spawn_blocking(move || api.join())
+        .await?
+        .map_err(|_| anyhow::anyhow!("the API thread panicked"))??;
     service.await.context("the scheduler task")?.context("the scheduler")?;
     if let Some(listeners) = state.listeners.lock().await.take() {
         listeners.shutdown().await;

@@ -371,8 +371,9 @@ impl<'c> Scheduler<'c> {
         for id in ids {
             let slot = &self.slots[id.0 as usize];
             let index = id.0 as usize;
-            if index >= table.views.len() {
-                table.views.resize_with(index + 1, || ViewRow {
+            while table.views.len() <= index {
+                // Rows are added in lattice order; a new one is filled in below.
+                table.push(ViewRow {
                     url: "".into(),
                     view_type: "".into(),
                     state: ViewState::Receive,
@@ -384,6 +385,7 @@ impl<'c> Scheduler<'c> {
                     data_path: PathBuf::new(),
                 });
             }
+            table.set_state(index, slot.record.state);
             let row = &mut table.views[index];
             if row.url.is_empty() {
                 row.url = slot.url.clone();
@@ -391,7 +393,6 @@ impl<'c> Scheduler<'c> {
                 row.dependencies = self.lattice.dependencies(id).iter().map(|d| d.0).collect();
                 row.data_path = self.lattice.data_path(id);
             }
-            row.state = slot.record.state;
             row.timestamp = slot.record.timestamp;
             row.incomplete = slot.record.incomplete;
             row.errors = slot.record.errors;

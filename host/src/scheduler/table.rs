@@ -60,16 +60,28 @@ pub struct Table {
     /// Transformations running (holding their permits), by view.
     pub running: BTreeMap<u32, Running>,
     pub counters: Counters,
+    /// Views per state, kept as rows change: an overview costs nothing.
+    counts: [usize; ViewState::ALL.len()],
 }
 
 impl Table {
     /// How many views are in each state, every state included.
     pub fn overview(&self) -> BTreeMap<ViewState, usize> {
-        let mut counts = [0usize; ViewState::ALL.len()];
-        for row in &self.views {
-            counts[row.state as usize] += 1;
-        }
-        ViewState::ALL.into_iter().zip(counts).collect()
+        ViewState::ALL.into_iter().zip(self.counts).collect()
+    }
+
+    /// Adds a row for a new view (its state counted from now on).
+    pub fn push(&mut self, row: ViewRow) {
+        self.counts[row.state as usize] += 1;
+        self.views.push(row);
+    }
+
+    /// Changes a view's state, keeping the counts.
+    pub fn set_state(&mut self, index: usize, state: ViewState) {
+        let row = &mut self.views[index];
+        self.counts[row.state as usize] -= 1;
+        self.counts[state as usize] += 1;
+        row.state = state;
     }
 }
 
