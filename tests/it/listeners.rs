@@ -12,10 +12,10 @@ use trellis::metastore::Metastore;
 use crate::support::{plugin_path, run, trellis};
 
 /// Days of external input; each feeds one output view.
-const DAYS: usize = 4;
+pub(crate) const DAYS: usize = 4;
 
 /// The output views of the first `days` days.
-fn pattern(days: usize) -> String {
+pub(crate) fn pattern(days: usize) -> String {
     format!("l.mart/Out/rymd(20150101-201501{days:02})")
 }
 
@@ -64,7 +64,7 @@ view = "l.raw/In"
     }
 }
 
-fn listener(name: &str, config: &str, extra: &str) -> String {
+pub(crate) fn listener(name: &str, config: &str, extra: &str) -> String {
     format!(
         "\n[[listener]]\nname = \"{name}\"\nplugin = \"fixture\"\nconfig = {{ {config} }}\nbackoff = \"1ms\"\n{extra}\n"
     )
@@ -156,7 +156,7 @@ fn events(range: impl Iterator<Item = u64>) -> Vec<Received> {
     range.map(Received::Event).collect()
 }
 
-fn setup(listeners: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+pub(crate) fn setup(listeners: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
     setup_days(DAYS, listeners)
 }
 

@@ -739,3 +739,56 @@ async fn after_one_full_check_a_server_run_visits_only_what_may_have_changed() {
     assert_eq!(flows(&invalidated), expected, "{invalidated}");
     assert_eq!(server.stop(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_disabled_listener_re_enabled_over_http_runs_again_in_the_same_server() {
+    use crate::listeners::{DAYS, listener, pattern, setup};
+    let (_temp, dir, cache) = setup(&listener("fixture", "behaviour = \"trap\"", "max_retries = 0"));
+    let server = Server::start(&dir, &cache, &[], &[]);
+    let url = &server.url;
+    let state_of = async |url: &str| {
+        let (_, listeners) = get(&format!("{url}/listeners")).await;
+        let fixture = listeners.as_array().unwrap().iter().find(|l| l["name"] == "fixture").unwrap().clone();
+        fixture
+    };
+    let disabled = async |url: &str| {
+        eventually("the listener to be disabled", async || {
+            let fixture = state_of(url).await;
+            (fixture["state"] == "disabled").then_some(fixture)
+        })
+        .await
+    };
+
+    // It traps on the first event of a run and, with no restart allowed, is disabled.
+    materialize_and_wait(url, &pattern(DAYS)).await;
+    let first = disabled(url).await;
+    assert_eq!(first["reason"], "failed, and max_retries = 0 allows no restart", "{first}");
+
+    // Re-enabled, it is started again at once, in this process: it takes
+    // the next event it has not had (and traps on that one too).
+    let (status, enabled) = post(&format!("{url}/listeners/fixture/enable")).await;
+    assert_eq!((status, &enabled["was_disabled"]), (200, &Value::Bool(true)), "{enabled}");
+    let again = eventually("the listener to take another event", async || {
+        let fixture = state_of(url).await;
+        (fixture["cursor"].as_u64() > first["cursor"].as_u64()).then_some(fixture)
+    })
+    .await;
+    assert_eq!(again["cursor"].as_u64(), Some(first["cursor"].as_u64().unwrap() + 1), "{again}");
+    let again = disabled(url).await;
+    assert_eq!(again["restarts"], 0, "a fresh budget: {again}");
+    assert_eq!(server.stop(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_request_not_answered_in_time_gets_408() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let project = gated_project(dir.path(), 1);
+    let server = Server::start(&project, &cache, &["--request-timeout", "50ms"], &[]);
+    // Some 130,000 views to instantiate: far longer than 50 ms.
+    let (status, body) = get(&format!("{}/views/g.mart/Out/rymd(20150101-22001231)?overview=true", server.url)).await;
+    assert_eq!(status, 408, "{body}");
+    let (status, _) = get(&format!("{}/health", server.url)).await;
+    assert_eq!(status, 200);
+    assert_eq!(server.stop(), 0);
+}

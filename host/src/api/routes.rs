@@ -185,7 +185,8 @@ async fn views_of(state: &AppState, pattern: Option<String>, query: wire::ViewsQ
     // table); without one, every instantiated view is listed.
     let addressed: Option<Vec<u32>> = match pattern {
         Some(pattern) => {
-            let mut ids = state.handle.ask(|reply| Request::Instantiate { pattern, reply }).await??;
+            let closure = query.closure == Some(true);
+            let mut ids = state.handle.ask(|reply| Request::Instantiate { pattern, closure, reply }).await??;
             let mut seen = HashSet::new();
             ids.retain(|id| seen.insert(*id));
             Some(ids)
@@ -322,6 +323,7 @@ fn run_of(record: crate::metastore::RunRecord, table: &Table) -> wire::Run {
         finished: record.finished,
         status: status.to_string(),
         termination: record.termination,
+        idle: record.idle,
     }
 }
 

@@ -30,6 +30,9 @@ pub struct ViewsQuery {
     pub issue: Option<String>,
     /// Also list each view's dependencies.
     pub dependencies: Option<bool>,
+    /// With a pattern: the views it addresses and, transitively, all they
+    /// depend on (as `trellis views --deps`).
+    pub closure: Option<bool>,
     /// Only count the views per state.
     pub overview: Option<bool>,
     /// Views per page, 1 to 10000 (default 1000).
@@ -126,6 +129,9 @@ pub struct Run {
     /// process ended during it.
     pub status: String,
     pub termination: Option<String>,
+    /// Views found up to date (counted, not listed among the flows).
+    #[serde(default)]
+    pub idle: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

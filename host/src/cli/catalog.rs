@@ -183,17 +183,13 @@ pub(super) fn views(args: &ViewsArgs) -> anyhow::Result<Status> {
     print_views(&select(args, rows), args)
 }
 
-/// `trellis views` with a server: the server selects and counts, except
-/// with `--deps`, where the closure is gathered first (the server lists a
-/// view's direct dependencies only) and selected here, as embedded.
+/// `trellis views` with a server: the server selects, counts and, with
+/// `--deps`, gathers the closure, in the order embedded mode lists it.
 pub(super) async fn views_remote(args: &ViewsArgs, server: &Server) -> anyhow::Result<Status> {
-    if args.deps {
-        let rows = closure_remote(server, &args.views).await?;
-        return print_views(&select(args, rows), args);
-    }
     let query = wire::ViewsQuery {
         status: args.status.map(|state| state.as_str().to_string()),
         filter: args.filter.as_ref().map(|regex| regex.as_str().to_string()),
+        closure: args.deps.then_some(true),
         ..wire::ViewsQuery::default()
     };
     if args.overview {
@@ -212,52 +208,6 @@ pub(super) async fn views_remote(args: &ViewsArgs, server: &Server) -> anyhow::R
         rows.push(view_row(view)?);
     }
     print_views(&Listing::Views(rows), args)
-}
-
-/// The views a pattern addresses and, transitively, their dependencies,
-/// in the order `Lattice::closure` gives: the addressed views first, then
-/// breadth first. Views the listing has not shown yet are asked for by
-/// their URL path, a wave of dependencies at a time.
-async fn closure_remote(server: &Server, pattern: &str) -> anyhow::Result<Vec<ViewRow>> {
-    use futures_util::{StreamExt, TryStreamExt};
-    let with_dependencies = || wire::ViewsQuery { dependencies: Some(true), ..wire::ViewsQuery::default() };
-    let addressed = server.views(pattern, with_dependencies()).await?;
-    let order: Vec<String> = addressed.iter().map(|view| view.view.clone()).collect();
-    let mut known: std::collections::HashMap<String, wire::View> =
-        addressed.into_iter().map(|view| (view.view.clone(), view)).collect();
-    loop {
-        let mut missing: Vec<String> = known
-            .values()
-            .flat_map(|view| view.dependencies.iter().flatten())
-            .filter(|dependency| !known.contains_key(*dependency))
-            .cloned()
-            .collect();
-        missing.sort();
-        missing.dedup();
-        if missing.is_empty() {
-            break;
-        }
-        let found: Vec<Vec<wire::View>> = futures_util::stream::iter(missing)
-            .map(|view| async move { server.views(&view, with_dependencies()).await })
-            .buffer_unordered(8)
-            .try_collect()
-            .await?;
-        for view in found.into_iter().flatten() {
-            known.insert(view.view.clone(), view);
-        }
-    }
-    let mut seen = std::collections::HashSet::new();
-    let mut queue: std::collections::VecDeque<String> = order.into();
-    let mut rows = Vec::new();
-    while let Some(url) = queue.pop_front() {
-        if !seen.insert(url.clone()) {
-            continue;
-        }
-        let view = known.remove(&url).ok_or_else(|| anyhow::anyhow!("the server did not list view {url}"))?;
-        queue.extend(view.dependencies.iter().flatten().cloned());
-        rows.push(view_row(view)?);
-    }
-    Ok(rows)
 }
 
 fn view_row(view: wire::View) -> anyhow::Result<ViewRow> {
@@ -351,19 +301,13 @@ pub(super) async fn runs_remote(args: &RunsArgs, server: &Server) -> anyhow::Res
     match &args.id {
         None => {
             let listed: Vec<wire::Run> = server.get("runs", remote::NO_QUERY).await?;
-            let mut runs = Vec::new();
-            for run in listed {
-                // The listing has no idle counts, which only the JSON shows:
-                // then each run's detail is asked for them.
-                let idle = if args.project.json { run_detail(server, &run.id).await?.idle } else { 0 };
-                runs.push(run_record(run, idle));
-            }
+            let runs: Vec<RunRecord> = listed.into_iter().map(run_record).collect();
             print_runs(&runs, args.project.json)
         }
         Some(id) => {
             let detail = run_detail(server, id).await?;
             let flows = flows_of(&detail)?;
-            print_run(&run_record(detail.run, detail.idle), &flows, args.project.json)
+            print_run(&run_record(detail.run), &flows, args.project.json)
         }
     }
 }
@@ -373,7 +317,7 @@ pub(super) async fn run_detail(server: &Server, id: &str) -> anyhow::Result<wire
 }
 
 /// A run as the metastore records it, from the server's account of it.
-fn run_record(run: wire::Run, idle: usize) -> RunRecord {
+fn run_record(run: wire::Run) -> RunRecord {
     RunRecord {
         id: run.id,
         pattern: run.pattern,
@@ -381,7 +325,7 @@ fn run_record(run: wire::Run, idle: usize) -> RunRecord {
         started: run.started,
         finished: run.finished,
         termination: run.termination,
-        idle,
+        idle: run.idle,
     }
 }
 

@@ -25,9 +25,11 @@ type Reply<T> = oneshot::Sender<Result<T, Error>>;
 /// What the service can be asked.
 pub enum Request {
     /// Instantiates a pattern's views (so that the table shows them) and
-    /// returns their indexes in the table.
+    /// returns their indexes in the table; with `closure`, also those of
+    /// everything they depend on, transitively.
     Instantiate {
         pattern: String,
+        closure: bool,
         reply: Reply<Vec<u32>>,
     },
     Materialize {
@@ -198,8 +200,11 @@ impl Scheduler<'_> {
         control: &mut Control,
     ) -> Result<(), Error> {
         match request {
-            Request::Instantiate { pattern, reply } => {
-                let result = self.instantiate(&pattern).map(|ids| ids.into_iter().map(|id| id.0).collect());
+            Request::Instantiate { pattern, closure, reply } => {
+                let result = self.instantiate(&pattern).map(|ids| {
+                    let ids = if closure { self.lattice().closure(&ids) } else { ids };
+                    ids.into_iter().map(|id| id.0).collect()
+                });
                 let _ = reply.send(result);
             }
             Request::Materialize { pattern, mode, reply } => {
