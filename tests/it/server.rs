@@ -25,7 +25,8 @@ impl Server {
     pub fn start(project: &Path, cache: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
         let mut command = trellis(cache);
         command.arg("serve").arg("-p").arg(project).args(["--bind", "127.0.0.1:0"]).args(args);
-        command.env_remove("TRELLIS_TOKEN");
+        // Its warnings and errors only, on the test's stderr.
+        command.env_remove("TRELLIS_TOKEN").env("TRELLIS_LOG", "warn");
         for (key, value) in env {
             command.env(key, value);
         }
@@ -748,8 +749,7 @@ async fn a_disabled_listener_re_enabled_over_http_runs_again_in_the_same_server(
     let url = &server.url;
     let state_of = async |url: &str| {
         let (_, listeners) = get(&format!("{url}/listeners")).await;
-        let fixture = listeners.as_array().unwrap().iter().find(|l| l["name"] == "fixture").unwrap().clone();
-        fixture
+        listeners.as_array().unwrap().iter().find(|l| l["name"] == "fixture").unwrap().clone()
     };
     let disabled = async |url: &str| {
         eventually("the listener to be disabled", async || {

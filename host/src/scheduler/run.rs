@@ -1005,10 +1005,15 @@ impl<'c> Scheduler<'c> {
                 }
             }
         });
-        for (view, task) in tasks.drain() {
-            task.abort.abort();
-            let started = task.started.load(std::sync::atomic::Ordering::SeqCst);
+        // Which tasks had started is read before any is aborted: an aborted
+        // task gives its permits back, and one waiting for them could start.
+        let started: Vec<(ViewId, bool)> =
+            tasks.iter().map(|(view, task)| (*view, task.started.load(std::sync::atomic::Ordering::SeqCst))).collect();
+        for (view, started) in started {
             flows.insert(view, if started { FlowStatus::Canceled } else { FlowStatus::Skipped });
+        }
+        for (_, task) in tasks.drain() {
+            task.abort.abort();
         }
         for (index, slot) in self.slots.iter().enumerate() {
             if matches!(slot.record.state, ViewState::Waiting | ViewState::Transforming | ViewState::Retrying) {
