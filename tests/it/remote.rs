@@ -2,70 +2,16 @@
 //! project: every command prints with a server what it prints embedded,
 //! errors included, and the shell runs lines as the command line does.
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{Run, run, trellis};
+use crate::support::{Run, Server, gated_project, run, trellis};
 
 const PATTERN: &str = "shop.datamart/MonthlyTotal/2015/05";
 const DAILY: &str = "shop.datamart/DailySales/SHOP10/2015/05/01";
 const TOKEN: &str = "remote-test-token";
-
-/// A `trellis serve` on port 0, stopped with SIGTERM.
-struct Server {
-    child: Child,
-    /// Kept open: the server's stdout stays a live pipe.
-    _stdout: BufReader<ChildStdout>,
-    address: String,
-    log: PathBuf,
-}
-
-impl Server {
-    fn start(cache: &Path, project: &Path, log: PathBuf) -> Server {
-        let mut child = trellis(cache)
-            .args(["serve", "--bind", "127.0.0.1:0", "-p"])
-            .arg(project)
-            .env("TRELLIS_TOKEN", TOKEN)
-            .env_remove("TRELLIS_SERVER")
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("trellis serve starts");
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        // The first line comes once the server listens: reading it is the wait.
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        let Some(address) = line.trim().strip_prefix("listening on ").map(str::to_string) else {
-            let _ = child.kill();
-            panic!("serve printed {line:?}; its log:\n{}", std::fs::read_to_string(&log).unwrap_or_default());
-        };
-        Server { child, _stdout: stdout, address, log }
-    }
-
-    /// SIGTERM, then the exit: afterwards the metastore is free for embedded commands.
-    fn stop(mut self) {
-        // SAFETY: kill(2) on our own child, which has not been waited for.
-        assert_eq!(unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) }, 0);
-        let status = self.child.wait().unwrap();
-        assert!(
-            status.success(),
-            "serve ended with {status}; its log:\n{}",
-            std::fs::read_to_string(&self.log).unwrap()
-        );
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        // A failed assertion must not leave a server behind.
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
 
 /// The CLI without a server or a token from the environment of the test run.
 fn cli(cache: &Path) -> Command {
@@ -76,7 +22,7 @@ fn cli(cache: &Path) -> Command {
 
 /// A command sent to the server, with the token.
 fn remote(cache: &Path, server: &Server, args: &[&str]) -> Run {
-    run(cli(cache).env("TRELLIS_TOKEN", TOKEN).arg("--server").arg(&server.address).args(args))
+    run(cli(cache).env("TRELLIS_TOKEN", TOKEN).arg("--server").arg(&server.url).args(args))
 }
 
 fn embedded(cache: &Path, project: &Path, args: &[&str]) -> Run {
@@ -121,10 +67,10 @@ fn remote_commands_print_what_embedded_commands_print() {
     let cache = dir.path().join("cache");
     let project = dir.path().join("demo");
     ok(run(cli(&cache).arg("demo").arg(&project)), "demo");
-    let server = Server::start(&cache, &project, dir.path().join("serve.log"));
+    let server = Server::start(&cache, &project, &[], &[("TRELLIS_TOKEN", TOKEN)]);
 
     // Writes need the token; reads from loopback do not.
-    let refused = run(cli(&cache).arg("--server").arg(&server.address).args(["invalidate", "-v", DAILY]));
+    let refused = run(cli(&cache).arg("--server").arg(&server.url).args(["invalidate", "-v", DAILY]));
     assert_eq!(refused.code, 2, "{}", refused.stdout);
     assert_eq!(
         refused.stderr,
@@ -133,7 +79,7 @@ fn remote_commands_print_what_embedded_commands_print() {
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
     let with_token = |args: &[&str]| {
-        run(cli(&cache).arg("--server").arg(&server.address).arg("--token-file").arg(&token_file).args(args))
+        run(cli(&cache).arg("--server").arg(&server.url).arg("--token-file").arg(&token_file).args(args))
     };
     assert_eq!(ok(with_token(&["invalidate", "-v", DAILY]), "invalidate"), format!("invalidated {DAILY}\n"));
     // The first run of this server, as the embedded one below is the
@@ -143,7 +89,7 @@ fn remote_commands_print_what_embedded_commands_print() {
 
     // Without --wait the run is only accepted (the token from the environment this time).
     let accepted = ok(
-        run(cli(&cache).env("TRELLIS_TOKEN", TOKEN).env("TRELLIS_SERVER", &server.address).args([
+        run(cli(&cache).env("TRELLIS_TOKEN", TOKEN).env("TRELLIS_SERVER", &server.url).args([
             "materialize",
             "-v",
             PATTERN,
@@ -215,13 +161,13 @@ fn remote_commands_print_what_embedded_commands_print() {
     ]
     .concat();
     let pattern_error = &output(&["views", "-v", "shop.datamart/DailySales/SHOP10/rymd(2015"]).stderr;
-    let session = shell(cli(&cache).arg("--server").arg(&server.address), &lines);
+    let session = shell(cli(&cache).arg("--server").arg(&server.url), &lines);
     assert_eq!(session.code, 0, "{}", session.stderr);
     assert_eq!(session.stdout, shell_output);
     assert!(session.stderr.contains("error: unrecognized subcommand 'no-such-command'"), "{}", session.stderr);
     assert!(session.stderr.contains(pattern_error.as_str()), "{}", session.stderr);
 
-    server.stop();
+    assert_eq!(server.stop(), 0);
 
     for (args, remote) in cases.iter().zip(&remote_runs) {
         let embedded = embedded(&cache, &project, args);
@@ -259,53 +205,18 @@ fn an_unreachable_server_is_named_and_exits_2() {
     assert!(result.stderr.contains("--server URL or TRELLIS_SERVER"), "{}", result.stderr);
 }
 
-/// A project whose ten transformations wait for a `GO` file in their
-/// input, so that a run stays in flight until the test says.
-fn gated_project(dir: &Path) -> PathBuf {
-    let project = dir.join("gated");
-    std::fs::create_dir_all(project.join("plugins")).unwrap();
-    std::fs::copy(crate::support::plugin_path("trivial"), project.join("plugins/trivial.wasm")).unwrap();
-    let toml = r#"
-[defaults]
-concurrency = 2
-
-[plugins]
-trivial = { file = "plugins/trivial.wasm", deadline = "600s" }
-
-[[view]]
-name = "g.raw/In"
-time = { frequency = "1d", initial = "2015-01-01" }
-path = "raw/${YEAR}/${MONTH}/${DAY}"
-
-[[view]]
-name = "g.mart/Out"
-time = { frequency = "1d", initial = "2015-01-01" }
-transformation = { plugin = "trivial", config = { gate = "GO" } }
-
-[[view.dependency]]
-view = "g.raw/In"
-"#;
-    std::fs::write(project.join("trellis.toml"), toml).unwrap();
-    for day in 1..=10 {
-        let raw = project.join(format!("data/raw/2015/01/{day:02}"));
-        std::fs::create_dir_all(&raw).unwrap();
-        std::fs::write(raw.join("_SUCCESS"), "").unwrap();
-    }
-    project
-}
-
 #[test]
 fn a_remote_run_is_followed_queued_behind_refused_and_stopped() {
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
-    let project = gated_project(dir.path());
-    let server = Server::start(&cache, &project, dir.path().join("serve.log"));
+    let project = gated_project(dir.path(), 10);
+    let server = Server::start(&cache, &project, &[], &[("TRELLIS_TOKEN", TOKEN)]);
 
     // One client follows the run; the others act on it meanwhile.
     let follower = cli(&cache)
         .env("TRELLIS_TOKEN", TOKEN)
         .arg("--server")
-        .arg(&server.address)
+        .arg(&server.url)
         .args(["materialize", "-v", "g.mart/Out/rymd(20150101-20150110)", "--wait"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -339,7 +250,7 @@ fn a_remote_run_is_followed_queued_behind_refused_and_stopped() {
     let stopped = ok(remote(&cache, &server, &["stop"]), "stop");
     let first = stopped.lines().next().and_then(|l| l.strip_prefix("asked run ")).and_then(|l| l.split(' ').next());
     let first = first.unwrap_or_else(|| panic!("{stopped}"));
-    assert_eq!(stopped, format!("asked run {first} to stop ({})\nrun {first} stopped\n", server.address));
+    assert_eq!(stopped, format!("asked run {first} to stop ({})\nrun {first} stopped\n", server.url));
     assert_eq!(
         ok(remote(&cache, &server, &["stop", first]), "stop again"),
         format!("run {first} is not running: stopped by request\n")
@@ -353,5 +264,5 @@ fn a_remote_run_is_followed_queued_behind_refused_and_stopped() {
         stdout.ends_with(&format!("20 views: 10 successful, 8 skipped, 2 canceled\nrun {first} stopped by request\n")),
         "{stdout}"
     );
-    server.stop();
+    assert_eq!(server.stop(), 0);
 }

@@ -3,58 +3,14 @@
 //! requests during a run, a graceful shutdown during a run, and
 //! `/openapi.json` checked against the routes and fed hostile values.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use trellis::metastore::Metastore;
 use trellis::model::{FlowStatus, ViewState};
 
-use crate::support::{plugin_path, run, trellis};
-
-/// A `trellis serve` child process, stopped with SIGTERM (or killed when a
-/// test fails).
-pub struct Server {
-    child: Option<Child>,
-    pub url: String,
-}
-
-impl Server {
-    pub fn start(project: &Path, cache: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
-        let mut command = trellis(cache);
-        command.arg("serve").arg("-p").arg(project).args(["--bind", "127.0.0.1:0"]).args(args);
-        // Its warnings and errors only, on the test's stderr.
-        command.env_remove("TRELLIS_TOKEN").env("TRELLIS_LOG", "warn");
-        for (key, value) in env {
-            command.env(key, value);
-        }
-        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("trellis serve starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let url =
-            line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("no address: {line:?}")).to_string();
-        Server { child: Some(child), url }
-    }
-
-    /// SIGTERM, then the exit code.
-    pub fn stop(mut self) -> i32 {
-        let mut child = self.child.take().unwrap();
-        // SAFETY: signalling our own child process.
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-        child.wait().unwrap().code().expect("exited, not killed")
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
+use crate::support::{Server, gated_project, open_gates, run, trellis};
 
 fn client() -> reqwest::Client {
     reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap()
@@ -155,7 +111,7 @@ async fn every_endpoint_answers_and_bad_input_gets_a_4xx_with_one_line() {
         result.stderr.trim().strip_prefix("error: ").unwrap().to_string()
     };
     let bad_pattern = cli_error("shop.datamart/MonthlyTotal/2015/13");
-    let server = Server::start(&project, &cache, &[], &[]);
+    let server = Server::start(&cache, &project, &[], &[]);
     let url = &server.url;
 
     let (status, health) = get(&format!("{url}/health")).await;
@@ -312,46 +268,6 @@ fn count_no_data(overview: &Value) -> u64 {
     overview["overview"]["no-data"].as_u64().unwrap_or(0)
 }
 
-/// A project whose transformations wait for a gate file in their input.
-fn gated_project(dir: &Path, days: u32) -> PathBuf {
-    let project = dir.join("gated");
-    std::fs::create_dir_all(project.join("plugins")).unwrap();
-    std::fs::copy(plugin_path("trivial"), project.join("plugins/trivial.wasm")).unwrap();
-    let toml = r#"
-[defaults]
-concurrency = 2
-
-[plugins]
-trivial = { file = "plugins/trivial.wasm", deadline = "600s" }
-
-[[view]]
-name = "g.raw/In"
-time = { frequency = "1d", initial = "2015-01-01" }
-path = "raw/${YEAR}/${MONTH}/${DAY}"
-
-[[view]]
-name = "g.mart/Out"
-time = { frequency = "1d", initial = "2015-01-01" }
-transformation = { plugin = "trivial", config = { gate = "GO" } }
-
-[[view.dependency]]
-view = "g.raw/In"
-"#;
-    std::fs::write(project.join("trellis.toml"), toml).unwrap();
-    for day in 1..=days {
-        let raw = project.join(format!("data/raw/2015/01/{day:02}"));
-        std::fs::create_dir_all(&raw).unwrap();
-        std::fs::write(raw.join("_SUCCESS"), "").unwrap();
-    }
-    project
-}
-
-fn open_gates(project: &Path) {
-    for entry in std::fs::read_dir(project.join("data/raw/2015/01")).unwrap() {
-        std::fs::write(entry.unwrap().path().join("GO"), "").unwrap();
-    }
-}
-
 const GATED: &str = "g.mart/Out/rymd(20150101-20150110)";
 
 /// Waits until `n` transformations are in flight and returns their views.
@@ -375,7 +291,7 @@ async fn during_a_run_reads_answer_in_flight_views_conflict_and_stop_cancels() {
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
     let project = gated_project(dir.path(), 10);
-    let server = Server::start(&project, &cache, &[], &[]);
+    let server = Server::start(&cache, &project, &[], &[]);
     let url = &server.url;
 
     let (status, first) = post(&format!("{url}/materialize/{GATED}")).await;
@@ -436,7 +352,7 @@ async fn graceful_shutdown_finishes_within_the_grace_period_or_cancels_and_loses
     let project = gated_project(dir.path(), 10);
 
     // Transformations that finish within the grace period finish.
-    let server = Server::start(&project, &cache, &["--grace", "120s"], &[]);
+    let server = Server::start(&cache, &project, &["--grace", "120s"], &[]);
     let (_, accepted) = post(&format!("{}/materialize/g.mart/Out/rymd(20150101-20150102)", server.url)).await;
     let id = accepted["run"].as_str().unwrap().to_string();
     in_flight(&server.url, 2).await;
@@ -459,7 +375,7 @@ async fn graceful_shutdown_finishes_within_the_grace_period_or_cancels_and_loses
     for entry in std::fs::read_dir(project.join("data/raw/2015/01")).unwrap() {
         let _ = std::fs::remove_file(entry.unwrap().path().join("GO"));
     }
-    let server = Server::start(&project, &cache, &["--grace", "200ms"], &[]);
+    let server = Server::start(&cache, &project, &["--grace", "200ms"], &[]);
     let (_, accepted) = post(&format!("{}/materialize/{GATED}", server.url)).await;
     let id = accepted["run"].as_str().unwrap().to_string();
     let canceled = in_flight(&server.url, 2).await;
@@ -485,7 +401,7 @@ async fn graceful_shutdown_finishes_within_the_grace_period_or_cancels_and_loses
 
     // The next server converges.
     open_gates(&project);
-    let server = Server::start(&project, &cache, &[], &[]);
+    let server = Server::start(&cache, &project, &[], &[]);
     let (_, accepted) = post(&format!("{}/materialize/{GATED}", server.url)).await;
     let id = accepted["run"].as_str().unwrap().to_string();
     let detail = eventually("the run to end", async || {
@@ -517,7 +433,7 @@ async fn changes_need_the_token_and_no_token_means_loopback_only() {
         "error: refusing to listen on 0.0.0.0:0 without a token: set TRELLIS_TOKEN or --token-file, or bind to 127.0.0.1"
     );
 
-    let server = Server::start(&project, &cache, &[], &[("TRELLIS_TOKEN", "s3cret")]);
+    let server = Server::start(&cache, &project, &[], &[("TRELLIS_TOKEN", "s3cret")]);
     let url = &server.url;
     let (status, _) = get(&format!("{url}/views?overview=true")).await;
     assert_eq!(status, 200, "reads are open on loopback");
@@ -538,7 +454,7 @@ async fn changes_need_the_token_and_no_token_means_loopback_only() {
     // A token file does the same.
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, "from-a-file\n").unwrap();
-    let server = Server::start(&project, &cache, &["--token-file", token_file.to_str().unwrap()], &[]);
+    let server = Server::start(&cache, &project, &["--token-file", token_file.to_str().unwrap()], &[]);
     let (status, _) =
         call(reqwest::Method::POST, &format!("{}/invalidate/{MONTH}", server.url), Some("from-a-file")).await;
     assert_eq!(status, 200);
@@ -550,7 +466,7 @@ async fn the_event_stream_resumes_after_a_disconnect_from_last_event_id() {
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
     let project = demo(dir.path(), &cache);
-    let server = Server::start(&project, &cache, &[], &[]);
+    let server = Server::start(&cache, &project, &[], &[]);
     let url = &server.url;
     let (_, health) = get(&format!("{url}/health")).await;
     assert_eq!(health["status"], "ok");
@@ -593,7 +509,7 @@ async fn openapi_describes_every_route_and_hostile_values_never_get_a_500() {
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
     let project = demo(dir.path(), &cache);
-    let server = Server::start(&project, &cache, &[], &[("TRELLIS_TOKEN", "t")]);
+    let server = Server::start(&cache, &project, &[], &[("TRELLIS_TOKEN", "t")]);
     let url = &server.url;
     let (status, spec) = get(&format!("{url}/openapi.json")).await;
     assert_eq!(status, 200);
@@ -684,7 +600,7 @@ async fn after_one_full_check_a_server_run_visits_only_what_may_have_changed() {
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
     let project = demo(dir.path(), &cache);
-    let server = Server::start(&project, &cache, &[], &[]);
+    let server = Server::start(&cache, &project, &[], &[]);
     let url = &server.url;
 
     // The first run checks all 190 views; the next one only the view asked for.
@@ -745,7 +661,7 @@ async fn after_one_full_check_a_server_run_visits_only_what_may_have_changed() {
 async fn a_disabled_listener_re_enabled_over_http_runs_again_in_the_same_server() {
     use crate::listeners::{DAYS, listener, pattern, setup};
     let (_temp, dir, cache) = setup(&listener("fixture", "behaviour = \"trap\"", "max_retries = 0"));
-    let server = Server::start(&dir, &cache, &[], &[]);
+    let server = Server::start(&cache, &dir, &[], &[]);
     let url = &server.url;
     let state_of = async |url: &str| {
         let (_, listeners) = get(&format!("{url}/listeners")).await;
@@ -784,7 +700,7 @@ async fn a_request_not_answered_in_time_gets_408() {
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
     let project = gated_project(dir.path(), 1);
-    let server = Server::start(&project, &cache, &["--request-timeout", "50ms"], &[]);
+    let server = Server::start(&cache, &project, &["--request-timeout", "50ms"], &[]);
     // Some 130,000 views to instantiate: far longer than 50 ms.
     let (status, body) = get(&format!("{}/views/g.mart/Out/rymd(20150101-22001231)?overview=true", server.url)).await;
     assert_eq!(status, 408, "{body}");

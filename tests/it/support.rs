@@ -82,3 +82,110 @@ impl Lcg {
         (self.0 >> 33) % n
     }
 }
+
+/// A `trellis serve` on port 0 whose log goes to a file, stopped with
+/// SIGTERM (or killed, when a test fails, by `Drop`).
+pub struct Server {
+    child: Option<std::process::Child>,
+    /// Kept open: the server's stdout stays a live pipe.
+    _stdout: std::io::BufReader<std::process::ChildStdout>,
+    pub url: String,
+    log: PathBuf,
+}
+
+impl Server {
+    /// Starts `trellis serve -p project ARGS` with `env` (and neither a
+    /// token nor a server from the test's own environment).
+    pub fn start(cache: &Path, project: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
+        use std::io::BufRead;
+        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let log = cache.with_file_name(format!("serve-{n}.log"));
+        let mut command = trellis(cache);
+        command.args(["serve", "--bind", "127.0.0.1:0", "-p"]).arg(project).args(args);
+        command.env_remove("TRELLIS_TOKEN").env_remove("TRELLIS_SERVER").env("TRELLIS_LOG", "info");
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let mut child = command
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("trellis serve starts");
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        // The first line comes once the server listens: reading it is the wait.
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let Some(url) = line.trim().strip_prefix("listening on ").map(str::to_string) else {
+            let _ = child.kill();
+            panic!("serve printed {line:?}; its log:\n{}", std::fs::read_to_string(&log).unwrap_or_default());
+        };
+        Server { child: Some(child), _stdout: stdout, url, log }
+    }
+
+    /// SIGTERM, then the exit code; afterwards the metastore is free for
+    /// embedded commands.
+    pub fn stop(mut self) -> i32 {
+        let mut child = self.child.take().unwrap();
+        // SAFETY: kill(2) on our own child, which has not been waited for.
+        assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
+        let status = child.wait().unwrap();
+        status.code().unwrap_or_else(|| panic!("serve ended with {status}; its log:\n{}", self.log()))
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A project whose transformations (one per day, `days` of them) wait for
+/// a `GO` file in their input, so that a run stays in flight until the
+/// test says (`open_gates`).
+pub fn gated_project(dir: &Path, days: u32) -> PathBuf {
+    let project = dir.join("gated");
+    std::fs::create_dir_all(project.join("plugins")).unwrap();
+    std::fs::copy(plugin_path("trivial"), project.join("plugins/trivial.wasm")).unwrap();
+    let toml = r#"
+[defaults]
+concurrency = 2
+
+[plugins]
+trivial = { file = "plugins/trivial.wasm", deadline = "600s" }
+
+[[view]]
+name = "g.raw/In"
+time = { frequency = "1d", initial = "2015-01-01" }
+path = "raw/${YEAR}/${MONTH}/${DAY}"
+
+[[view]]
+name = "g.mart/Out"
+time = { frequency = "1d", initial = "2015-01-01" }
+transformation = { plugin = "trivial", config = { gate = "GO" } }
+
+[[view.dependency]]
+view = "g.raw/In"
+"#;
+    std::fs::write(project.join("trellis.toml"), toml).unwrap();
+    for day in 1..=days {
+        let raw = project.join(format!("data/raw/2015/01/{day:02}"));
+        std::fs::create_dir_all(&raw).unwrap();
+        std::fs::write(raw.join("_SUCCESS"), "").unwrap();
+    }
+    project
+}
+
+/// Lets every gated transformation finish.
+pub fn open_gates(project: &Path) {
+    for entry in std::fs::read_dir(project.join("data/raw/2015/01")).unwrap() {
+        std::fs::write(entry.unwrap().path().join("GO"), "").unwrap();
+    }
+}
