@@ -206,10 +206,11 @@ impl Cli {
 
     /// Logs go to stderr. `TRELLIS_LOG` takes a tracing filter; by default
     /// plugins' own messages are shown at info and trellis's at warn (a
-    /// server's at info). `serve --log-format json` writes JSON lines.
+    /// server's at info, but for the monitor's line per state change, which
+    /// `TRELLIS_LOG=info` turns on). `serve --log-format json` writes JSON lines.
     pub fn init_logging(&self) {
         let (json, default) = match &self.command {
-            Command::Serve(args) => (args.log_format == "json", "info"),
+            Command::Serve(args) => (args.log_format == "json", "info,trellis::monitor=warn"),
             _ => (false, "warn,trellis::plugin=info"),
         };
         let filter = tracing_subscriber::EnvFilter::try_from_env("TRELLIS_LOG")
