@@ -708,3 +708,101 @@ async fn a_request_not_answered_in_time_gets_408() {
     assert_eq!(status, 200);
     assert_eq!(server.stop(), 0);
 }
+
+/// A chain: each day's `Out` depends on that day's input and on the day before.
+fn chain_project(dir: &Path) -> PathBuf {
+    let project = dir.join("chain");
+    std::fs::create_dir_all(project.join("plugins")).unwrap();
+    std::fs::copy(crate::support::plugin_path("trivial"), project.join("plugins/trivial.wasm")).unwrap();
+    let toml = r#"
+[plugins]
+trivial = "plugins/trivial.wasm"
+
+[[view]]
+name = "c.raw/In"
+time = { frequency = "1d", initial = "2015-01-01" }
+path = "raw/${YEAR}/${MONTH}/${DAY}"
+
+[[view]]
+name = "c.mart/Out"
+time = { frequency = "1d", initial = "2015-01-01" }
+transformation = { plugin = "trivial" }
+
+[[view.dependency]]
+view = "c.raw/In"
+
+[[view.dependency]]
+name = "yesterday"
+view = "c.mart/Out"
+time = "current(-1)"
+"#;
+    std::fs::write(project.join("trellis.toml"), toml).unwrap();
+    for day in 1..=3 {
+        let raw = project.join(format!("data/raw/2015/01/{day:02}"));
+        std::fs::create_dir_all(&raw).unwrap();
+        std::fs::write(raw.join("_SUCCESS"), "").unwrap();
+    }
+    project
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn what_the_server_skips_is_never_outdated() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let project = chain_project(dir.path());
+    let server = Server::start(&cache, &project, &[], &[]);
+    let url = &server.url;
+    let days = "c.mart/Out/rymd(20150101-20150103)";
+    let out = |day: &str| format!("c.mart/Out/2015/01/{day}");
+    let first = materialize_and_wait(url, days).await;
+    assert_eq!(first["run"]["termination"], "completed");
+    let unchanged = materialize_and_wait(url, days).await;
+    assert_eq!(flows(&unchanged), vec![], "{unchanged}");
+
+    // Day 1 rebuilt alone: day 2, which depends on it, is outdated, and
+    // must be rebuilt when asked together with day 1 (which this run has
+    // in flight while day 2 asks for it).
+    std::fs::write(project.join("data/raw/2015/01/01/_SUCCESS"), "").unwrap();
+    let alone = materialize_and_wait(url, &out("01")).await;
+    assert_eq!(
+        flows(&alone),
+        vec![(out("01"), "SUCCESSFUL".into()), ("c.raw/In/2015/01/01".into(), "SUCCESSFUL".into())]
+    );
+    let together = materialize_and_wait(url, "c.mart/Out/rymd(20150101-20150102)").await;
+    assert_eq!(flows(&together), vec![(out("02"), "SUCCESSFUL".into())], "{together}");
+
+    assert_eq!(server.stop(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_view_whose_run_was_stopped_is_not_taken_as_up_to_date() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let project = gated_project(dir.path(), 2);
+    open_gates(&project);
+    let server = Server::start(&cache, &project, &[], &[]);
+    let url = &server.url;
+    let day = "g.mart/Out/2015/01/01";
+    let first = materialize_and_wait(url, day).await;
+    assert_eq!(first["run"]["termination"], "completed", "{first}");
+
+    // New input; the transformation is held, and the run stopped.
+    std::fs::remove_file(project.join("data/raw/2015/01/01/GO")).unwrap();
+    std::fs::write(project.join("data/raw/2015/01/01/_SUCCESS"), "").unwrap();
+    let (_, accepted) = post(&format!("{url}/materialize/{day}")).await;
+    let id = accepted["run"].as_str().unwrap().to_string();
+    in_flight(url, 1).await;
+    let (status, _) = post(&format!("{url}/runs/{id}/stop")).await;
+    assert_eq!(status, 202);
+    eventually("the run to end", async || {
+        let (_, detail) = get(&format!("{url}/runs/{id}")).await;
+        (detail["run"]["status"] == "finished").then_some(())
+    })
+    .await;
+
+    // Still outdated: the next run transforms it.
+    open_gates(&project);
+    let next = materialize_and_wait(url, day).await;
+    assert_eq!(flows(&next), vec![(day.to_string(), "SUCCESSFUL".to_string())], "{next}");
+    assert_eq!(server.stop(), 0);
+}

@@ -62,6 +62,9 @@ pub struct AppState {
     pub settings: Settings,
     /// Becomes true when the server shuts down: event streams end.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// When the server started, in milliseconds since the Unix epoch: a run
+    /// recorded earlier and never finished was interrupted.
+    pub started: i64,
 }
 
 /// Refuses to start where anyone could reach a server without a token.

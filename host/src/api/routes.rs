@@ -98,6 +98,24 @@ impl<S: Send + Sync> FromRequestParts<S> for Path {
     }
 }
 
+/// How many views one request's pattern may address. Reads instantiate
+/// too, and the lattice's own limit (ten million) is for the command line.
+pub const REQUEST_PATTERN_LIMIT: usize = 1_000_000;
+
+/// Refuses a pattern that addresses more views than one request may. A
+/// pattern that does not parse is left to the scheduler, which says why.
+fn within_limit(pattern: &str) -> Result<(), ApiError> {
+    if let Ok(parsed) = crate::catalog::pattern::parse(pattern) {
+        let count = parsed.count().saturating_mul(parsed.view_types.len());
+        if count > REQUEST_PATTERN_LIMIT {
+            return Err(ApiError::bad_request(format!(
+                "the pattern addresses {count} views, more than the limit of {REQUEST_PATTERN_LIMIT} for one request"
+            )));
+        }
+    }
+    Ok(())
+}
+
 async fn not_found(uri: axum::http::Uri) -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, format!("no route for {} (see /openapi.json)", uri.path()))
 }
@@ -105,7 +123,7 @@ async fn not_found(uri: axum::http::Uri) -> ApiError {
 #[utoipa::path(get, path = "/health", responses((status = 200, body = wire::Health)))]
 async fn health(State(state): Shared) -> Json<wire::Health> {
     let table = read(&state);
-    Json(wire::Health { status: "ok".into(), current_run: table.current_run.clone(), views: table.views.len() })
+    Json(wire::Health { status: "ok".into(), current_run: table.current_run.clone(), views: table.views().len() })
 }
 
 fn read(state: &AppState) -> std::sync::RwLockReadGuard<'_, Table> {
@@ -185,6 +203,7 @@ async fn views_of(state: &AppState, pattern: Option<String>, query: wire::ViewsQ
     // table); without one, every instantiated view is listed.
     let addressed: Option<Vec<u32>> = match pattern {
         Some(pattern) => {
+            within_limit(&pattern)?;
             let closure = query.closure == Some(true);
             let mut ids = state.handle.ask(|reply| Request::Instantiate { pattern, closure, reply }).await??;
             let mut seen = HashSet::new();
@@ -196,7 +215,7 @@ async fn views_of(state: &AppState, pattern: Option<String>, query: wire::ViewsQ
     let table = read(state);
     let candidates: Box<dyn Iterator<Item = usize>> = match &addressed {
         Some(ids) => Box::new(ids.iter().map(|&id| id as usize)),
-        None => Box::new(0..table.views.len()),
+        None => Box::new(0..table.views().len()),
     };
     if query.overview == Some(true) {
         // Every view, unfiltered: the table keeps the counts.
@@ -207,11 +226,11 @@ async fn views_of(state: &AppState, pattern: Option<String>, query: wire::ViewsQ
                 .filter(|(_, n)| *n > 0)
                 .map(|(s, n)| (s.as_str().to_string(), n))
                 .collect();
-            return Ok(Json(wire::Overview { overview, total: table.views.len() }).into_response());
+            return Ok(Json(wire::Overview { overview, total: table.views().len() }).into_response());
         }
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         let mut total = 0;
-        for row in candidates.filter_map(|index| table.views.get(index)).filter(|row| selection.selects(row)) {
+        for row in candidates.filter_map(|index| table.views().get(index)).filter(|row| selection.selects(row)) {
             *counts.entry(row.state.as_str().to_string()).or_default() += 1;
             total += 1;
         }
@@ -221,7 +240,7 @@ async fn views_of(state: &AppState, pattern: Option<String>, query: wire::ViewsQ
     let mut views = Vec::new();
     let mut next = None;
     for (position, index) in candidates.enumerate().skip(start) {
-        let Some(row) = table.views.get(index) else { continue };
+        let Some(row) = table.views().get(index) else { continue };
         if !selection.selects(row) {
             continue;
         }
@@ -230,7 +249,7 @@ async fn views_of(state: &AppState, pattern: Option<String>, query: wire::ViewsQ
             break;
         }
         let dependencies = (query.dependencies == Some(true)).then(|| {
-            row.dependencies.iter().filter_map(|&d| table.views.get(d as usize)).map(|d| d.url.to_string()).collect()
+            row.dependencies.iter().filter_map(|&d| table.views().get(d as usize)).map(|d| d.url.to_string()).collect()
         });
         views.push(wire::View {
             view: row.url.to_string(),
@@ -262,6 +281,7 @@ async fn materialize(
         Some(text) => text.parse::<Mode>().map_err(ApiError::bad_request)?,
         None => Mode::Default,
     };
+    within_limit(&pattern)?;
     let events_from = state.store.next_sequence()?;
     let accepted = state.handle.ask(|reply| Request::Materialize { pattern, mode, reply }).await??;
     let views = accepted
@@ -286,6 +306,7 @@ async fn invalidate(
     Path(pattern): Path,
     Query(query): Query<wire::InvalidateQuery>,
 ) -> Result<(StatusCode, Json<wire::Invalidated>), ApiError> {
+    within_limit(&pattern)?;
     let dependencies = query.dependencies.unwrap_or(false);
     let done = state.handle.ask(|reply| Request::Invalidate { pattern, dependencies, reply }).await??;
     let refused: Vec<wire::Refusal> =
@@ -295,9 +316,10 @@ async fn invalidate(
         n => (
             StatusCode::CONFLICT,
             Some(format!(
-                "{n} view{} in flight, left alone: {}",
-                if n == 1 { " is" } else { "s are" },
-                refused[0].view
+                "{n} view{} left alone, {}: {}",
+                if n == 1 { " was" } else { "s were" },
+                refused[0].view,
+                refused[0].reason
             )),
         ),
     };
@@ -305,12 +327,14 @@ async fn invalidate(
 }
 
 /// A run as the API shows it, with what the service says of its progress.
-fn run_of(record: crate::metastore::RunRecord, table: &Table) -> wire::Run {
+fn run_of(record: crate::metastore::RunRecord, table: &Table, server_started: i64) -> wire::Run {
     let status = if record.termination.is_some() {
         "finished"
     } else if table.current_run.as_deref() == Some(&record.id) {
         "running"
-    } else if table.queued_runs.contains(&record.id) {
+    } else if table.queued_runs.contains(&record.id) || record.started >= server_started {
+        // A run of this server that is in neither is between being
+        // recorded and being queued, or between the queue and the start.
         "queued"
     } else {
         "interrupted"
@@ -331,7 +355,7 @@ fn run_of(record: crate::metastore::RunRecord, table: &Table) -> wire::Run {
 async fn runs(State(state): Shared) -> Result<Json<Vec<wire::Run>>, ApiError> {
     let records = state.store.runs()?;
     let table = read(&state);
-    Ok(Json(records.into_iter().map(|record| run_of(record, &table)).collect()))
+    Ok(Json(records.into_iter().map(|record| run_of(record, &table, state.started)).collect()))
 }
 
 #[utoipa::path(get, path = "/runs/{id}", params(("id" = String, Path, description = "A run's id")),
@@ -348,7 +372,7 @@ fn unknown_run(id: &str) -> ApiError {
 fn run_detail(state: &AppState, id: &str) -> Result<wire::RunDetail, ApiError> {
     let record = state.store.run(id)?.ok_or_else(|| unknown_run(id))?;
     let idle = record.idle;
-    let run = run_of(record, &read(state));
+    let run = run_of(record, &read(state), state.started);
     let mut detail = wire::RunDetail {
         run,
         flows: Vec::new(),
@@ -400,6 +424,7 @@ async fn stop(State(state): Shared, Path(id): Path) -> Result<(StatusCode, Json<
 #[utoipa::path(get, path = "/plan/{pattern}", params(("pattern" = String, Path, description = "A view pattern")),
     responses((status = 200, body = [wire::PlanLine]), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn plan(State(state): Shared, Path(pattern): Path) -> Result<Json<Vec<wire::PlanLine>>, ApiError> {
+    within_limit(&pattern)?;
     let plan = state.handle.ask(|reply| Request::Plan { pattern, reply }).await??;
     Ok(Json(plan.into_iter().map(|(view, plan)| wire::PlanLine { view, plan }).collect()))
 }
@@ -463,15 +488,30 @@ async fn list_listeners(State(state): Shared) -> Result<Json<Vec<wire::Listener>
     security(("bearer" = [])))]
 async fn enable_listener(State(state): Shared, Path(name): Path) -> Result<Json<wire::Enabled>, ApiError> {
     let was_disabled = listeners::enable(state.catalog, &state.store, &name).map_err(listener_error)?;
-    if was_disabled {
-        // Listeners read their records when they start: a restart of all
-        // of them (each from its stored cursor) brings this one back.
-        let mut running = state.listeners.lock().await;
-        if let Some(old) = running.take() {
-            old.shutdown().await;
+    // Listeners read their records when they start: a restart of all of
+    // them (each from its stored cursor) brings this one back. It runs as a
+    // task of its own, so that a request timing out or a client hanging up
+    // cannot leave the listeners stopped; and it also runs when an earlier
+    // restart failed and left none running.
+    let restart = {
+        let state = state.clone();
+        tokio::spawn(async move {
+            let mut running = state.listeners.lock().await;
+            if !was_disabled && running.is_some() {
+                return Ok(());
+            }
+            if let Some(old) = running.take() {
+                old.shutdown().await;
+            }
+            *running = Some(Listeners::start(state.catalog, &state.runtime, state.store.clone()).await?);
+            Ok::<(), listeners::Error>(())
+        })
+    };
+    match restart.await {
+        Ok(started) => started.map_err(listener_error)?,
+        Err(e) => {
+            return Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("restarting the listeners: {e}")));
         }
-        *running =
-            Some(Listeners::start(state.catalog, &state.runtime, state.store.clone()).await.map_err(listener_error)?);
     }
     Ok(Json(wire::Enabled { name, was_disabled }))
 }
@@ -580,23 +620,31 @@ impl Follow {
             self.pending.push_back(SseEvent::default().event("gap").data(gap.to_string()));
             self.cursor = first;
         }
-        let batch = self.store.events_from(self.cursor, 256)?;
-        for event in &batch {
-            self.cursor = event.sequence + 1;
-            if self.run.as_deref().is_some_and(|run| event.event.run_id.as_deref() != Some(run)) {
-                continue;
+        // Pages until something is queued or the log's end is reached:
+        // pages of other runs' events are read through, not waited on.
+        const PAGE: usize = 256;
+        loop {
+            let batch = self.store.events_from(self.cursor, PAGE)?;
+            for event in &batch {
+                self.cursor = event.sequence + 1;
+                if self.run.as_deref().is_some_and(|run| event.event.run_id.as_deref() != Some(run)) {
+                    continue;
+                }
+                let data = serde_json::to_string(event).unwrap_or_default();
+                self.pending.push_back(SseEvent::default().id(event.sequence.to_string()).event("view").data(data));
             }
-            let data = serde_json::to_string(event).unwrap_or_default();
-            self.pending.push_back(SseEvent::default().id(event.sequence.to_string()).event("view").data(data));
+            if batch.len() < PAGE {
+                if let (Some(run), Some(termination)) = (&self.run, &finished) {
+                    let end = serde_json::json!({ "run": run, "termination": termination });
+                    self.pending.push_back(SseEvent::default().event("end").data(end.to_string()));
+                    self.done = true;
+                }
+                return Ok(());
+            }
+            if !self.pending.is_empty() {
+                return Ok(());
+            }
         }
-        if batch.is_empty()
-            && let (Some(run), Some(termination)) = (&self.run, finished)
-        {
-            let end = serde_json::json!({ "run": run, "termination": termination });
-            self.pending.push_back(SseEvent::default().event("end").data(end.to_string()));
-            self.done = true;
-        }
-        Ok(())
     }
 }
 

@@ -60,6 +60,7 @@ pub(super) async fn serve(args: &ServeArgs, token: Option<String>, runtime: &Run
             loopback: args.bind.ip().is_loopback(),
         },
         shutdown,
+        started: chrono::Utc::now().timestamp_millis(),
     });
     let listener = std::net::TcpListener::bind(args.bind).with_context(|| format!("binding {}", args.bind))?;
     listener.set_nonblocking(true)?;

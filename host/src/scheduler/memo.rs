@@ -17,7 +17,7 @@
 //! is dirty. It knows the lattice's edges and nothing of states or the
 //! metastore.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use crate::lattice::{Lattice, ViewId};
@@ -27,13 +27,15 @@ pub(super) struct Memo {
     /// Reverse edges: who depends on each view.
     dependents: Vec<Vec<ViewId>>,
     inotify: inotify::Inotify,
+    /// Where all data lives: directories are watched up to it.
+    storage: PathBuf,
     /// Watched directories by watch id, with the external views whose
-    /// flags are in them.
-    watched: HashMap<i32, (PathBuf, Vec<ViewId>)>,
+    /// flags are in them or below them.
+    watched: HashMap<i32, (PathBuf, HashSet<ViewId>)>,
     by_dir: HashMap<PathBuf, i32>,
-    /// The watch each watched external view is under, and whether it is
-    /// its own directory's (else the nearest existing one above it).
-    watch_of: HashMap<ViewId, (i32, bool)>,
+    /// Watched external views, and whether their own directory is among
+    /// the watched ones (else only directories above it, which exist).
+    watch_of: HashMap<ViewId, bool>,
     buffer: Vec<u8>,
     /// Changes to external data seen since the memo was created.
     pub changes_seen: u64,
@@ -42,11 +44,12 @@ pub(super) struct Memo {
 impl Memo {
     /// A memo, or why there cannot be one (no inotify here): the scheduler
     /// then checks every view on every run, as the embedded one does.
-    pub fn new() -> std::io::Result<Memo> {
+    pub fn new(storage: &Path) -> std::io::Result<Memo> {
         Ok(Memo {
             clean: Vec::new(),
             dependents: Vec::new(),
             inotify: inotify::Inotify::init()?,
+            storage: storage.to_path_buf(),
             watched: HashMap::new(),
             by_dir: HashMap::new(),
             watch_of: HashMap::new(),
@@ -80,7 +83,7 @@ impl Memo {
         let watched = match (external, self.watch_of.get(&id)) {
             (None, _) => true,
             (Some(_), None) => false,
-            (Some(has_data), Some(&(_, exact))) => exact || !has_data,
+            (Some(has_data), Some(&own)) => own || !has_data,
         };
         if dependencies_clean
             && watched
@@ -90,38 +93,40 @@ impl Memo {
         }
     }
 
-    /// Watches the directory of an external view's done flag, before the
-    /// flag is read. Where that directory does not exist yet, the nearest
-    /// one above it is watched, which sees it appear.
+    /// Watches the directory of an external view's done flag, and every
+    /// directory above it up to the storage root, before the flag is read:
+    /// a directory renamed, replaced or re-linked anywhere on the way is
+    /// seen too (inotify watches follow directories, not paths). Where the
+    /// flag's directory does not exist yet, the directories above it see
+    /// it appear. A flag that is a directory (an empty `done_flag`: the
+    /// data directory itself) is watched as one.
     pub fn watch(&mut self, id: ViewId, flag: &Path) {
         if self.watch_of.contains_key(&id) {
             return;
         }
-        let Some(exact) = flag.parent() else { return };
-        let mut dir = exact;
-        loop {
-            if !dir.is_dir() {
-                match dir.parent() {
-                    Some(parent) => dir = parent,
-                    None => return,
-                }
-                continue;
+        let Some(exact) = (if flag.is_dir() { Some(flag) } else { flag.parent() }) else { return };
+        let mut own = false;
+        let mut dir = Some(exact);
+        while let Some(current) = dir {
+            if current.is_dir() {
+                let Some(wd) = self.add_watch(current) else { return };
+                self.watched.get_mut(&wd).expect("add_watch keeps it").1.insert(id);
+                own |= current == exact;
             }
-            let Some(wd) = self.add_watch(dir) else { return };
-            // It may have been created between the check and the watch.
-            if dir != exact && exact.is_dir() {
-                dir = exact;
-                continue;
+            if current == self.storage || !current.starts_with(&self.storage) {
+                break;
             }
-            self.watched.get_mut(&wd).expect("just added").1.push(id);
-            self.watch_of.insert(id, (wd, dir == exact));
-            return;
+            dir = current.parent();
         }
+        self.watch_of.insert(id, own);
     }
 
     fn add_watch(&mut self, dir: &Path) -> Option<i32> {
         if let Some(&wd) = self.by_dir.get(dir) {
-            return Some(wd);
+            if self.watched.contains_key(&wd) {
+                return Some(wd);
+            }
+            self.by_dir.remove(dir);
         }
         use inotify::WatchMask;
         let mask = WatchMask::ATTRIB
@@ -137,7 +142,7 @@ impl Memo {
             Ok(wd) => {
                 let wd = wd.get_watch_descriptor_id();
                 self.by_dir.insert(dir.to_path_buf(), wd);
-                self.watched.entry(wd).or_insert_with(|| (dir.to_path_buf(), Vec::new()));
+                self.watched.entry(wd).or_insert_with(|| (dir.to_path_buf(), HashSet::new()));
                 Some(wd)
             }
             Err(e) => {

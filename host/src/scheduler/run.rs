@@ -155,6 +155,8 @@ pub struct Scheduler<'c> {
     waiting_for_permits: HashMap<ViewId, Running>,
     /// What a long-lived scheduler remembers of freshness between runs.
     memo: Option<Memo>,
+    /// A run is executing (requests are served between its steps).
+    in_run: bool,
 }
 
 /// A transformation limit and its semaphore, for showing permits in use.
@@ -276,6 +278,7 @@ impl<'c> Scheduler<'c> {
             queued: VecDeque::new(),
             waiting_for_permits: HashMap::new(),
             memo: None,
+            in_run: false,
         })
     }
 
@@ -347,7 +350,7 @@ impl<'c> Scheduler<'c> {
     /// a scheduler that lives across requests (a server, a benchmark).
     /// Where inotify is unavailable, every run checks every view, as before.
     pub fn remember_freshness(&mut self) {
-        match Memo::new() {
+        match Memo::new(&self.catalog.settings.storage) {
             Ok(mut memo) => {
                 memo.grow(&self.lattice);
                 self.memo = Some(memo);
@@ -371,7 +374,7 @@ impl<'c> Scheduler<'c> {
         for id in ids {
             let slot = &self.slots[id.0 as usize];
             let index = id.0 as usize;
-            while table.views.len() <= index {
+            while table.views().len() <= index {
                 // Rows are added in lattice order; a new one is filled in below.
                 table.push(ViewRow {
                     url: "".into(),
@@ -386,7 +389,7 @@ impl<'c> Scheduler<'c> {
                 });
             }
             table.set_state(index, slot.record.state);
-            let row = &mut table.views[index];
+            let row = table.row_mut(index);
             if row.url.is_empty() {
                 row.url = slot.url.clone();
                 row.view_type = self.lattice.view_type(id).name.as_str().into();
@@ -428,6 +431,12 @@ impl<'c> Scheduler<'c> {
         let (mut done, mut refused) = (Vec::new(), Vec::new());
         for id in targets {
             let slot = &mut self.slots[id.0 as usize];
+            // Dependents in this run may have taken it as it is already;
+            // invalidating it under them would build them without it.
+            if self.in_run && slot.settled_in_run {
+                refused.push((id, "it was settled by the run in progress; invalidate it once that run ends".into()));
+                continue;
+            }
             let (state, actions) = transition(slot.record.state, &Event::Invalidate);
             // Refused or not, an application of the state machine is an event.
             commit.events.push(new_event(&slot.url, slot.record.state, state, &actions, None, None));
@@ -589,6 +598,25 @@ impl<'c> Scheduler<'c> {
         mode: Mode,
         addressed: Vec<ViewId>,
         stop: impl std::future::Future<Output = ()>,
+        requests: Option<&mut mpsc::UnboundedReceiver<Request>>,
+        control: &mut Control,
+    ) -> Result<RunSummary, Error> {
+        self.in_run = true;
+        let summary = self.execute_run_steps(run, mode, addressed, stop, requests, control).await;
+        self.in_run = false;
+        if summary.is_err() {
+            // The run ended on an error (the metastore's): it is not current.
+            self.with_table(|table| table.current_run = None);
+        }
+        summary
+    }
+
+    async fn execute_run_steps(
+        &mut self,
+        run: RunRecord,
+        mode: Mode,
+        addressed: Vec<ViewId>,
+        stop: impl std::future::Future<Output = ()>,
         mut requests: Option<&mut mpsc::UnboundedReceiver<Request>>,
         control: &mut Control,
     ) -> Result<RunSummary, Error> {
@@ -631,12 +659,8 @@ impl<'c> Scheduler<'c> {
             // two steps, even while the run has work queued.
             if let Some(waiting) = requests.as_deref_mut() {
                 while let Ok(request) = waiting.try_recv() {
-                    self.serve(request, Some(&run_id), control)?;
+                    self.serve(request, Some(&run_id), control);
                 }
-            }
-            if control.stop && !stopped {
-                stopped = true;
-                self.cancel(&mut tasks, &mut queue, &mut flows);
             }
             // Apply every queued event, collecting writes and actions...
             let mut commit = Commit::default();
@@ -722,12 +746,22 @@ impl<'c> Scheduler<'c> {
                 // changed is written, so an unchanged lattice costs no writes.
                 let stable = previous_stable(state, &slot.record);
                 let store_record = record_changed || stable != slot.stored_state;
-                // What dependents see of a view is its state and timestamp:
-                // when those change, what depends on it may be outdated.
-                if let Some(memo) = &mut self.memo
-                    && (slot.record.timestamp != timestamp_before || stable != slot.stored_state)
-                {
-                    memo.dirty_dependents(id);
+                if let Some(memo) = &mut self.memo {
+                    // What dependents see of a view is its state and
+                    // timestamp: when those change, it and all above it
+                    // must be looked at again...
+                    if slot.record.timestamp != timestamp_before || stable != slot.stored_state {
+                        memo.dirty(id);
+                    }
+                    // ...unless a DEFAULT run judged it just now, with all it
+                    // depends on settled, and found it materialized or without data.
+                    let judged = actions
+                        .iter()
+                        .any(|a| matches!(a, Action::ReportIdle | Action::RecordMaterialized | Action::RecordNoData));
+                    if mode == Mode::Default && judged && matches!(state, ViewState::Materialized | ViewState::NoData) {
+                        let external = matches!(self.lattice.view_type(id).transformation, Transformation::External);
+                        memo.settled(id, &self.lattice, external.then_some(state == ViewState::Materialized));
+                    }
                 }
                 let slot = &mut self.slots[id.0 as usize];
                 let url = slot.url.clone();
@@ -764,6 +798,13 @@ impl<'c> Scheduler<'c> {
             if !queue.is_empty() {
                 continue;
             }
+            // A stop takes effect once the queue is drained, so that every
+            // view the walk reached is in flight, and canceled, by then.
+            if control.stop && !stopped {
+                stopped = true;
+                self.cancel(&mut tasks, &mut queue, &mut flows);
+                continue;
+            }
             if tasks.is_empty() || stopped {
                 break;
             }
@@ -781,7 +822,7 @@ impl<'c> Scheduler<'c> {
                 }
                 request = next_request(&mut requests) => {
                     match request {
-                        Some(request) => self.serve(request, Some(&run_id), control)?,
+                        Some(request) => self.serve(request, Some(&run_id), control),
                         // Nobody can ask any more: go on without requests.
                         None => requests = None,
                     }
@@ -924,17 +965,29 @@ impl<'c> Scheduler<'c> {
                 let mut pending = 0;
                 for dependency in dependencies {
                     // A view the memo knows to be up to date is taken as it
-                    // is, without asking it or what it depends on.
-                    let known_fresh =
-                        mode == Mode::Default && self.memo.as_ref().is_some_and(|m| m.is_clean(dependency));
+                    // is, without asking it or what it depends on; unless
+                    // this run has it in flight, when it is waited for.
+                    let in_flight = matches!(
+                        self.slots[dependency.0 as usize].record.state,
+                        ViewState::Waiting | ViewState::Transforming | ViewState::Retrying
+                    );
+                    let known_fresh = mode == Mode::Default
+                        && !in_flight
+                        && self.memo.as_ref().is_some_and(|m| m.is_clean(dependency));
                     let theirs = &mut self.slots[dependency.0 as usize];
                     if theirs.settled_in_run || known_fresh {
                         continue;
                     }
                     theirs.waiting.push(id);
                     pending += 1;
-                    let once = self.lattice.view_type(dependency).materialize_once;
-                    queue.push_back((dependency, Event::Materialize { mode, materialize_once: once }));
+                    // One in flight will notify its dependents when it
+                    // settles. Asking it again could reach it after it
+                    // settled in this very batch and open it again, so that
+                    // this view would find it in flight and pass it over.
+                    if !in_flight {
+                        let once = self.lattice.view_type(dependency).materialize_once;
+                        queue.push_back((dependency, Event::Materialize { mode, materialize_once: once }));
+                    }
                 }
                 self.slots[id.0 as usize].pending = pending;
                 if pending == 0 {
@@ -942,14 +995,6 @@ impl<'c> Scheduler<'c> {
                 }
             }
             Action::NotifyDependents => {
-                if let Some(memo) = &mut self.memo
-                    && mode == Mode::Default
-                    && matches!(self.slots[id.0 as usize].record.state, ViewState::Materialized | ViewState::NoData)
-                {
-                    let external = matches!(self.lattice.view_type(id).transformation, Transformation::External);
-                    let has_data = self.slots[id.0 as usize].record.state == ViewState::Materialized;
-                    memo.settled(id, &self.lattice, external.then_some(has_data));
-                }
                 let slot = &mut self.slots[id.0 as usize];
                 slot.settled_in_run = true;
                 for waiting in std::mem::take(&mut slot.waiting) {

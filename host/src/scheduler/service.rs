@@ -165,7 +165,7 @@ impl Scheduler<'static> {
                     break;
                 }
                 match requests.recv().await {
-                    Some(request) => self.serve(request, None, &mut control)?,
+                    Some(request) => self.serve(request, None, &mut control),
                     None => break,
                 }
             }
@@ -190,15 +190,9 @@ fn log_summary(summary: Result<RunSummary, Error>) {
 }
 
 impl Scheduler<'_> {
-    /// Serves one request; `current` is the run executing, if any. Errors
-    /// of the request go to its reply; only a metastore failure while
-    /// recording a stop ends the service.
-    pub(super) fn serve(
-        &mut self,
-        request: Request,
-        current: Option<&str>,
-        control: &mut Control,
-    ) -> Result<(), Error> {
+    /// Serves one request; `current` is the run executing, if any. What
+    /// goes wrong goes to the request's reply.
+    pub(super) fn serve(&mut self, request: Request, current: Option<&str>, control: &mut Control) {
         match request {
             Request::Instantiate { pattern, closure, reply } => {
                 let result = self.instantiate(&pattern).map(|ids| {
@@ -235,7 +229,6 @@ impl Scheduler<'_> {
                 control.deadline = Some(tokio::time::Instant::now() + grace);
             }
         }
-        Ok(())
     }
 
     fn accept(

@@ -4,9 +4,11 @@
 //! without waiting for the loop.
 //!
 //! Invariant: only the scheduler's loop writes it, and only what it has
-//! committed (or, for in-flight states, what it has applied); readers never
-//! block the loop for longer than one copy of a row. It knows nothing of
-//! HTTP.
+//! committed (or, for in-flight states, what it has applied); the counts
+//! per state always match the rows (rows change only through `push` and
+//! `set_state`). A reader holds the lock for one request's scan (a few ms
+//! for a filtered scan of 100k rows), the loop for one batch of rows. It
+//! knows nothing of HTTP.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
@@ -50,7 +52,7 @@ pub struct Running {
 #[derive(Debug, Default)]
 pub struct Table {
     /// By lattice index: a view's index never changes.
-    pub views: Vec<ViewRow>,
+    views: Vec<ViewRow>,
     /// The run the loop is executing.
     pub current_run: Option<String>,
     /// Views of the current run not settled yet.
@@ -65,6 +67,16 @@ pub struct Table {
 }
 
 impl Table {
+    /// Every instantiated view, by lattice index.
+    pub fn views(&self) -> &[ViewRow] {
+        &self.views
+    }
+
+    /// A row to update, other than its state (`set_state` keeps the counts).
+    pub fn row_mut(&mut self, index: usize) -> &mut ViewRow {
+        &mut self.views[index]
+    }
+
     /// How many views are in each state, every state included.
     pub fn overview(&self) -> BTreeMap<ViewState, usize> {
         ViewState::ALL.into_iter().zip(self.counts).collect()
