@@ -161,7 +161,9 @@ fn remote_commands_print_what_embedded_commands_print() {
     ]
     .concat();
     let pattern_error = &output(&["views", "-v", "shop.datamart/DailySales/SHOP10/rymd(2015"]).stderr;
-    let session = shell(cli(&cache).arg("--server").arg(&server.url), &lines);
+    // The shell's own --server wins over $TRELLIS_SERVER for every line.
+    let session =
+        shell(cli(&cache).env("TRELLIS_SERVER", "http://127.0.0.1:9").arg("--server").arg(&server.url), &lines);
     assert_eq!(session.code, 0, "{}", session.stderr);
     assert_eq!(session.stdout, shell_output);
     assert!(session.stderr.contains("error: unrecognized subcommand 'no-such-command'"), "{}", session.stderr);

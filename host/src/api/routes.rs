@@ -550,6 +550,8 @@ async fn events(
         return Err(unknown_run(run));
     }
     let follow = Follow {
+        table: state.handle.table.clone(),
+        server_started: state.started,
         store: state.store.clone(),
         appended: state.store.subscribe(),
         shutdown: state.shutdown.clone(),
@@ -563,6 +565,8 @@ async fn events(
 
 /// An event stream's position in the log.
 struct Follow {
+    table: crate::scheduler::table::SharedTable,
+    server_started: i64,
     store: Arc<Metastore>,
     appended: tokio::sync::watch::Receiver<u64>,
     shutdown: tokio::sync::watch::Receiver<bool>,
@@ -610,8 +614,17 @@ impl Follow {
     fn fill(&mut self) -> Result<(), crate::metastore::Error> {
         // Whether the run had finished is read before its events: every
         // event of a finished run was committed before its end.
+        // A run an earlier process left unfinished never will finish: its
+        // followers are told so rather than kept waiting.
         let finished = match &self.run {
-            Some(run) => self.store.run(run)?.and_then(|record| record.termination),
+            Some(run) => self.store.run(run)?.and_then(|record| {
+                let table = self.table.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+                let run = run_of(record, &table, self.server_started);
+                match run.status.as_str() {
+                    "interrupted" => Some("interrupted: its process ended during the run".to_string()),
+                    _ => run.termination,
+                }
+            }),
             None => None,
         };
         let first = self.store.first_sequence()?;

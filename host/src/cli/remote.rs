@@ -104,6 +104,11 @@ impl Server {
 
     /// Sends a request and reads the whole answer, whatever its status.
     pub(super) async fn exchange(&self, method: Method, path: &str, query: &impl Serialize) -> anyhow::Result<Reply> {
+        // A URL resolves `.` and `..` segments (escaped or not): a pattern
+        // holding them would reach another endpoint than the one meant.
+        if path.split('/').any(|segment| matches!(segment, "." | ".." | "%2E" | "%2e" | "%2E%2E" | "%2e%2e")) {
+            bail!("`{path}` holds a `.` or `..` segment, which a URL cannot carry");
+        }
         let (url, request) = self.request(method, path, query);
         let response = request.send().await.map_err(|e| unreachable(&url, &e))?;
         let status = response.status();

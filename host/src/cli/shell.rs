@@ -10,7 +10,6 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use clap::Parser;
 use rustyline::error::ReadlineError;
 
 use super::{Cli, Command, Globals, Status};
@@ -58,14 +57,25 @@ async fn execute(line: &str, globals: &Globals) {
         eprintln!("error: unbalanced quotes or a trailing backslash");
         return;
     };
-    let mut cli = match Cli::try_parse_from(std::iter::once("trellis".to_string()).chain(words)) {
-        Ok(cli) => cli,
+    let parsed = <Cli as clap::CommandFactory>::command()
+        .try_get_matches_from(std::iter::once("trellis".to_string()).chain(words))
+        .and_then(|matches| {
+            let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches)?;
+            Ok((cli, matches.value_source("server")))
+        });
+    let (mut cli, server_source) = match parsed {
+        Ok(parsed) => parsed,
         Err(e) => {
             // Help and version on stdout, usage errors on stderr, as clap does.
             let _ = e.print();
             return;
         }
     };
+    // Only a `--server` typed on the line overrides the shell's: one from
+    // $TRELLIS_SERVER must not send a line elsewhere than the shell's own.
+    if server_source != Some(clap::parser::ValueSource::CommandLine) {
+        cli.globals.server = None;
+    }
     if matches!(cli.command, Command::Shell) {
         eprintln!("error: this is the shell already");
         return;
@@ -73,8 +83,9 @@ async fn execute(line: &str, globals: &Globals) {
     cli.globals.inherit(globals);
     // Embedded materialize and serve stop on Ctrl-C themselves, cleanly;
     // any other command is abandoned, and the shell goes on.
-    let stops_itself = matches!(cli.command, Command::Serve(_))
-        || (matches!(cli.command, Command::Materialize(_)) && cli.globals.server.is_none());
+    let embedded = cli.globals.server.as_deref().map(str::trim).is_none_or(str::is_empty);
+    let stops_itself =
+        matches!(cli.command, Command::Serve(_)) || (matches!(cli.command, Command::Materialize(_)) && embedded);
     let interrupt = async {
         #[cfg(unix)]
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()) {

@@ -62,6 +62,11 @@ pub struct ViewRecord {
     /// Materialized while some dependencies had failed.
     pub errors: bool,
     pub last_error: Option<String>,
+    /// Invalidated and not rematerialized since. Kept apart from the state,
+    /// which shows the view in flight meanwhile, so that a stop, a crash or
+    /// a failed transformation does not forget it.
+    #[serde(default)]
+    pub invalidated: bool,
 }
 
 /// An event to append; the metastore gives it its sequence number.

@@ -96,28 +96,36 @@ impl Memo {
     /// Watches the directory of an external view's done flag, and every
     /// directory above it up to the storage root, before the flag is read:
     /// a directory renamed, replaced or re-linked anywhere on the way is
-    /// seen too (inotify watches follow directories, not paths). Where the
-    /// flag's directory does not exist yet, the directories above it see
-    /// it appear. A flag that is a directory (an empty `done_flag`: the
-    /// data directory itself) is watched as one.
+    /// seen too (inotify watches follow directories, not paths). They are
+    /// added from the root down, each before its child is looked for, so a
+    /// directory created at any moment is either watched or seen appearing.
+    /// A flag that is a directory (an empty `done_flag`: the data directory
+    /// itself) is watched as one.
     pub fn watch(&mut self, id: ViewId, flag: &Path) {
-        if self.watch_of.contains_key(&id) {
+        if self.watch_of.contains_key(&id) || !flag.starts_with(&self.storage) {
             return;
         }
-        let Some(exact) = (if flag.is_dir() { Some(flag) } else { flag.parent() }) else { return };
-        let mut own = false;
-        let mut dir = Some(exact);
-        while let Some(current) = dir {
-            if current.is_dir() {
-                let Some(wd) = self.add_watch(current) else { return };
-                self.watched.get_mut(&wd).expect("add_watch keeps it").1.insert(id);
-                own |= current == exact;
-            }
-            if current == self.storage || !current.starts_with(&self.storage) {
+        let Some(parent) = flag.parent() else { return };
+        // Root first: the storage root, each directory below it, the flag.
+        let chain: Vec<&Path> = flag.ancestors().take_while(|dir| dir.starts_with(&self.storage)).collect();
+        let mut watched_parent = false;
+        let mut watched_any = false;
+        for dir in chain.into_iter().rev() {
+            if !dir.is_dir() {
+                // Its parent's watch sees it appear; nothing below it exists.
                 break;
             }
-            dir = current.parent();
+            let Some(wd) = self.add_watch(dir) else { return };
+            self.watched.get_mut(&wd).expect("add_watch keeps it").1.insert(id);
+            watched_any = true;
+            watched_parent |= dir == parent;
         }
+        if !watched_any {
+            return;
+        }
+        // With data, the view's own directory must be watched: the flag's
+        // directory, and the flag itself where it is a directory.
+        let own = watched_parent && (!flag.is_dir() || self.by_dir.contains_key(flag));
         self.watch_of.insert(id, own);
     }
 

@@ -445,6 +445,8 @@ impl<'c> Scheduler<'c> {
                 continue;
             }
             slot.record.state = state;
+            slot.record.invalidated = true;
+            slot.stored_state = state;
             commit.views.push((slot.url.to_string(), slot.record.clone()));
             if let Some(memo) = &mut self.memo {
                 memo.dirty(id);
@@ -484,7 +486,7 @@ impl<'c> Scheduler<'c> {
                     .filter_map(|&d| self.slots[d.0 as usize].record.timestamp.map(|t| (self.lattice.url_path(d), t)))
                     .max_by_key(|(_, t)| *t);
                 let facts = Facts {
-                    invalidated: record.state == ViewState::Invalidated,
+                    invalidated: record.state == ViewState::Invalidated || record.invalidated,
                     schema_changed: self.schema_changed.contains(&view_type.id),
                     recorded_version: record.version_checksum.as_deref(),
                     recorded_timestamp: record.timestamp,
@@ -580,7 +582,7 @@ impl<'c> Scheduler<'c> {
         Ok(run)
     }
 
-    /// Ends a run that never started.
+    /// Ends a run that never started (or could not go on).
     pub(super) fn finish_unstarted(&mut self, mut run: RunRecord, termination: &str) -> Result<(), Error> {
         run.finished = Some(now_millis());
         run.termination = Some(termination.to_string());
@@ -602,11 +604,14 @@ impl<'c> Scheduler<'c> {
         control: &mut Control,
     ) -> Result<RunSummary, Error> {
         self.in_run = true;
+        let record = run.clone();
         let summary = self.execute_run_steps(run, mode, addressed, stop, requests, control).await;
         self.in_run = false;
-        if summary.is_err() {
-            // The run ended on an error (the metastore's): it is not current.
+        if let Err(e) = &summary {
+            // The run ended on an error (the metastore's): it is not current,
+            // and, if the metastore still takes it, its record says why.
             self.with_table(|table| table.current_run = None);
+            let _ = self.finish_unstarted(record, &format!("failed: {e}"));
         }
         summary
     }
@@ -667,7 +672,9 @@ impl<'c> Scheduler<'c> {
             let mut deferred = Vec::new();
             while let Some((id, event)) = queue.pop_front() {
                 let previous = self.slots[id.0 as usize].record.state;
-                if matches!(event, Event::Materialize { .. }) && previous == ViewState::Invalidated {
+                if matches!(event, Event::Materialize { .. })
+                    && (previous == ViewState::Invalidated || self.slots[id.0 as usize].record.invalidated)
+                {
                     self.slots[id.0 as usize].invalidated = true;
                 }
                 let (state, actions) = transition(previous, &event);
@@ -683,6 +690,7 @@ impl<'c> Scheduler<'c> {
                 for action in &actions {
                     match action {
                         Action::RecordMaterialized | Action::RecordWithoutTransforming => {
+                            slot.record.invalidated = false;
                             let external =
                                 matches!(self.lattice.view_type(id).transformation, Transformation::External);
                             // External data is as new as its done flag, however it was recorded.
@@ -715,6 +723,7 @@ impl<'c> Scheduler<'c> {
                             flows.insert(id, FlowStatus::Successful);
                         }
                         Action::RecordNoData => {
+                            slot.record.invalidated = false;
                             record_changed = true;
                             // Still no data is nothing new.
                             let status =
@@ -774,6 +783,11 @@ impl<'c> Scheduler<'c> {
                 // Every application of the state machine is an event, "asked
                 // and found up to date" included: listeners see all of it.
                 commit.events.push(new_event(&url, previous, state, &actions, Some(&shared_run_id), error));
+                // Settled as soon as applied: a view asking for it later in
+                // this batch's actions takes it as it is, not asking again.
+                if actions.contains(&Action::NotifyDependents) {
+                    slot.settled_in_run = true;
+                }
                 deferred.push((id, actions));
             }
             // ...commit them durably...
@@ -800,7 +814,9 @@ impl<'c> Scheduler<'c> {
             }
             // A stop takes effect once the queue is drained, so that every
             // view the walk reached is in flight, and canceled, by then.
-            if control.stop && !stopped {
+            // Results already sent are applied first: their data is
+            // published, and their records must say so.
+            if control.stop && !stopped && incoming.is_empty() {
                 stopped = true;
                 self.cancel(&mut tasks, &mut queue, &mut flows);
                 continue;
@@ -811,11 +827,11 @@ impl<'c> Scheduler<'c> {
             let deadline = control.deadline;
             let first = tokio::select! {
                 result = incoming.recv() => result,
-                () = &mut stop => {
+                () = &mut stop, if !control.stop => {
                     control.stop = true;
                     continue;
                 }
-                () = sleep_until_some(deadline) => {
+                () = sleep_until_some(deadline), if !control.stop => {
                     stop_reason = "stopped: the server shut down before the run finished";
                     control.stop = true;
                     continue;
