@@ -5,7 +5,6 @@
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
@@ -449,16 +448,12 @@ fn listener_status(state: &AppState) -> Result<Vec<wire::Listener>, ApiError> {
     Ok(statuses
         .into_iter()
         .map(|status| {
-            let (name, reason) = match status.state {
-                listeners::State::Enabled => ("enabled", None),
-                listeners::State::Disabled(reason) => ("disabled", Some(reason)),
-                listeners::State::Unavailable(reason) => ("unavailable", Some(reason)),
-            };
+            let (state, reason) = status.state.parts();
             wire::Listener {
+                state: state.to_string(),
+                reason: reason.map(str::to_string),
                 name: status.name,
                 plugin: status.plugin,
-                state: name.to_string(),
-                reason,
                 cursor: status.cursor,
                 behind: status.behind,
                 oldest_undelivered_ms: status.oldest_undelivered_ms,
@@ -593,18 +588,11 @@ impl Follow {
             if !self.pending.is_empty() || self.done {
                 continue;
             }
-            // Caught up: wait for the next commit. A run's end is a record,
-            // not an event, so a followed run is also checked now and then.
-            let recheck = async {
-                match self.run {
-                    Some(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-                    None => std::future::pending().await,
-                }
-            };
+            // Caught up: wait for the next commit (every commit is announced,
+            // a run's end, which is a record and no event, included).
             tokio::select! {
                 changed = self.appended.changed() => if changed.is_err() { self.done = true },
                 changed = self.shutdown.changed() => if changed.is_err() { self.done = true },
-                () = recheck => {}
             }
         }
     }
@@ -621,7 +609,7 @@ impl Follow {
                 let table = self.table.read().unwrap_or_else(|poisoned| poisoned.into_inner());
                 let run = run_of(record, &table, self.server_started);
                 match run.status.as_str() {
-                    "interrupted" => Some("interrupted: its process ended during the run".to_string()),
+                    "interrupted" => Some(crate::scheduler::service::INTERRUPTED.to_string()),
                     _ => run.termination,
                 }
             }),

@@ -56,12 +56,8 @@ pub(super) async fn run_remote(args: &ListenersArgs, server: &Server) -> anyhow:
 
 /// A listener's status as the library gives it, from the server's account.
 fn status_of(listener: wire::Listener) -> anyhow::Result<listeners::Status> {
-    let reason = || listener.reason.clone().unwrap_or_default();
-    let state = match listener.state.as_str() {
-        "enabled" => State::Enabled,
-        "disabled" => State::Disabled(reason()),
-        "unavailable" => State::Unavailable(reason()),
-        other => anyhow::bail!("the server sent an unknown listener state `{other}`"),
+    let Some(state) = State::from_parts(&listener.state, listener.reason) else {
+        anyhow::bail!("the server sent an unknown listener state `{}`", listener.state);
     };
     Ok(listeners::Status {
         name: listener.name,
@@ -96,11 +92,7 @@ fn print_statuses(statuses: &[listeners::Status], json: bool) -> anyhow::Result<
         println!("no listeners (the monitor is off and trellis.toml declares none)");
     }
     for status in statuses {
-        let (state, reason) = match &status.state {
-            State::Enabled => ("enabled", None),
-            State::Disabled(reason) => ("disabled", Some(reason)),
-            State::Unavailable(reason) => ("unavailable", Some(reason)),
-        };
+        let (state, reason) = status.state.parts();
         let plugin = status.plugin.as_deref().unwrap_or("(built in)");
         let age = status
             .oldest_undelivered_ms

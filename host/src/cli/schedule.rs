@@ -264,10 +264,6 @@ pub(super) async fn invalidate(args: &InvalidateArgs, runtime: &Runtime) -> anyh
     let catalog = load(&args.project.project)?;
     let mut scheduler = Scheduler::open(&catalog, runtime).await.context("opening the scheduler")?;
     let crate::scheduler::run::Invalidation { invalidated, refused } = scheduler.invalidate(&args.views, args.deps)?;
-    let lattice = scheduler.lattice();
-    let invalidated: Vec<String> = invalidated.iter().map(|id| lattice.url_path(*id)).collect();
-    let refused: Vec<(String, String)> =
-        refused.into_iter().map(|(id, reason)| (lattice.url_path(id), reason)).collect();
     Ok(print_invalidation(&invalidated, &refused))
 }
 
@@ -298,10 +294,7 @@ fn print_invalidation(invalidated: &[String], refused: &[(String, String)]) -> S
 pub(super) async fn plan(args: &PlanArgs, runtime: &Runtime) -> anyhow::Result<Status> {
     let catalog = load(&args.project.project)?;
     let mut scheduler = Scheduler::open(&catalog, runtime).await.context("opening the scheduler")?;
-    let plan = scheduler.plan(&args.views)?;
-    let lines: Vec<(String, String)> =
-        plan.into_iter().map(|(id, line)| (scheduler.lattice().url_path(id), line)).collect();
-    print_plan(&lines, args.project.json)
+    print_plan(&scheduler.plan(&args.views)?, args.project.json)
 }
 
 pub(super) async fn plan_remote(args: &PlanArgs, server: &Server) -> anyhow::Result<Status> {

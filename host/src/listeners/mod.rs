@@ -60,6 +60,29 @@ pub enum State {
     Unavailable(String),
 }
 
+impl State {
+    /// Its name (`enabled`, `disabled`, `unavailable`) and its reason: the
+    /// one spelling for the CLI's text and the API's JSON.
+    pub fn parts(&self) -> (&'static str, Option<&str>) {
+        match self {
+            State::Enabled => ("enabled", None),
+            State::Disabled(reason) => ("disabled", Some(reason)),
+            State::Unavailable(reason) => ("unavailable", Some(reason)),
+        }
+    }
+
+    /// The state `parts` spelled, if it names one.
+    pub fn from_parts(name: &str, reason: Option<String>) -> Option<State> {
+        let reason = || reason.unwrap_or_default();
+        match name {
+            "enabled" => Some(State::Enabled),
+            "disabled" => Some(State::Disabled(reason())),
+            "unavailable" => Some(State::Unavailable(reason())),
+            _ => None,
+        }
+    }
+}
+
 /// What `trellis listeners` shows of one listener.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Status {

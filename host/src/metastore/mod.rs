@@ -244,8 +244,9 @@ impl Metastore {
         Ok(store)
     }
 
-    /// Follows the log: the value is the next sequence number, updated
-    /// after every commit that appended events, once they are durable.
+    /// Follows the metastore: the value is the log's next sequence number,
+    /// and every durable commit is announced, with events or without (a
+    /// run's end is a record, not an event).
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.appended.subscribe()
     }
@@ -337,8 +338,11 @@ impl Metastore {
             Err(TransactionError::Storage(e)) => return Err(e.into()),
         };
         self.db.flush()?;
-        if let Some(last) = sequences.last() {
-            self.appended.send_replace(last + 1);
+        match sequences.last() {
+            Some(last) => {
+                self.appended.send_replace(last + 1);
+            }
+            None => self.appended.send_modify(|_| {}),
         }
         Ok(sequences)
     }

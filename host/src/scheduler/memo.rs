@@ -37,8 +37,6 @@ pub(super) struct Memo {
     /// the watched ones (else only directories above it, which exist).
     watch_of: HashMap<ViewId, bool>,
     buffer: Vec<u8>,
-    /// Changes to external data seen since the memo was created.
-    pub changes_seen: u64,
 }
 
 impl Memo {
@@ -54,7 +52,6 @@ impl Memo {
             by_dir: HashMap::new(),
             watch_of: HashMap::new(),
             buffer: vec![0; 64 * 1024],
-            changes_seen: 0,
         })
     }
 
@@ -111,31 +108,31 @@ impl Memo {
         let mut watched_parent = false;
         let mut watched_any = false;
         for dir in chain.into_iter().rev() {
-            if !dir.is_dir() {
-                // Its parent's watch sees it appear; nothing below it exists.
-                break;
-            }
-            let Some(wd) = self.add_watch(dir) else { return };
-            self.watched.get_mut(&wd).expect("add_watch keeps it").1.insert(id);
+            // A directory watched already is not looked at again: had it gone,
+            // its watch's event, drained before the next run, dirties every
+            // view registered with it, this one included.
+            let wd = match self.by_dir.get(dir).copied().filter(|wd| self.watched.contains_key(wd)) {
+                Some(wd) => wd,
+                None if dir.is_dir() => match self.add_watch(dir) {
+                    Some(wd) => wd,
+                    None => return,
+                },
+                // Not there (or the flag, a file): the watch above sees it appear.
+                None => break,
+            };
+            self.watched.get_mut(&wd).expect("watched holds every id by_dir gives").1.insert(id);
             watched_any = true;
             watched_parent |= dir == parent;
         }
-        if !watched_any {
-            return;
+        // With data, the view's own directory must be watched; a flag that
+        // is a directory and appeared after the loop passed it is seen
+        // appearing by its parent's watch.
+        if watched_any {
+            self.watch_of.insert(id, watched_parent);
         }
-        // With data, the view's own directory must be watched: the flag's
-        // directory, and the flag itself where it is a directory.
-        let own = watched_parent && (!flag.is_dir() || self.by_dir.contains_key(flag));
-        self.watch_of.insert(id, own);
     }
 
     fn add_watch(&mut self, dir: &Path) -> Option<i32> {
-        if let Some(&wd) = self.by_dir.get(dir) {
-            if self.watched.contains_key(&wd) {
-                return Some(wd);
-            }
-            self.by_dir.remove(dir);
-        }
         use inotify::WatchMask;
         let mask = WatchMask::ATTRIB
             | WatchMask::CLOSE_WRITE
@@ -162,15 +159,10 @@ impl Memo {
 
     /// Dirties a view and everything that depends on it.
     pub fn dirty(&mut self, id: ViewId) {
-        if self.is_clean(id) {
-            self.clean[id.0 as usize] = false;
+        if let Some(clean) = self.clean.get_mut(id.0 as usize) {
+            *clean = false;
         }
-        self.dirty_dependents(id);
-    }
-
-    /// Dirties everything that depends on a view (it was rematerialized).
-    pub fn dirty_dependents(&mut self, id: ViewId) {
-        let mut stack: Vec<ViewId> = self.dependents.get(id.0 as usize).cloned().unwrap_or_default();
+        let mut stack = self.dependents.get(id.0 as usize).cloned().unwrap_or_default();
         while let Some(view) = stack.pop() {
             // A dirty view's dependents are dirty already.
             if self.is_clean(view) {
@@ -209,7 +201,6 @@ impl Memo {
                 return;
             }
             for (wd, gone) in touched {
-                self.changes_seen += 1;
                 // Its views are dirty, and watched again (perhaps closer to
                 // their own directory) when next checked.
                 let views = match self.watched.get_mut(&wd) {

@@ -82,12 +82,12 @@ struct Task {
     started: Arc<std::sync::atomic::AtomicBool>,
 }
 
-/// What an invalidate request did.
+/// What an invalidate request did, by URL path.
 #[derive(Debug, Clone, Default)]
 pub struct Invalidation {
-    pub invalidated: Vec<ViewId>,
+    pub invalidated: Vec<String>,
     /// Views in flight, which cannot be invalidated now, with the reason.
-    pub refused: Vec<(ViewId, String)>,
+    pub refused: Vec<(String, String)>,
 }
 
 /// What the loop keeps per view, beside its record.
@@ -99,7 +99,6 @@ struct Slot {
     /// Views waiting for this one to settle.
     waiting: Vec<ViewId>,
     settled_in_run: bool,
-    invalidated: bool,
     settled: Option<Settled>,
     attempts: u32,
     /// The timestamp a finished transformation reported (external data: the flag's time).
@@ -142,8 +141,8 @@ pub struct Scheduler<'c> {
     schema_changed: std::collections::HashSet<ViewTypeId>,
     slots: Vec<Slot>,
     staging: Arc<Staging>,
-    global: Arc<Semaphore>,
-    per_plugin: HashMap<String, Arc<Semaphore>>,
+    global: Permits,
+    per_plugin: HashMap<String, Permits>,
     retry_backoff: Duration,
     progress: Option<Box<dyn FnMut(Progress) + Send>>,
     run_started: Option<Box<Announce>>,
@@ -151,8 +150,6 @@ pub struct Scheduler<'c> {
     table: Option<SharedTable>,
     /// Runs accepted by the service, not started yet.
     pub(super) queued: VecDeque<QueuedRun>,
-    /// Transformations started but waiting for permits, for the table.
-    waiting_for_permits: HashMap<ViewId, Running>,
     /// What a long-lived scheduler remembers of freshness between runs.
     memo: Option<Memo>,
     /// A run is executing (requests are served between its steps).
@@ -169,6 +166,10 @@ pub struct Permits {
 }
 
 impl Permits {
+    fn new(plugin: &str, limit: usize) -> Permits {
+        Permits { plugin: plugin.to_string(), limit, semaphore: Arc::new(Semaphore::new(limit)) }
+    }
+
     pub fn in_use(&self) -> usize {
         self.limit.saturating_sub(self.semaphore.available_permits())
     }
@@ -256,8 +257,7 @@ impl<'c> Scheduler<'c> {
             .plugins
             .iter()
             .map(|(name, decl)| {
-                let permits = decl.concurrency.unwrap_or(catalog.settings.concurrency);
-                (name.clone(), Arc::new(Semaphore::new(permits)))
+                (name.clone(), Permits::new(name, decl.concurrency.unwrap_or(catalog.settings.concurrency)))
             })
             .collect();
         Ok(Scheduler {
@@ -269,14 +269,13 @@ impl<'c> Scheduler<'c> {
             schema_changed,
             slots: Vec::new(),
             staging: Arc::new(staging),
-            global: Arc::new(Semaphore::new(catalog.settings.concurrency)),
+            global: Permits::new("*", catalog.settings.concurrency),
             per_plugin,
             retry_backoff: Duration::from_millis(100),
             progress: None,
             run_started: None,
             table: None,
             queued: VecDeque::new(),
-            waiting_for_permits: HashMap::new(),
             memo: None,
             in_run: false,
         })
@@ -295,19 +294,9 @@ impl<'c> Scheduler<'c> {
 
     /// The global transformation limit, then each plugin's.
     pub fn permits(&self) -> Vec<Permits> {
-        let global =
-            Permits { plugin: "*".into(), limit: self.catalog.settings.concurrency, semaphore: self.global.clone() };
-        let mut plugins: Vec<Permits> = self
-            .per_plugin
-            .iter()
-            .map(|(name, semaphore)| Permits {
-                plugin: name.clone(),
-                limit: self.catalog.plugins[name].concurrency.unwrap_or(self.catalog.settings.concurrency),
-                semaphore: semaphore.clone(),
-            })
-            .collect();
+        let mut plugins: Vec<Permits> = self.per_plugin.values().cloned().collect();
         plugins.sort_by(|a, b| a.plugin.cmp(&b.plugin));
-        std::iter::once(global).chain(plugins).collect()
+        std::iter::once(self.global.clone()).chain(plugins).collect()
     }
 
     /// The metastore, shared with the listeners that follow its event log.
@@ -367,40 +356,35 @@ impl<'c> Scheduler<'c> {
         table
     }
 
-    /// Copies the views' slots into the shared table, adding rows for new views.
+    /// Copies the views' slots into the shared table, adding rows for new
+    /// views (which come in lattice order, as the table's rows do).
     fn publish_views(&self, ids: impl IntoIterator<Item = ViewId>) {
         let Some(table) = &self.table else { return };
         let mut table = table.write().unwrap_or_else(|poisoned| poisoned.into_inner());
         for id in ids {
-            let slot = &self.slots[id.0 as usize];
-            let index = id.0 as usize;
-            while table.views().len() <= index {
-                // Rows are added in lattice order; a new one is filled in below.
+            let (index, slot) = (id.0 as usize, &self.slots[id.0 as usize]);
+            let record = &slot.record;
+            if index == table.views().len() {
                 table.push(ViewRow {
-                    url: "".into(),
-                    view_type: "".into(),
-                    state: ViewState::Receive,
-                    timestamp: None,
-                    incomplete: false,
-                    errors: false,
-                    last_error: None,
-                    dependencies: Box::default(),
-                    data_path: PathBuf::new(),
+                    url: slot.url.clone(),
+                    view_type: self.lattice.view_type(id).name.as_str().into(),
+                    state: record.state,
+                    timestamp: record.timestamp,
+                    incomplete: record.incomplete,
+                    errors: record.errors,
+                    last_error: record.last_error.clone(),
+                    dependencies: self.lattice.dependencies(id).iter().map(|d| d.0).collect(),
+                    data_path: self.lattice.data_path(id),
                 });
+                continue;
             }
-            table.set_state(index, slot.record.state);
+            table.set_state(index, record.state);
             let row = table.row_mut(index);
-            if row.url.is_empty() {
-                row.url = slot.url.clone();
-                row.view_type = self.lattice.view_type(id).name.as_str().into();
-                row.dependencies = self.lattice.dependencies(id).iter().map(|d| d.0).collect();
-                row.data_path = self.lattice.data_path(id);
-            }
-            row.timestamp = slot.record.timestamp;
-            row.incomplete = slot.record.incomplete;
-            row.errors = slot.record.errors;
-            if row.last_error != slot.record.last_error {
-                row.last_error = slot.record.last_error.clone();
+            row.timestamp = record.timestamp;
+            row.incomplete = record.incomplete;
+            row.errors = record.errors;
+            if row.last_error != record.last_error {
+                row.last_error = record.last_error.clone();
             }
         }
     }
@@ -434,14 +418,15 @@ impl<'c> Scheduler<'c> {
             // Dependents in this run may have taken it as it is already;
             // invalidating it under them would build them without it.
             if self.in_run && slot.settled_in_run {
-                refused.push((id, "it was settled by the run in progress; invalidate it once that run ends".into()));
+                let reason = "it was settled by the run in progress; invalidate it once that run ends";
+                refused.push((slot.url.to_string(), reason.into()));
                 continue;
             }
             let (state, actions) = transition(slot.record.state, &Event::Invalidate);
             // Refused or not, an application of the state machine is an event.
             commit.events.push(new_event(&slot.url, slot.record.state, state, &actions, None, None));
             if let Some(Action::Refuse { reason }) = actions.first() {
-                refused.push((id, reason.clone()));
+                refused.push((slot.url.to_string(), reason.clone()));
                 continue;
             }
             slot.record.state = state;
@@ -451,7 +436,7 @@ impl<'c> Scheduler<'c> {
             if let Some(memo) = &mut self.memo {
                 memo.dirty(id);
             }
-            done.push(id);
+            done.push(slot.url.to_string());
         }
         self.store.commit(&commit)?;
         Ok(Invalidation { invalidated: done, refused })
@@ -459,7 +444,7 @@ impl<'c> Scheduler<'c> {
 
     /// For every view of `pattern` and its dependencies, dependencies first:
     /// whether a DEFAULT run would transform it now, and why.
-    pub fn plan(&mut self, pattern_text: &str) -> Result<Vec<(ViewId, String)>, Error> {
+    pub fn plan(&mut self, pattern_text: &str) -> Result<Vec<(String, String)>, Error> {
         let addressed = self.instantiate(pattern_text)?;
         let order = self.dependencies_first(&addressed);
         let mut will_change = vec![false; self.lattice.len()];
@@ -509,7 +494,7 @@ impl<'c> Scheduler<'c> {
                 None => "up to date".to_string(),
             };
             will_change[id.0 as usize] = explanation.is_some();
-            plan.push((id, line));
+            plan.push((self.slots[id.0 as usize].url.to_string(), line));
         }
         Ok(plan)
     }
@@ -672,10 +657,9 @@ impl<'c> Scheduler<'c> {
             let mut deferred = Vec::new();
             while let Some((id, event)) = queue.pop_front() {
                 let previous = self.slots[id.0 as usize].record.state;
-                if matches!(event, Event::Materialize { .. })
-                    && (previous == ViewState::Invalidated || self.slots[id.0 as usize].record.invalidated)
-                {
-                    self.slots[id.0 as usize].invalidated = true;
+                // A record from before the flag was kept says so by its state alone.
+                if matches!(event, Event::Materialize { .. }) && previous == ViewState::Invalidated {
+                    self.slots[id.0 as usize].record.invalidated = true;
                 }
                 let (state, actions) = transition(previous, &event);
                 let error = match &event {
@@ -856,7 +840,6 @@ impl<'c> Scheduler<'c> {
                 match result {
                     TaskResult::Done { view, data, timestamp } => {
                         tasks.remove(&view);
-                        self.waiting_for_permits.remove(&view);
                         self.with_table(|table| {
                             if table.running.remove(&view.0).is_some() {
                                 table.counters.succeeded += 1;
@@ -867,7 +850,6 @@ impl<'c> Scheduler<'c> {
                     }
                     TaskResult::Failed { view, retryable, message } => {
                         tasks.remove(&view);
-                        self.waiting_for_permits.remove(&view);
                         let slot = &mut self.slots[view.0 as usize];
                         slot.attempts += 1;
                         let retry = retryable && slot.attempts <= self.catalog.settings.retries;
@@ -896,8 +878,13 @@ impl<'c> Scheduler<'c> {
                         queue.push_back((view, Event::RetryDue));
                     }
                     TaskResult::Started { view } => {
-                        if let Some(mut running) = self.waiting_for_permits.remove(&view) {
-                            running.since = now_millis();
+                        // Only plugins take permits, so only they report starting.
+                        if let Transformation::Plugin { plugin, .. } = &self.lattice.view_type(view).transformation {
+                            let running = Running {
+                                view: self.slots[view.0 as usize].url.clone(),
+                                plugin: plugin.clone(),
+                                since: now_millis(),
+                            };
                             self.with_table(|table| {
                                 table.running.insert(view.0, running);
                             });
@@ -924,10 +911,10 @@ impl<'c> Scheduler<'c> {
             format!("completed with {} failed views", failures.len())
         };
         finished.termination = Some(termination.clone());
-        finished.idle = flows.values().filter(|s| **s == FlowStatus::Idle).count();
         // Idle views are most of an unchanged run: they are counted, not
         // listed, named or written one by one.
         let idle = flows.values().filter(|s| **s == FlowStatus::Idle).count();
+        finished.idle = idle;
         // What a successful view was flagged with is in its slot, as committed.
         let (mut incomplete, mut with_errors) = (Vec::new(), Vec::new());
         for (id, status) in &flows {
@@ -1022,12 +1009,6 @@ impl<'c> Scheduler<'c> {
                 }
             }
             Action::Transform => {
-                if self.table.is_some()
-                    && let Transformation::Plugin { plugin, .. } = &self.lattice.view_type(id).transformation
-                {
-                    let url = self.slots[id.0 as usize].url.clone();
-                    self.waiting_for_permits.insert(id, Running { view: url, plugin: plugin.clone(), since: 0 });
-                }
                 let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
                 let task = self.start_transformation(id, results.clone(), started.clone());
                 tasks.insert(id, Task { abort: task.abort_handle(), started });
@@ -1057,7 +1038,6 @@ impl<'c> Scheduler<'c> {
         queue: &mut VecDeque<(ViewId, Event)>,
         flows: &mut HashMap<ViewId, FlowStatus>,
     ) {
-        self.waiting_for_permits.clear();
         let canceled: Vec<u32> = tasks.keys().map(|view| view.0).collect();
         self.with_table(|table| {
             for view in canceled {
@@ -1111,7 +1091,7 @@ impl<'c> Scheduler<'c> {
         });
         let slot = &self.slots[id.0 as usize];
         let facts = Facts {
-            invalidated: slot.invalidated,
+            invalidated: slot.record.invalidated,
             schema_changed: self.schema_changed.contains(&view_type.id),
             recorded_version: slot.record.version_checksum.as_deref(),
             recorded_timestamp: slot.record.timestamp,
@@ -1199,8 +1179,8 @@ impl<'c> Scheduler<'c> {
         let data_path = self.lattice.data_path(id);
         let flag = view_type.done_flag.clone();
         let staging = self.staging.clone();
-        let global = self.global.clone();
-        let local = self.per_plugin[plugin_name].clone();
+        let global = self.global.semaphore.clone();
+        let local = self.per_plugin[plugin_name].semaphore.clone();
         tokio::spawn(async move {
             let (Ok(_global), Ok(_local)) = (global.acquire_owned().await, local.acquire_owned().await) else { return };
             started.store(true, std::sync::atomic::Ordering::SeqCst);

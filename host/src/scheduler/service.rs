@@ -22,6 +22,9 @@ use crate::model::ViewState;
 
 type Reply<T> = oneshot::Sender<Result<T, Error>>;
 
+/// How a run recorded by an earlier process and never finished ended.
+pub const INTERRUPTED: &str = "interrupted: its process ended during the run";
+
 /// What the service can be asked.
 pub enum Request {
     /// Instantiates a pattern's views (so that the table shows them) and
@@ -40,7 +43,7 @@ pub enum Request {
     Invalidate {
         pattern: String,
         dependencies: bool,
-        reply: Reply<Invalidated>,
+        reply: Reply<Invalidation>,
     },
     Plan {
         pattern: String,
@@ -65,14 +68,6 @@ pub struct Accepted {
     pub queued_behind: usize,
     /// The addressed views and their states now.
     pub views: Vec<(String, ViewState)>,
-}
-
-/// What an invalidate request did, by URL path.
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct Invalidated {
-    pub invalidated: Vec<String>,
-    /// Views in flight, with the reason they were left alone.
-    pub refused: Vec<(String, String)>,
 }
 
 /// What a stop request found.
@@ -205,20 +200,10 @@ impl Scheduler<'_> {
                 let _ = reply.send(self.accept(&pattern, mode, current, control));
             }
             Request::Invalidate { pattern, dependencies, reply } => {
-                let result = self.invalidate(&pattern, dependencies).map(|Invalidation { invalidated, refused }| {
-                    let lattice = self.lattice();
-                    Invalidated {
-                        invalidated: invalidated.into_iter().map(|id| lattice.url_path(id)).collect(),
-                        refused: refused.into_iter().map(|(id, reason)| (lattice.url_path(id), reason)).collect(),
-                    }
-                });
-                let _ = reply.send(result);
+                let _ = reply.send(self.invalidate(&pattern, dependencies));
             }
             Request::Plan { pattern, reply } => {
-                let result = self
-                    .plan(&pattern)
-                    .map(|plan| plan.into_iter().map(|(id, line)| (self.lattice().url_path(id), line)).collect());
-                let _ = reply.send(result);
+                let _ = reply.send(self.plan(&pattern));
             }
             Request::Stop { run, reply } => {
                 let outcome = self.stop_run(&run, current, control);
@@ -266,7 +251,7 @@ impl Scheduler<'_> {
             Some(RunRecord { termination: Some(termination), .. }) => Stopping::Finished(termination),
             // Recorded but neither executing nor queued: a process that
             // died during it. It is over.
-            Some(_) => Stopping::Finished("interrupted: its process ended during the run".into()),
+            Some(_) => Stopping::Finished(INTERRUPTED.into()),
             None => Stopping::Unknown,
         })
     }
