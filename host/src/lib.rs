@@ -11,5 +11,7 @@ pub mod lattice;
 pub mod listeners;
 pub mod metastore;
 pub mod model;
+pub mod plugins;
 pub mod runtime;
 pub mod scheduler;
+pub mod session;

@@ -97,3 +97,121 @@ pub enum FlowStatus {
     /// Running when the run was stopped.
     Canceled,
 }
+
+/// How a run ended. Written as one line of text (the metastore and the
+/// API keep that spelling), read back into this type: code asks it, never
+/// the text.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum Termination {
+    Completed,
+    /// Completed, and this many views failed.
+    CompletedWithFailures(usize),
+    /// Stopped by a stop request (or Ctrl-C) while it executed.
+    Stopped,
+    /// Stopped by the server's shutdown, after the grace period.
+    StoppedByShutdown,
+    /// Removed from the queue by a stop request before it started.
+    Dequeued,
+    /// The server shut down before it started.
+    DequeuedByShutdown,
+    /// Recorded by a process that ended during the run.
+    Interrupted,
+    /// It could not go on (the metastore failed), and why.
+    Failed(String),
+}
+
+impl Termination {
+    /// It was stopped, executing or queued, rather than running to its end.
+    pub fn is_stopped(&self) -> bool {
+        matches!(
+            self,
+            Termination::Stopped
+                | Termination::StoppedByShutdown
+                | Termination::Dequeued
+                | Termination::DequeuedByShutdown
+        )
+    }
+
+    /// How a run with `failed` failed views ended when it ran to its end.
+    pub fn completed(failed: usize) -> Termination {
+        match failed {
+            0 => Termination::Completed,
+            n => Termination::CompletedWithFailures(n),
+        }
+    }
+}
+
+const FAILED_VIEWS: (&str, &str) = ("completed with ", " failed views");
+const FAILED: &str = "failed: ";
+
+impl fmt::Display for Termination {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Termination::Completed => f.write_str("completed"),
+            Termination::CompletedWithFailures(n) => write!(f, "{}{n}{}", FAILED_VIEWS.0, FAILED_VIEWS.1),
+            Termination::Stopped => f.write_str("stopped by request"),
+            Termination::StoppedByShutdown => f.write_str("stopped: the server shut down before the run finished"),
+            Termination::Dequeued => f.write_str("stopped by request before it started"),
+            Termination::DequeuedByShutdown => f.write_str("stopped: the server shut down before it started"),
+            Termination::Interrupted => f.write_str("interrupted: its process ended during the run"),
+            Termination::Failed(reason) => write!(f, "{FAILED}{reason}"),
+        }
+    }
+}
+
+impl From<Termination> for String {
+    fn from(termination: Termination) -> String {
+        termination.to_string()
+    }
+}
+
+impl TryFrom<String> for Termination {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Termination, String> {
+        let fixed = [
+            Termination::Completed,
+            Termination::Stopped,
+            Termination::StoppedByShutdown,
+            Termination::Dequeued,
+            Termination::DequeuedByShutdown,
+            Termination::Interrupted,
+        ];
+        if let Some(known) = fixed.into_iter().find(|t| t.to_string() == text) {
+            return Ok(known);
+        }
+        if let Some(reason) = text.strip_prefix(FAILED) {
+            return Ok(Termination::Failed(reason.to_string()));
+        }
+        text.strip_prefix(FAILED_VIEWS.0)
+            .and_then(|rest| rest.strip_suffix(FAILED_VIEWS.1))
+            .and_then(|n| n.parse().ok())
+            .map(Termination::CompletedWithFailures)
+            .ok_or_else(|| format!("`{text}` is not how a run ends"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Termination;
+
+    #[test]
+    fn a_termination_reads_back_as_it_was_written() {
+        let all = [
+            Termination::Completed,
+            Termination::CompletedWithFailures(3),
+            Termination::Stopped,
+            Termination::StoppedByShutdown,
+            Termination::Dequeued,
+            Termination::DequeuedByShutdown,
+            Termination::Interrupted,
+            Termination::Failed("disk full".into()),
+        ];
+        for termination in all {
+            let text = serde_json::to_string(&termination).unwrap();
+            assert_eq!(serde_json::from_str::<Termination>(&text).unwrap(), termination, "{text}");
+        }
+        assert!(Termination::try_from("finished somehow".to_string()).is_err());
+    }
+}

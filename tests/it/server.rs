@@ -361,7 +361,7 @@ async fn graceful_shutdown_finishes_within_the_grace_period_or_cancels_and_loses
     assert_eq!(stopping.join().unwrap(), 0);
     {
         let store = Metastore::open(&project.join(".trellis/metastore")).unwrap();
-        assert_eq!(store.run(&id).unwrap().unwrap().termination.as_deref(), Some("completed"));
+        assert_eq!(store.run(&id).unwrap().unwrap().termination.map(|t| t.to_string()).as_deref(), Some("completed"));
         for day in ["01", "02"] {
             assert_eq!(
                 store.view(&format!("g.mart/Out/2015/01/{day}")).unwrap().unwrap().state,
@@ -383,7 +383,10 @@ async fn graceful_shutdown_finishes_within_the_grace_period_or_cancels_and_loses
     {
         let store = Metastore::open(&project.join(".trellis/metastore")).unwrap();
         let run = store.run(&id).unwrap().unwrap();
-        assert_eq!(run.termination.as_deref(), Some("stopped: the server shut down before the run finished"));
+        assert_eq!(
+            run.termination.map(|t| t.to_string()).as_deref(),
+            Some("stopped: the server shut down before the run finished")
+        );
         let flows = store.flows(&id).unwrap();
         for view in &canceled {
             assert!(flows.contains(&(view.clone(), FlowStatus::Canceled)), "{flows:?}");

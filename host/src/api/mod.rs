@@ -28,7 +28,6 @@ use axum::response::{IntoResponse, Response};
 use crate::catalog::Catalog;
 use crate::listeners::Listeners;
 use crate::metastore::Metastore;
-use crate::runtime::Runtime;
 use crate::scheduler::service::Handle;
 
 pub use openapi::spec;
@@ -53,12 +52,14 @@ pub struct AppState {
     pub handle: Handle,
     pub store: Arc<Metastore>,
     pub catalog: &'static Catalog,
-    pub runtime: Runtime,
     /// Restarted when a listener is re-enabled.
     pub listeners: tokio::sync::Mutex<Option<Listeners>>,
-    pub plugins: Vec<wire::PluginStatus>,
+    /// The project's plugins, loaded once; listeners restart from them.
+    pub plugins: Arc<crate::plugins::Plugins>,
+    /// What `GET /plugins` shows of them.
+    pub plugin_statuses: Vec<wire::PluginStatus>,
     /// Global and per-plugin transformation permits.
-    pub permits: Vec<crate::scheduler::run::Permits>,
+    pub permits: Vec<crate::scheduler::Permits>,
     pub settings: Settings,
     /// Becomes true when the server shuts down: event streams end.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
@@ -115,15 +116,15 @@ impl IntoResponse for ApiError {
     }
 }
 
-impl From<crate::scheduler::run::Error> for ApiError {
-    fn from(error: crate::scheduler::run::Error) -> Self {
+impl From<crate::scheduler::Error> for ApiError {
+    fn from(error: crate::scheduler::Error) -> Self {
         use crate::lattice::Error as Lattice;
-        use crate::scheduler::run::Error;
+        use crate::scheduler::Error;
         let status = match &error {
             Error::Lattice(Lattice::UnknownViewType { .. }) => StatusCode::NOT_FOUND,
             Error::Pattern(_) | Error::Lattice(_) => StatusCode::BAD_REQUEST,
-            Error::Closing => StatusCode::SERVICE_UNAVAILABLE,
-            Error::Metastore(_) | Error::Plugin { .. } | Error::Plugins(_) | Error::Checksum { .. } | Error::Io(_) => {
+            Error::Closing | Error::Gone => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Metastore(_) | Error::Plugins(_) | Error::NoPlugins | Error::Io(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
         };
@@ -134,12 +135,6 @@ impl From<crate::scheduler::run::Error> for ApiError {
 impl From<crate::metastore::Error> for ApiError {
     fn from(error: crate::metastore::Error) -> Self {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string())
-    }
-}
-
-impl From<crate::scheduler::service::Gone> for ApiError {
-    fn from(error: crate::scheduler::service::Gone) -> Self {
-        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, error.to_string())
     }
 }
 

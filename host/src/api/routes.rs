@@ -22,7 +22,7 @@ use crate::listeners::{self, Listeners};
 use crate::metastore::Metastore;
 use crate::model::{FlowStatus, ViewState, wire_name};
 use crate::scheduler::Mode;
-use crate::scheduler::service::{Request, Stopping};
+use crate::scheduler::Stopping;
 use crate::scheduler::table::Table;
 
 type Shared = State<Arc<AppState>>;
@@ -204,7 +204,7 @@ async fn views_of(state: &AppState, pattern: Option<String>, query: wire::ViewsQ
         Some(pattern) => {
             within_limit(&pattern)?;
             let closure = query.closure == Some(true);
-            let mut ids = state.handle.ask(|reply| Request::Instantiate { pattern, closure, reply }).await??;
+            let mut ids = state.handle.instantiate(pattern, closure).await?;
             let mut seen = HashSet::new();
             ids.retain(|id| seen.insert(*id));
             Some(ids)
@@ -282,7 +282,7 @@ async fn materialize(
     };
     within_limit(&pattern)?;
     let events_from = state.store.next_sequence()?;
-    let accepted = state.handle.ask(|reply| Request::Materialize { pattern, mode, reply }).await??;
+    let accepted = state.handle.materialize(pattern, mode).await?;
     let views = accepted
         .views
         .into_iter()
@@ -307,7 +307,7 @@ async fn invalidate(
 ) -> Result<(StatusCode, Json<wire::Invalidated>), ApiError> {
     within_limit(&pattern)?;
     let dependencies = query.dependencies.unwrap_or(false);
-    let done = state.handle.ask(|reply| Request::Invalidate { pattern, dependencies, reply }).await??;
+    let done = state.handle.invalidate(pattern, dependencies).await?;
     let refused: Vec<wire::Refusal> =
         done.refused.into_iter().map(|(view, reason)| wire::Refusal { view, reason }).collect();
     let (status, error) = match refused.len() {
@@ -409,7 +409,7 @@ fn run_detail(state: &AppState, id: &str) -> Result<wire::RunDetail, ApiError> {
               (status = 401, body = ErrorBody)),
     security(("bearer" = [])))]
 async fn stop(State(state): Shared, Path(id): Path) -> Result<(StatusCode, Json<wire::StopOutcome>), ApiError> {
-    let outcome = state.handle.ask(|reply| Request::Stop { run: id.clone(), reply }).await??;
+    let outcome = state.handle.stop(id.clone()).await?;
     match outcome {
         Stopping::Stopping => Ok((StatusCode::ACCEPTED, Json(wire::StopOutcome { outcome: "stopping".into() }))),
         Stopping::Dequeued => Ok((StatusCode::ACCEPTED, Json(wire::StopOutcome { outcome: "dequeued".into() }))),
@@ -424,7 +424,7 @@ async fn stop(State(state): Shared, Path(id): Path) -> Result<(StatusCode, Json<
     responses((status = 200, body = [wire::PlanLine]), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn plan(State(state): Shared, Path(pattern): Path) -> Result<Json<Vec<wire::PlanLine>>, ApiError> {
     within_limit(&pattern)?;
-    let plan = state.handle.ask(|reply| Request::Plan { pattern, reply }).await??;
+    let plan = state.handle.plan(pattern).await?;
     Ok(Json(plan.into_iter().map(|(view, plan)| wire::PlanLine { view, plan }).collect()))
 }
 
@@ -498,7 +498,7 @@ async fn enable_listener(State(state): Shared, Path(name): Path) -> Result<Json<
             if let Some(old) = running.take() {
                 old.shutdown().await;
             }
-            *running = Some(Listeners::start(state.catalog, &state.runtime, state.store.clone()).await?);
+            *running = Some(Listeners::start(state.catalog, &state.plugins, state.store.clone()).await?);
             Ok::<(), listeners::Error>(())
         })
     };
@@ -513,7 +513,7 @@ async fn enable_listener(State(state): Shared, Path(name): Path) -> Result<Json<
 
 #[utoipa::path(get, path = "/plugins", responses((status = 200, body = [wire::PluginStatus])))]
 async fn plugins(State(state): Shared) -> Json<Vec<wire::PluginStatus>> {
-    Json(state.plugins.clone())
+    Json(state.plugin_statuses.clone())
 }
 
 #[utoipa::path(get, path = "/events", params(wire::EventsQuery,
@@ -609,7 +609,7 @@ impl Follow {
                 let table = self.table.read().unwrap_or_else(|poisoned| poisoned.into_inner());
                 let run = run_of(record, &table, self.server_started);
                 match run.status.as_str() {
-                    "interrupted" => Some(crate::scheduler::service::INTERRUPTED.to_string()),
+                    "interrupted" => Some(crate::model::Termination::Interrupted),
                     _ => run.termination,
                 }
             }),

@@ -128,7 +128,8 @@ pub struct Run {
     /// `queued`, `running` or `finished`; `interrupted` for a run whose
     /// process ended during it.
     pub status: String,
-    pub termination: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub termination: Option<crate::model::Termination>,
     /// Views found up to date (counted, not listed among the flows).
     #[serde(default)]
     pub idle: usize,

@@ -15,11 +15,11 @@ use clap::Args;
 
 use super::Status;
 use crate::bundled::{FAILING_LISTENER, TRIVIAL};
-use crate::catalog;
-use crate::listeners::Listeners;
 use crate::model::FlowStatus;
+use crate::plugins::Plugins;
 use crate::runtime::Runtime;
 use crate::scheduler::{Mode, Scheduler};
+use crate::session::Session;
 
 #[derive(Debug, Args)]
 pub(super) struct BenchArgs {
@@ -82,8 +82,9 @@ pub(super) async fn bench(args: &BenchArgs, runtime: &Runtime) -> anyhow::Result
         return bench_listeners(args, runtime, &dir, start, last).await;
     }
     write_project(&dir, args.shops, start, last, "").context("writing the benchmark project")?;
-    let catalog = catalog::load(&dir).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut scheduler = Scheduler::open(&catalog, runtime).await?;
+    let catalog = super::catalog::load(&dir)?;
+    let plugins = Plugins::load(runtime, &catalog).await;
+    let mut scheduler = Scheduler::open(&catalog, &plugins).await?;
     let pattern = format!("bench.mart/MonthlyTotal/rym({}-{})", start.format("%Y%m"), last.format("%Y%m"));
 
     let measure = async |label: &str, scheduler: &mut Scheduler<'_>| -> anyhow::Result<()> {
@@ -143,9 +144,9 @@ async fn bench_listeners(
             // Earlier setups' writes are not this one's to flush.
             // SAFETY: sync(2) takes no arguments and cannot fail.
             unsafe { libc::sync() };
-            let catalog = catalog::load(&project).map_err(|e| anyhow::anyhow!("{e}"))?;
-            let mut scheduler = Scheduler::open(&catalog, runtime).await?;
-            let mut listeners = Listeners::start(&catalog, runtime, scheduler.metastore()).await?;
+            let catalog = super::catalog::load(&project)?;
+            let mut session = Session::open(&catalog, runtime).await?;
+            let scheduler = &mut session.scheduler;
             let pattern = format!("bench.mart/MonthlyTotal/rym({}-{})", start.format("%Y%m"), last.format("%Y%m"));
             let started = Instant::now();
             let cold = scheduler.materialize(&pattern, Mode::Default).await?;
@@ -154,11 +155,11 @@ async fn bench_listeners(
             scheduler.materialize(&pattern, Mode::Default).await?;
             let unchanged_time = started.elapsed().as_secs_f64();
             let started = Instant::now();
-            let behind = listeners.drain(std::time::Duration::from_secs(10)).await?;
+            let store = scheduler.metastore();
+            let behind = session.close(std::time::Duration::from_secs(10)).await?;
             let drain_time = started.elapsed().as_secs_f64();
-            listeners.shutdown().await;
             views = cold.views();
-            let statuses = crate::listeners::status(&catalog, &scheduler.metastore())?;
+            let statuses = crate::listeners::status(&catalog, &store)?;
             let lag: Vec<String> = statuses.iter().map(|s| format!("{} behind {}", s.name, s.behind)).collect();
             println!(
                 "round {round}  {:<24} cold {cold_time:>7.3} s  unchanged {unchanged_time:>7.3} s  then caught up in {drain_time:>6.3} s{}  {}",

@@ -83,7 +83,7 @@ pub(super) async fn validate(args: &ProjectArgs, runtime: &crate::runtime::Runti
             eprintln!("warning: plugin {name}: {} does not exist yet; its use is not checked", decl.file.display());
         }
     }
-    let problems = crate::scheduler::check_plugins(runtime, &catalog).await.problems;
+    let problems = crate::plugins::Plugins::load(runtime, &catalog).await.problems;
     if !problems.is_empty() {
         for problem in &problems {
             eprintln!("{}", path_of(&args.project, problem));
@@ -346,12 +346,17 @@ fn time(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms).map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string()).unwrap_or_default()
 }
 
+/// How a run ended, or that it has not (yet).
+fn termination_text(run: &RunRecord) -> String {
+    run.termination.as_ref().map_or_else(|| "running or interrupted".to_string(), ToString::to_string)
+}
+
 fn print_runs(runs: &[RunRecord], json: bool) -> anyhow::Result<Status> {
     if json {
         println!("{}", serde_json::to_string_pretty(runs)?);
     } else {
         for run in runs {
-            let termination = run.termination.as_deref().unwrap_or("running or interrupted");
+            let termination = termination_text(run);
             println!("{}  {}  {:<8} {}  {termination}", run.id, time(run.started), run.mode, run.pattern);
         }
     }
@@ -363,13 +368,7 @@ fn print_run(run: &RunRecord, flows: &[(String, FlowStatus)], json: bool) -> any
         let value = serde_json::json!({ "run": run, "flows": flows.iter().map(|(v, s)| serde_json::json!({ "view": v, "status": s })).collect::<Vec<_>>() });
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
-        println!(
-            "run {} ({}, {}): {}",
-            run.id,
-            run.mode,
-            run.pattern,
-            run.termination.as_deref().unwrap_or("running or interrupted")
-        );
+        println!("run {} ({}, {}): {}", run.id, run.mode, run.pattern, termination_text(run));
         for (view, status) in flows {
             println!("  {:<22} {view}", crate::model::wire_name(status));
         }

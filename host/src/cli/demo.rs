@@ -11,10 +11,10 @@ use clap::Args;
 use super::Status;
 use crate::bundled::SAMPLES;
 use crate::catalog;
-use crate::listeners::Listeners;
 use crate::model::FlowStatus;
 use crate::runtime::Runtime;
-use crate::scheduler::{Mode, Scheduler};
+use crate::scheduler::Mode;
+use crate::session::Session;
 
 #[derive(Debug, Args)]
 pub(super) struct DemoArgs {
@@ -54,9 +54,9 @@ impl DemoArgs {
             DAYS[DAYS.len() - 1]
         );
 
-        let catalog = catalog::load(dir).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let mut scheduler = Scheduler::open(&catalog, runtime).await?;
-        let mut listeners = Listeners::start(&catalog, runtime, scheduler.metastore()).await?;
+        let catalog = super::catalog::load(dir)?;
+        let mut session = Session::open(&catalog, runtime).await?;
+        let scheduler = &mut session.scheduler;
         println!("\n$ trellis materialize -v {PATTERN}");
         let first = scheduler.materialize(PATTERN, Mode::Default).await?;
         println!(
@@ -85,8 +85,7 @@ impl DemoArgs {
             second.count(FlowStatus::Idle)
         );
 
-        listeners.drain(catalog.settings.events.drain).await?;
-        listeners.shutdown().await;
+        session.close(catalog.settings.events.drain).await?;
         if let Some(stats) = listener_stats(&crate::listeners::state_dir(&catalog, "stats").join("stats.json")) {
             println!("\nthe stats listener followed both runs: {stats}");
         }

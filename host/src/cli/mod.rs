@@ -165,7 +165,7 @@ impl Cli {
             },
             Command::Invalidate(args) => match server()? {
                 Some(server) => schedule::invalidate_remote(&args, &server).await,
-                None => schedule::invalidate(&args, &runtime()?).await,
+                None => schedule::invalidate(&args).await,
             },
             Command::Plan(args) => match server()? {
                 Some(server) => schedule::plan_remote(&args, &server).await,

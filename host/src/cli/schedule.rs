@@ -9,10 +9,11 @@ use super::Status;
 use super::catalog::{self, ProjectArgs, load};
 use super::remote::{self, Server};
 use crate::api::wire;
-use crate::listeners::Listeners;
-use crate::model::{FlowStatus, ViewState, wire_name};
+use crate::model::{FlowStatus, Termination, ViewState, wire_name};
+use crate::plugins::Plugins;
 use crate::runtime::Runtime;
-use crate::scheduler::{Mode, RunSummary, Scheduler};
+use crate::scheduler::{Invalidation, Mode, RunSummary, Scheduler};
+use crate::session::Session;
 
 #[derive(Debug, Args)]
 pub(super) struct MaterializeArgs {
@@ -69,15 +70,15 @@ fn progress_bar() -> indicatif::ProgressBar {
 
 pub(super) async fn materialize(args: &MaterializeArgs, runtime: &Runtime) -> anyhow::Result<Status> {
     let catalog = load(&args.project.project)?;
-    let mut scheduler = Scheduler::open(&catalog, runtime).await.context("opening the scheduler")?;
+    let mut session = Session::open(&catalog, runtime).await?;
     let bar = progress_bar();
-    let mut listeners = Listeners::start(&catalog, runtime, scheduler.metastore()).await?;
-    let listener_lag = listeners.lag_probe();
+    let listener_lag = session.listeners().map(|listeners| listeners.lag_probe());
+    let scheduler = &mut session.scheduler;
     let reporter = bar.clone();
     scheduler.on_progress(move |progress| {
         reporter.set_length(progress.known as u64);
         reporter.set_position(progress.settled as u64);
-        let lag = match listener_lag() {
+        let lag = match listener_lag.as_ref().map_or(0, |lag| lag()) {
             0 => String::new(),
             behind => format!(", listeners {behind} events behind"),
         };
@@ -113,26 +114,25 @@ pub(super) async fn materialize(args: &MaterializeArgs, runtime: &Runtime) -> an
     let summary = match summary {
         Ok(summary) => summary,
         Err(e) => {
-            listeners.shutdown().await;
+            session.close(std::time::Duration::ZERO).await?;
             return Err(e.into());
         }
     };
     print_summary(&summary, args.project.json)?;
     // Then listeners get a moment to catch up; what they miss now they
     // receive from their cursor next time. A stopped run does not wait.
-    if !summary.stopped {
-        let behind = listeners.drain(catalog.settings.events.drain).await?;
-        if !behind.is_empty() {
-            eprintln!("listeners still behind, to continue next time: {}", behind.join(", "));
-        }
+    let drain =
+        if summary.termination.is_stopped() { std::time::Duration::ZERO } else { catalog.settings.events.drain };
+    let behind = session.close(drain).await?;
+    if !behind.is_empty() {
+        eprintln!("listeners still behind, to continue next time: {}", behind.join(", "));
     }
-    listeners.shutdown().await;
     Ok(outcome(&summary))
 }
 
 /// A run that failed a view or was stopped exits with 1.
 fn outcome(summary: &RunSummary) -> Status {
-    if summary.failures.is_empty() && !summary.stopped { Status::Success } else { Status::Failed }
+    if summary.failures.is_empty() && !summary.termination.is_stopped() { Status::Success } else { Status::Failed }
 }
 
 /// `trellis materialize` with a server: the run is accepted, and with
@@ -201,7 +201,8 @@ impl RemoteProgress {
 /// The summary an embedded run returns, from the server's record of a run.
 fn summary_of(detail: wire::RunDetail) -> anyhow::Result<RunSummary> {
     let flows = catalog::flows_of(&detail)?;
-    let termination = detail.run.termination.unwrap_or_else(|| "running or interrupted".into());
+    // Followed to its end: a run with no termination recorded was interrupted.
+    let termination = detail.run.termination.unwrap_or(Termination::Interrupted);
     Ok(RunSummary {
         id: detail.run.id,
         flows,
@@ -209,9 +210,6 @@ fn summary_of(detail: wire::RunDetail) -> anyhow::Result<RunSummary> {
         failures: detail.failures.into_iter().map(|failure| (failure.view, failure.error)).collect(),
         incomplete: detail.incomplete,
         with_errors: detail.with_errors,
-        // The record says that a run was stopped in its termination only
-        // (`stopped by request`, `stopped: the server shut down ...`).
-        stopped: termination.starts_with("stopped"),
         termination,
     })
 }
@@ -253,17 +251,18 @@ fn print_summary(summary: &RunSummary, json: bool) -> anyhow::Result<()> {
         .collect();
         let n = summary.views();
         println!("{n} view{}: {}", if n == 1 { "" } else { "s" }, counts.join(", "));
-        if summary.stopped {
+        if summary.termination.is_stopped() {
             println!("run {} {}", summary.id, summary.termination);
         }
     }
     Ok(())
 }
 
-pub(super) async fn invalidate(args: &InvalidateArgs, runtime: &Runtime) -> anyhow::Result<Status> {
+pub(super) async fn invalidate(args: &InvalidateArgs) -> anyhow::Result<Status> {
     let catalog = load(&args.project.project)?;
-    let mut scheduler = Scheduler::open(&catalog, runtime).await.context("opening the scheduler")?;
-    let crate::scheduler::run::Invalidation { invalidated, refused } = scheduler.invalidate(&args.views, args.deps)?;
+    // Invalidating needs no plugins: only records change.
+    let mut scheduler = Scheduler::open_records(&catalog).context("opening the scheduler")?;
+    let Invalidation { invalidated, refused } = scheduler.invalidate(&args.views, args.deps, None)?;
     Ok(print_invalidation(&invalidated, &refused))
 }
 
@@ -293,7 +292,8 @@ fn print_invalidation(invalidated: &[String], refused: &[(String, String)]) -> S
 
 pub(super) async fn plan(args: &PlanArgs, runtime: &Runtime) -> anyhow::Result<Status> {
     let catalog = load(&args.project.project)?;
-    let mut scheduler = Scheduler::open(&catalog, runtime).await.context("opening the scheduler")?;
+    let plugins = Plugins::load(runtime, &catalog).await;
+    let mut scheduler = Scheduler::open(&catalog, &plugins).await.context("opening the scheduler")?;
     print_plan(&scheduler.plan(&args.views)?, args.project.json)
 }
 

@@ -11,9 +11,10 @@ use clap::Args;
 use super::Status;
 use super::catalog::{ProjectArgs, load};
 use crate::api::{self, AppState, Settings, wire};
-use crate::listeners::Listeners;
+use crate::plugins::Plugins;
 use crate::runtime::Runtime;
-use crate::scheduler::{PluginCheck, Scheduler, check_plugins, load_plugin};
+use crate::scheduler::Service;
+use crate::session::Session;
 
 #[derive(Debug, Args)]
 pub(super) struct ServeArgs {
@@ -38,21 +39,22 @@ pub(super) async fn serve(args: &ServeArgs, token: Option<String>, runtime: &Run
     api::check_bind(&args.bind, token.as_deref()).map_err(anyhow::Error::msg)?;
     // The server runs until the process ends: its catalog lives as long.
     let catalog: &'static _ = Box::leak(Box::new(load(&args.project.project)?));
-    let scheduler = Scheduler::open(catalog, runtime).await.context("opening the scheduler")?;
+    let mut session = Session::open(catalog, runtime).await?;
+    let listeners = session.take_listeners();
+    let Session { scheduler, plugins, .. } = session;
     let permits = scheduler.permits();
     let store = scheduler.metastore();
-    let plugins = plugin_statuses(catalog, runtime).await;
-    let (handle, service) = scheduler.into_service();
-    let service = tokio::spawn(service);
-    let listeners = Listeners::start(catalog, runtime, store.clone()).await?;
+    let plugin_statuses = plugin_statuses(catalog, &plugins);
+    let (service, handle) = Service::new(scheduler);
+    let service = tokio::spawn(service.run());
     let (shutdown_sender, shutdown) = tokio::sync::watch::channel(false);
     let state = Arc::new(AppState {
         handle: handle.clone(),
         store,
         catalog,
-        runtime: runtime.clone(),
-        listeners: tokio::sync::Mutex::new(Some(listeners)),
+        listeners: tokio::sync::Mutex::new(listeners),
         plugins,
+        plugin_statuses,
         permits,
         settings: Settings {
             token: token.clone(),
@@ -126,27 +128,23 @@ async fn wait_for_signal() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
-/// Each declared plugin, loaded if it can be, for `GET /plugins`.
-async fn plugin_statuses(catalog: &crate::catalog::Catalog, runtime: &Runtime) -> Vec<wire::PluginStatus> {
-    let PluginCheck { problems, loaded } = check_plugins(runtime, catalog).await;
+/// Each declared plugin, as loaded, for `GET /plugins`.
+fn plugin_statuses(catalog: &crate::catalog::Catalog, plugins: &Plugins) -> Vec<wire::PluginStatus> {
     let mut statuses = Vec::new();
     for (name, decl) in &catalog.plugins {
-        let plugin = match loaded.get(name) {
-            Some(plugin) => Ok(plugin.clone()),
-            None => load_plugin(runtime, catalog, decl).await.map_err(|e| e.to_string()),
-        };
         let mut status = wire::PluginStatus {
             name: name.clone(),
             file: decl.file.display().to_string(),
             world: None,
             content_hash: None,
-            problems: problems
+            problems: plugins
+                .problems
                 .iter()
                 .filter(|problem| problem.message.contains(&format!("`{name}`")))
                 .map(|problem| problem.message.clone())
                 .collect(),
         };
-        match plugin {
+        match plugins.get(name) {
             Ok(plugin) => {
                 status.world = Some(plugin.world().to_string());
                 status.content_hash = Some(plugin.content_hash());

@@ -17,6 +17,7 @@ use super::remote::{self, Server};
 use crate::api::wire;
 use crate::catalog::Catalog;
 use crate::metastore::Metastore;
+use crate::model::Termination;
 
 #[derive(Debug, Args)]
 pub(super) struct StopArgs {
@@ -144,8 +145,8 @@ fn stopped(id: &str) -> Status {
     Status::Success
 }
 
-fn not_running(id: &str, termination: Option<String>) -> Status {
-    let ended = termination.unwrap_or_else(|| "interrupted".into());
+fn not_running(id: &str, termination: Option<Termination>) -> Status {
+    let ended = termination.unwrap_or(Termination::Interrupted);
     println!("run {id} is not running: {ended}");
     Status::Success
 }

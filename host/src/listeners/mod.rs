@@ -30,7 +30,8 @@ use tokio::sync::watch;
 
 use crate::catalog::{Catalog, EventSettings, ListenerDecl, MONITOR};
 use crate::metastore::{self, Event, ListenerRecord, Metastore};
-use crate::runtime::{FailureKind, ListenerEvent, ListenerInstance, Plugin, Runtime};
+use crate::plugins::Plugins;
+use crate::runtime::{FailureKind, ListenerEvent, ListenerInstance, Plugin};
 use supervise::{Decision, Failure};
 
 /// Events read from the log at once.
@@ -195,7 +196,7 @@ impl Listeners {
     /// Starts every listener of the project, each on a thread of its own. A
     /// listener that cannot be loaded or started is logged, marked
     /// unavailable and skipped; scheduling goes on regardless.
-    pub async fn start(catalog: &Catalog, runtime: &Runtime, store: Arc<Metastore>) -> Result<Listeners, Error> {
+    pub async fn start(catalog: &Catalog, plugins: &Plugins, store: Arc<Metastore>) -> Result<Listeners, Error> {
         let (shutdown, shutdown_rx) = watch::channel(false);
         let mut supervisors = Vec::new();
         let mut progress = Vec::new();
@@ -203,12 +204,7 @@ impl Listeners {
             let target = match decl {
                 None => Target::Monitor,
                 Some(decl) => {
-                    let plugin = match catalog.plugins.get(&decl.plugin) {
-                        Some(plugin_decl) => crate::scheduler::load_plugin(runtime, catalog, plugin_decl)
-                            .await
-                            .map_err(|e| e.to_string()),
-                        None => Err(format!("plugin `{}` is not declared", decl.plugin)),
-                    };
+                    let plugin = plugins.get(&decl.plugin).cloned();
                     let state_dir = state_dir(catalog, &decl.name);
                     Target::Plugin { plugin, config: decl.config.clone(), state_dir }
                 }

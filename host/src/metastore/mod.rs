@@ -99,7 +99,7 @@ pub struct RunRecord {
     pub mode: String,
     pub started: i64,
     pub finished: Option<i64>,
-    pub termination: Option<String>,
+    pub termination: Option<crate::model::Termination>,
     /// Views found up to date: counted, not listed among the flows.
     #[serde(default)]
     pub idle: usize,

@@ -2,20 +2,49 @@
 //! current.
 //!
 //! - `transition`: the pure per-view state machine and change detection;
-//! - `run`: the loop that owns view state, commits to the metastore and
-//!   then executes actions, with transformations as tasks under permits;
+//! - `record`: the pure translation of a transition's actions to the view's record;
+//! - `state`: the [`Scheduler`], owner of all view state; instantiate, invalidate, plan;
+//! - `run`: one [`Run`] and the steps that advance it; the embedded driver;
+//! - `service`: the long-lived [`Service`] and its [`Handle`], for the server;
 //! - `memo`: freshness remembered between runs, external data watched;
 //! - `publish`: staging directories and atomic publish;
-//! - `service`: the loop as a long-lived service taking requests, for the server;
 //! - `table`: the live table of views and runs that readers consult without the loop.
 
 mod memo;
 pub mod publish;
+pub mod record;
 pub mod run;
 pub mod service;
+mod state;
 pub mod table;
 pub mod transition;
 
-pub use run::{PluginCheck, Progress, RunSummary, Scheduler, check_plugins, load_plugin};
-
+pub use run::{Progress, Run, RunSummary, StopReason, TaskReport};
+pub use service::{Accepted, Handle, Service, Stopping};
+pub use state::{Invalidation, Permits, Scheduler};
 pub use transition::{Action, Event, Facts, Freshness, Mode, Reason, Settled, freshness, transition};
+
+use crate::catalog::pattern;
+use crate::{lattice, metastore, plugins};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Pattern(#[from] pattern::PatternError),
+    #[error(transparent)]
+    Lattice(#[from] lattice::Error),
+    #[error(transparent)]
+    Metastore(#[from] metastore::Error),
+    #[error(transparent)]
+    Plugins(#[from] plugins::Error),
+    #[error(
+        "this scheduler was opened without plugins: it can instantiate and invalidate views, not materialize or plan"
+    )]
+    NoPlugins,
+    #[error("{0}")]
+    Io(String),
+    #[error("the server is shutting down and accepts no new runs")]
+    Closing,
+    #[error("the scheduler has shut down")]
+    Gone,
+}

@@ -1,35 +1,35 @@
-//! The scheduler as a long-lived service, for `trellis serve`: one task owns
-//! the [`Scheduler`] and takes requests from a channel, also while a run is
-//! executing, so that a stop, an invalidation or a new request is answered
-//! at once. Runs execute one after another; a materialize request made
-//! during a run is given its id at once and queued behind it, which is how
-//! overlapping requests never transform a view twice at the same time.
+//! The scheduler as a long-lived service, for `trellis serve`. A [`Service`]
+//! owns the [`Scheduler`], the queue of runs accepted and the run
+//! executing; everything that can wake it is a [`Wakeup`], awaited in one
+//! place (`next_event`) and applied in one place (`handle`). Requests are
+//! answered between two steps of a run, so a stop, an invalidation or a new
+//! request is answered at once. Runs execute one after another; a
+//! materialize request made during a run is given its id at once and
+//! queued behind it, which is how overlapping requests never transform a
+//! view twice at the same time.
 //!
 //! Invariant: every request gets exactly one reply, and the service replies
 //! only after what the request did is committed. It knows nothing of HTTP:
 //! its errors are the scheduler's, its answers plain data.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::run::{Error, Invalidation, RunSummary, Scheduler};
+use super::Error;
+use super::run::{Run, RunSummary, StopReason, TaskReport};
+use super::state::{Invalidation, Scheduler};
 use super::table::SharedTable;
 use super::transition::Mode;
 use crate::lattice::ViewId;
 use crate::metastore::RunRecord;
-use crate::model::ViewState;
+use crate::model::{Termination, ViewState};
 
 type Reply<T> = oneshot::Sender<Result<T, Error>>;
 
-/// How a run recorded by an earlier process and never finished ended.
-pub const INTERRUPTED: &str = "interrupted: its process ended during the run";
-
-/// What the service can be asked.
-pub enum Request {
-    /// Instantiates a pattern's views (so that the table shows them) and
-    /// returns their indexes in the table; with `closure`, also those of
-    /// everything they depend on, transitively.
+/// What the service can be asked, through a [`Handle`].
+enum Request {
     Instantiate {
         pattern: String,
         closure: bool,
@@ -51,17 +51,30 @@ pub enum Request {
     },
     Stop {
         run: String,
-        reply: oneshot::Sender<Result<Stopping, Error>>,
+        reply: Reply<Stopping>,
     },
-    /// Finishes the current run within `grace` (then stops it), stops the
-    /// queued ones, and ends the service.
+    /// Finishes the current run within `grace` (then stops it), ends the
+    /// queued ones unstarted, and ends the service.
     Shutdown {
         grace: Duration,
     },
 }
 
+/// Everything that can wake the service. (Coordinators will add their
+/// clock ticks and file-watch notifications here.)
+enum Wakeup {
+    /// A request from a handle; `None` once every handle is dropped.
+    Request(Option<Request>),
+    /// The run executing has events queued: it takes its next step.
+    Step,
+    /// A task of the run executing reported back.
+    Report(TaskReport),
+    /// A shutdown's grace period is over.
+    GraceOver,
+}
+
 /// A materialize request, accepted.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Accepted {
     pub run: String,
     /// Runs ahead of it; 0 when it starts at once.
@@ -71,33 +84,23 @@ pub struct Accepted {
 }
 
 /// What a stop request found.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case", tag = "outcome", content = "termination")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Stopping {
     /// The run is executing: it is being stopped.
     Stopping,
     /// It was queued: it will never start.
     Dequeued,
     /// It had already finished, so.
-    Finished(String),
+    Finished(Termination),
     /// No run has that id.
     Unknown,
 }
 
 /// A run accepted but not started.
-pub(super) struct QueuedRun {
-    pub record: RunRecord,
-    pub mode: Mode,
-    pub addressed: Vec<ViewId>,
-}
-
-/// What the loop of a run must do after a request was served.
-#[derive(Debug, Default, Clone, Copy)]
-pub(super) struct Control {
-    pub stop: bool,
-    /// Stop when this passes (a shutdown's grace period).
-    pub deadline: Option<tokio::time::Instant>,
-    pub closing: bool,
+struct QueuedRun {
+    record: RunRecord,
+    mode: Mode,
+    addressed: Vec<ViewId>,
 }
 
 /// The sending side, for the API. Cheap to clone.
@@ -107,17 +110,36 @@ pub struct Handle {
     pub table: SharedTable,
 }
 
-/// The service is gone (shut down): said as an error, never a panic.
-#[derive(Debug, thiserror::Error)]
-#[error("the scheduler has shut down")]
-pub struct Gone;
-
 impl Handle {
     /// Sends a request built around a fresh reply channel and waits for the answer.
-    pub async fn ask<T>(&self, request: impl FnOnce(oneshot::Sender<T>) -> Request) -> Result<T, Gone> {
+    async fn ask<T>(&self, request: impl FnOnce(Reply<T>) -> Request) -> Result<T, Error> {
         let (reply, answer) = oneshot::channel();
-        self.requests.send(request(reply)).map_err(|_| Gone)?;
-        answer.await.map_err(|_| Gone)
+        self.requests.send(request(reply)).map_err(|_| Error::Gone)?;
+        answer.await.map_err(|_| Error::Gone)?
+    }
+
+    /// Instantiates a pattern's views (so that the table shows them) and
+    /// returns their indexes in the table; with `closure`, also those of
+    /// everything they depend on, transitively.
+    pub async fn instantiate(&self, pattern: String, closure: bool) -> Result<Vec<u32>, Error> {
+        self.ask(|reply| Request::Instantiate { pattern, closure, reply }).await
+    }
+
+    /// Records a run of `pattern`, which starts once those ahead of it end.
+    pub async fn materialize(&self, pattern: String, mode: Mode) -> Result<Accepted, Error> {
+        self.ask(|reply| Request::Materialize { pattern, mode, reply }).await
+    }
+
+    pub async fn invalidate(&self, pattern: String, dependencies: bool) -> Result<Invalidation, Error> {
+        self.ask(|reply| Request::Invalidate { pattern, dependencies, reply }).await
+    }
+
+    pub async fn plan(&self, pattern: String) -> Result<Vec<(String, String)>, Error> {
+        self.ask(|reply| Request::Plan { pattern, reply }).await
+    }
+
+    pub async fn stop(&self, run: String) -> Result<Stopping, Error> {
+        self.ask(|reply| Request::Stop { run, reply }).await
     }
 
     pub fn shutdown(&self, grace: Duration) {
@@ -125,49 +147,187 @@ impl Handle {
     }
 }
 
-impl Scheduler<'static> {
-    /// Turns the scheduler into a service: returns its handle and the task
-    /// to run, which ends after a shutdown request (or when every handle is
-    /// dropped) once the current run has ended and the metastore is flushed.
-    pub fn into_service(mut self) -> (Handle, impl std::future::Future<Output = Result<(), Error>> + Send) {
-        let (sender, mut requests) = mpsc::unbounded_channel();
-        let table = self.share_table();
-        self.remember_freshness();
-        let handle = Handle { requests: sender, table };
-        let service = async move {
-            let mut control = Control::default();
-            loop {
-                if let Some(next) = self.queued.pop_front() {
-                    self.publish_queue();
-                    if control.closing {
-                        self.finish_unstarted(next.record, "stopped: the server shut down before it started")?;
-                        continue;
-                    }
-                    let summary = self
-                        .execute_run(
-                            next.record,
-                            next.mode,
-                            next.addressed,
-                            std::future::pending(),
-                            Some(&mut requests),
-                            &mut control,
-                        )
-                        .await;
-                    log_summary(summary);
+/// One task owns this: the scheduler, the runs queued and the one executing.
+pub struct Service {
+    scheduler: Scheduler<'static>,
+    requests: mpsc::UnboundedReceiver<Request>,
+    /// Some handle is still alive.
+    requests_open: bool,
+    queued: VecDeque<QueuedRun>,
+    run: Option<Run>,
+    /// A shutdown was asked: no new runs; the current one is stopped at the deadline.
+    closing: Option<tokio::time::Instant>,
+}
+
+impl Service {
+    /// Makes a service of the scheduler: it shares its table and remembers
+    /// freshness between runs. Returns the service, to run on a task of
+    /// its own, and its handle.
+    pub fn new(mut scheduler: Scheduler<'static>) -> (Service, Handle) {
+        let (sender, requests) = mpsc::unbounded_channel();
+        let table = scheduler.share_table();
+        scheduler.remember_freshness();
+        let service =
+            Service { scheduler, requests, requests_open: true, queued: VecDeque::new(), run: None, closing: None };
+        (service, Handle { requests: sender, table })
+    }
+
+    /// Serves until a shutdown request (or until every handle is dropped),
+    /// once the current run has ended; then flushes the metastore.
+    pub async fn run(mut self) -> Result<(), Error> {
+        loop {
+            if self.run.is_none() && !self.start_next()? {
+                break;
+            }
+            if let Some(run) = &mut self.run {
+                let steps = self.scheduler.step(run);
+                if steps.is_err() || run.is_over() {
+                    let run = self.run.take().expect("a run is executing");
+                    log_summary(self.scheduler.finish(run, steps));
                     continue;
                 }
-                if control.closing {
-                    break;
-                }
-                match requests.recv().await {
-                    Some(request) => self.serve(request, None, &mut control),
-                    None => break,
+            }
+            let event = self.next_event().await;
+            self.handle(event)?;
+        }
+        self.scheduler.metastore().flush()?;
+        Ok(())
+    }
+
+    /// Starts the next queued run, ending it unstarted while closing.
+    /// Returns false when there is nothing more to do, ever.
+    fn start_next(&mut self) -> Result<bool, Error> {
+        while let Some(next) = self.queued.pop_front() {
+            self.publish_queue();
+            if self.closing.is_some() {
+                self.scheduler.finish_unstarted(next.record, Termination::DequeuedByShutdown)?;
+                continue;
+            }
+            self.run = Some(self.scheduler.begin(next.record, next.mode, &next.addressed));
+            return Ok(true);
+        }
+        Ok(self.closing.is_none() && self.requests_open)
+    }
+
+    /// The only place the service waits. Requests come first, so they are
+    /// answered between two steps even while the run has work queued; a run
+    /// with work queued does not wait for its tasks.
+    async fn next_event(&mut self) -> Wakeup {
+        let busy = self.run.as_ref().is_some_and(Run::has_work);
+        let grace = self.closing.filter(|_| self.run.as_ref().is_some_and(|run| !run.is_stopping()));
+        tokio::select! {
+            biased;
+            request = self.requests.recv(), if self.requests_open => Wakeup::Request(request),
+            () = std::future::ready(()), if busy => Wakeup::Step,
+            Some(report) = next_report(&mut self.run), if !busy => Wakeup::Report(report),
+            () = sleep_until_some(grace) => Wakeup::GraceOver,
+        }
+    }
+
+    /// Applies one wakeup. Only the metastore's errors end the service.
+    fn handle(&mut self, event: Wakeup) -> Result<(), Error> {
+        match event {
+            Wakeup::Request(Some(request)) => self.serve(request),
+            // Nobody can ask any more: finish what was accepted.
+            Wakeup::Request(None) => self.requests_open = false,
+            Wakeup::Step => {}
+            Wakeup::Report(report) => {
+                if let Some(run) = &mut self.run {
+                    self.scheduler.on_report(run, report);
                 }
             }
-            self.metastore().flush()?;
-            Ok(())
-        };
-        (handle, service)
+            Wakeup::GraceOver => {
+                if let Some(run) = &mut self.run {
+                    self.scheduler.stop(run, StopReason::Shutdown);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Serves one request. What goes wrong goes to the request's reply.
+    fn serve(&mut self, request: Request) {
+        match request {
+            Request::Instantiate { pattern, closure, reply } => {
+                let result = self.scheduler.instantiate(&pattern).map(|ids| {
+                    let ids = if closure { self.scheduler.lattice().closure(&ids) } else { ids };
+                    ids.into_iter().map(|id| id.0).collect()
+                });
+                let _ = reply.send(result);
+            }
+            Request::Materialize { pattern, mode, reply } => {
+                let _ = reply.send(self.accept(&pattern, mode));
+            }
+            Request::Invalidate { pattern, dependencies, reply } => {
+                let _ = reply.send(self.scheduler.invalidate(&pattern, dependencies, self.run.as_ref()));
+            }
+            Request::Plan { pattern, reply } => {
+                let _ = reply.send(self.scheduler.plan(&pattern));
+            }
+            Request::Stop { run, reply } => {
+                let _ = reply.send(self.stop(&run));
+            }
+            Request::Shutdown { grace } => {
+                self.closing.get_or_insert(tokio::time::Instant::now() + grace);
+            }
+        }
+    }
+
+    fn accept(&mut self, pattern: &str, mode: Mode) -> Result<Accepted, Error> {
+        if self.closing.is_some() {
+            return Err(Error::Closing);
+        }
+        self.scheduler.transformations()?;
+        let addressed = self.scheduler.instantiate(pattern)?;
+        let record = self.scheduler.new_run(pattern, mode)?;
+        let views =
+            addressed.iter().map(|&id| (self.scheduler.lattice().url_path(id), self.scheduler.state_of(id))).collect();
+        let queued_behind = self.queued.len() + usize::from(self.run.is_some());
+        let run = record.id.clone();
+        self.queued.push_back(QueuedRun { record, mode, addressed });
+        self.publish_queue();
+        Ok(Accepted { run, queued_behind, views })
+    }
+
+    fn stop(&mut self, id: &str) -> Result<Stopping, Error> {
+        if let Some(run) = self.run.as_mut().filter(|run| run.id() == id) {
+            self.scheduler.stop(run, StopReason::Requested);
+            return Ok(Stopping::Stopping);
+        }
+        if let Some(position) = self.queued.iter().position(|queued| queued.record.id == id) {
+            let queued = self.queued.remove(position).expect("the position was just found");
+            self.publish_queue();
+            self.scheduler.finish_unstarted(queued.record, Termination::Dequeued)?;
+            return Ok(Stopping::Dequeued);
+        }
+        Ok(match self.scheduler.metastore().run(id)? {
+            Some(RunRecord { termination: Some(termination), .. }) => Stopping::Finished(termination),
+            // Recorded but neither executing nor queued: a process that
+            // died during it. It is over.
+            Some(_) => Stopping::Finished(Termination::Interrupted),
+            None => Stopping::Unknown,
+        })
+    }
+
+    fn publish_queue(&self) {
+        let queued: Vec<String> = self.queued.iter().map(|queued| queued.record.id.clone()).collect();
+        self.scheduler.with_table(|table| table.queued_runs = queued);
+    }
+}
+
+/// The next report of the run executing, or never.
+async fn next_report(run: &mut Option<Run>) -> Option<TaskReport> {
+    match run {
+        Some(run) => run.next_report().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Completes at `deadline`, or never.
+async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -181,78 +341,5 @@ fn log_summary(summary: Result<RunSummary, Error>) {
             "run finished"
         ),
         Err(e) => tracing::error!("run failed: {e}"),
-    }
-}
-
-impl Scheduler<'_> {
-    /// Serves one request; `current` is the run executing, if any. What
-    /// goes wrong goes to the request's reply.
-    pub(super) fn serve(&mut self, request: Request, current: Option<&str>, control: &mut Control) {
-        match request {
-            Request::Instantiate { pattern, closure, reply } => {
-                let result = self.instantiate(&pattern).map(|ids| {
-                    let ids = if closure { self.lattice().closure(&ids) } else { ids };
-                    ids.into_iter().map(|id| id.0).collect()
-                });
-                let _ = reply.send(result);
-            }
-            Request::Materialize { pattern, mode, reply } => {
-                let _ = reply.send(self.accept(&pattern, mode, current, control));
-            }
-            Request::Invalidate { pattern, dependencies, reply } => {
-                let _ = reply.send(self.invalidate(&pattern, dependencies));
-            }
-            Request::Plan { pattern, reply } => {
-                let _ = reply.send(self.plan(&pattern));
-            }
-            Request::Stop { run, reply } => {
-                let outcome = self.stop_run(&run, current, control);
-                let _ = reply.send(outcome);
-            }
-            Request::Shutdown { grace } => {
-                control.closing = true;
-                control.deadline = Some(tokio::time::Instant::now() + grace);
-            }
-        }
-    }
-
-    fn accept(
-        &mut self,
-        pattern: &str,
-        mode: Mode,
-        current: Option<&str>,
-        control: &Control,
-    ) -> Result<Accepted, Error> {
-        if control.closing {
-            return Err(Error::Closing);
-        }
-        let addressed = self.instantiate(pattern)?;
-        let record = self.new_run(pattern, mode)?;
-        let views = addressed.iter().map(|&id| (self.lattice().url_path(id), self.state_of(id))).collect();
-        let queued_behind = self.queued.len() + usize::from(current.is_some());
-        let run = record.id.clone();
-        self.queued.push_back(QueuedRun { record, mode, addressed });
-        self.publish_queue();
-        Ok(Accepted { run, queued_behind, views })
-    }
-
-    fn stop_run(&mut self, run: &str, current: Option<&str>, control: &mut Control) -> Result<Stopping, Error> {
-        if current == Some(run) {
-            control.stop = true;
-            return Ok(Stopping::Stopping);
-        }
-        if let Some(position) = self.queued.iter().position(|queued| queued.record.id == run) {
-            let queued = self.queued.remove(position).expect("the position was just found");
-            self.publish_queue();
-            self.finish_unstarted(queued.record, "stopped by request before it started")?;
-            return Ok(Stopping::Dequeued);
-        }
-        Ok(match self.metastore().run(run)? {
-            Some(RunRecord { termination: Some(termination), .. }) => Stopping::Finished(termination),
-            // Recorded but neither executing nor queued: a process that
-            // died during it. It is over.
-            Some(_) => Stopping::Finished(INTERRUPTED.into()),
-            None => Stopping::Unknown,
-        })
     }
 }

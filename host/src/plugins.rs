@@ -1,0 +1,232 @@
+//! The plugins a project declares, loaded once per process: each file is
+//! loaded with the limits the project gives it, each transformation is
+//! described once, and every view type is checked against what it uses.
+//! The scheduler, the listeners, `validate` and `GET /plugins` all read the
+//! same [`Plugins`].
+//!
+//! Invariant: it knows the catalog and the runtime, nothing of views,
+//! scheduling state or the metastore. A plugin that cannot be loaded is a
+//! value here (a reason), never an error: whoever needs it says so.
+
+use std::collections::{BTreeSet, HashMap};
+
+use crate::catalog::{Catalog, Diagnostic, PluginDecl, Transformation, ViewType, ViewTypeId};
+use crate::runtime::{self, ChecksumRequest, Plugin, PluginInfo, Runtime, World};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A plugin a view type uses cannot be loaded.
+    #[error("{0}")]
+    Unavailable(String),
+    /// View types use their plugins wrongly (the first problem, and how many more).
+    #[error("{0}")]
+    Misused(String),
+    #[error("checksum plugin {name} failed for {view_type}: {message}")]
+    Checksum { name: String, view_type: String, message: String },
+}
+
+/// Every declared plugin, loaded if it can be.
+pub struct Plugins {
+    loaded: HashMap<String, Plugin>,
+    /// Declared plugins that could not be loaded, with the reason.
+    unavailable: HashMap<String, String>,
+    /// Plugin files that do not exist yet (a project is often validated
+    /// before its plugins are built): not a problem of their use.
+    missing: BTreeSet<String>,
+    /// One line each, naming the view type and its line: a file that
+    /// cannot be loaded, a plugin of another world, a configuration its
+    /// `describe` rejects.
+    pub problems: Vec<Diagnostic>,
+}
+
+impl Plugins {
+    /// Loads every declared plugin (each once, `describe` once per
+    /// transformation a view type uses) and checks each view type against
+    /// them. Listeners are loaded but not checked: one that cannot start is
+    /// skipped when listeners start.
+    pub async fn load(runtime: &Runtime, catalog: &Catalog) -> Plugins {
+        let used = used_plugins(catalog);
+        let mut plugins = Plugins {
+            loaded: HashMap::new(),
+            unavailable: HashMap::new(),
+            missing: BTreeSet::new(),
+            problems: Vec::new(),
+        };
+        let mut described: HashMap<&str, Result<PluginInfo, String>> = HashMap::new();
+        for (name, decl) in &catalog.plugins {
+            if !decl.file.exists() {
+                plugins.missing.insert(name.clone());
+            }
+            match load_plugin(runtime, catalog, decl).await {
+                Ok(plugin) => {
+                    if used.contains(name.as_str()) && plugin.world() == World::Transformation {
+                        let info = match plugin.describe().await {
+                            Ok(report) => {
+                                report.result.map_err(|failure| format!("{name}'s describe failed: {failure}"))
+                            }
+                            Err(e) => Err(e.to_string()),
+                        };
+                        described.insert(name, info);
+                    }
+                    plugins.loaded.insert(name.clone(), plugin);
+                }
+                Err(reason) => {
+                    plugins.unavailable.insert(name.clone(), reason);
+                }
+            }
+        }
+        plugins.problems = plugins.check(catalog, &described);
+        plugins
+    }
+
+    /// What is wrong with how each view type uses its plugins.
+    fn check(&self, catalog: &Catalog, described: &HashMap<&str, Result<PluginInfo, String>>) -> Vec<Diagnostic> {
+        let mut problems = Vec::new();
+        for view_type in catalog.types() {
+            let Transformation::Plugin { plugin, config, checksum } = &view_type.transformation else { continue };
+            let problem = |message: String| Diagnostic {
+                line: Some(view_type.line),
+                message: format!("view type {}: {message}", view_type.name),
+            };
+            let uses = std::iter::once((plugin, World::Transformation))
+                .chain(checksum.iter().map(|name| (name, World::Checksum)));
+            for (name, world) in uses {
+                if self.missing.contains(name) {
+                    continue;
+                }
+                let plugin = match self.get(name) {
+                    Ok(plugin) => plugin,
+                    Err(reason) => {
+                        problems.push(problem(reason));
+                        continue;
+                    }
+                };
+                if plugin.world() != world {
+                    problems.push(problem(format!("{name} is a {} plugin, not a {world} plugin", plugin.world())));
+                    continue;
+                }
+                if world != World::Transformation {
+                    continue;
+                }
+                let keys: Vec<(String, String)> =
+                    config.iter().map(|(k, v)| (k.clone(), v.source().to_string())).collect();
+                match described.get(name.as_str()) {
+                    Some(Ok(info)) => {
+                        if let Err(message) = info.check_config(&keys) {
+                            problems.push(problem(message));
+                        }
+                    }
+                    Some(Err(message)) => problems.push(problem(message.clone())),
+                    None => {}
+                }
+            }
+        }
+        problems
+    }
+
+    /// A declared plugin, or why it cannot be had.
+    pub fn get(&self, name: &str) -> Result<&Plugin, String> {
+        if let Some(plugin) = self.loaded.get(name) {
+            return Ok(plugin);
+        }
+        Err(self.unavailable.get(name).cloned().unwrap_or_else(|| format!("plugin `{name}` is not declared")))
+    }
+
+    /// Every plugin the view types use is loaded and used as it should be:
+    /// what a scheduler needs before it opens. A view type whose plugin does
+    /// not fit stops the run before it starts, rather than failing each of
+    /// its views.
+    pub fn ready_for(&self, catalog: &Catalog) -> Result<(), Error> {
+        if let Some(first) = self.problems.first() {
+            let more = match self.problems.len() {
+                1 => String::new(),
+                n => format!(" (and {} more; `trellis validate` lists them)", n - 1),
+            };
+            return Err(Error::Misused(format!("{first}{more}")));
+        }
+        for name in used_plugins(catalog) {
+            self.get(name).map_err(Error::Unavailable)?;
+        }
+        Ok(())
+    }
+
+    /// Each view type's version checksum, computed once.
+    pub async fn versions(&self, catalog: &Catalog) -> Result<HashMap<ViewTypeId, String>, Error> {
+        let mut versions = HashMap::new();
+        for view_type in catalog.types() {
+            versions.insert(view_type.id, self.version_checksum(view_type).await?);
+        }
+        Ok(versions)
+    }
+
+    /// A type's version checksum: its `version` alone if set; else what its
+    /// checksum plugin returns; else the plugin's content hash, name and
+    /// configuration. External data has a fixed version.
+    async fn version_checksum(&self, view_type: &ViewType) -> Result<String, Error> {
+        let hash = |parts: &[&str]| {
+            let mut hasher = blake3::Hasher::new();
+            for part in parts {
+                hasher.update(&(part.len() as u64).to_le_bytes());
+                hasher.update(part.as_bytes());
+            }
+            hasher.finalize().to_hex()[..16].to_string()
+        };
+        if let Some(version) = &view_type.version {
+            return Ok(hash(&["version", version]));
+        }
+        let Transformation::Plugin { plugin, config, checksum } = &view_type.transformation else {
+            return Ok("external".into());
+        };
+        let mut canonical: Vec<(String, String)> =
+            config.iter().map(|(k, v)| (k.clone(), v.source().to_string())).collect();
+        canonical.sort();
+        if let Some(checksum_plugin) = checksum {
+            let failed = |message: String| Error::Checksum {
+                name: checksum_plugin.clone(),
+                view_type: view_type.name.clone(),
+                message,
+            };
+            let request = ChecksumRequest { transformation: plugin.clone(), config: canonical, resources: Vec::new() };
+            let report = self.get(checksum_plugin).map_err(failed)?.checksum(&request).await;
+            let value = report.map_err(|e| failed(e.to_string()))?.result.map_err(|f| failed(f.message))?;
+            return Ok(hash(&["checksum", &value]));
+        }
+        let content = self.get(plugin).map_err(Error::Unavailable)?.content_hash();
+        let config_text = serde_json::to_string(&canonical).unwrap_or_default();
+        Ok(hash(&["plugin", &content, plugin, &config_text]))
+    }
+}
+
+/// The plugins the view types use: transformations and checksums.
+fn used_plugins(catalog: &Catalog) -> BTreeSet<&str> {
+    catalog
+        .types()
+        .iter()
+        .filter_map(|t| match &t.transformation {
+            Transformation::Plugin { plugin, checksum, .. } => Some([Some(plugin.as_str()), checksum.as_deref()]),
+            Transformation::External => None,
+        })
+        .flatten()
+        .flatten()
+        .collect()
+}
+
+/// Loads a declared plugin with the limits the project gives it; the error
+/// names the plugin and its file.
+async fn load_plugin(runtime: &Runtime, catalog: &Catalog, decl: &PluginDecl) -> Result<Plugin, String> {
+    let plugin = runtime
+        .load_file(&decl.file)
+        .await
+        .map_err(|source| format!("plugin {} ({}): {source}", decl.name, decl.file.display()))?;
+    let mut limits = plugin.limits();
+    // `[defaults]` speaks of transformations; checksums and listeners keep
+    // their world's tighter limits unless their own entry says otherwise.
+    let transformation = plugin.world() == runtime::World::Transformation;
+    if let Some(deadline) = decl.deadline.or(catalog.settings.deadline.filter(|_| transformation)) {
+        limits.deadline = deadline;
+    }
+    if let Some(mib) = decl.memory_mib.or(catalog.settings.memory_mib.filter(|_| transformation)) {
+        limits.memory = mib << 20;
+    }
+    Ok(plugin.with_limits(limits))
+}

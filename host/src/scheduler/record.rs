@@ -1,0 +1,310 @@
+//! The pure translation from the actions of one `transition` to the view's
+//! record and its flow status in the run: which timestamp a view gets (its
+//! own, the transformation's, the done flag's, or none new under SET_ONLY),
+//! what it is flagged with, and whether the run counts it idle or
+//! successful.
+//!
+//! Invariant: no I/O, no clock, no failure. Whatever it needs from outside
+//! (now, the done flag's time, the version checksum) comes in [`Facts`]; a
+//! golden table covers every action in every mode.
+
+use crate::metastore::ViewRecord;
+use crate::model::{FlowStatus, ViewState};
+
+use super::transition::{Action, Mode, Settled};
+
+/// What the record translation needs beyond the record and the actions.
+#[derive(Debug, Clone, Copy)]
+pub struct Facts<'a> {
+    pub mode: Mode,
+    /// The type's current version checksum.
+    pub version: &'a str,
+    /// When the view's data was produced, by its transformation or, for
+    /// external data, its done flag; `now` if nothing says.
+    pub produced_at: Option<i64>,
+    pub now: i64,
+    /// How its dependencies settled in this run.
+    pub settled: Option<Settled>,
+    /// The view was no-data when the run started.
+    pub no_data_before_run: bool,
+}
+
+/// The record after the actions, and what the run learns from them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    pub record: ViewRecord,
+    /// The record must be written.
+    pub changed: bool,
+    /// The view's status in the run, when the actions set one.
+    pub flow: Option<FlowStatus>,
+    /// The error the view failed with.
+    pub failure: Option<String>,
+}
+
+/// Applies `actions` to `record` (whose state is already the new one).
+pub fn record(mut record: ViewRecord, actions: &[Action], facts: &Facts) -> Recorded {
+    let mut changed = false;
+    let mut flow = None;
+    let mut failure = None;
+    for action in actions {
+        match action {
+            Action::RecordMaterialized | Action::RecordWithoutTransforming => {
+                record.invalidated = false;
+                let settled =
+                    facts.settled.unwrap_or(Settled { all_no_data: false, some_no_data: false, some_failed: false });
+                record.version_checksum = Some(facts.version.to_string());
+                // SET_ONLY and the dry run keep an existing timestamp when the
+                // view was only marked, so dependents are not rematerialized.
+                let keep = matches!(action, Action::RecordWithoutTransforming)
+                    && record.timestamp.is_some()
+                    && facts.mode != Mode::ResetTransformationChecksumsAndTimestamps;
+                if !keep {
+                    record.timestamp = Some(facts.produced_at.unwrap_or(facts.now));
+                }
+                record.incomplete = settled.some_no_data;
+                record.errors = settled.some_failed;
+                record.last_error = None;
+                changed = true;
+                flow = Some(FlowStatus::Successful);
+            }
+            Action::RecordVersion => {
+                record.version_checksum = Some(facts.version.to_string());
+                changed = true;
+                flow = Some(FlowStatus::Successful);
+            }
+            Action::RecordNoData => {
+                record.invalidated = false;
+                changed = true;
+                // Still no data is nothing new.
+                let unchanged = record.timestamp.is_none() && record.last_error.is_none() && facts.no_data_before_run;
+                flow = Some(if unchanged { FlowStatus::Idle } else { FlowStatus::Successful });
+            }
+            Action::RecordFailed { error } => {
+                record.last_error = Some(error.clone());
+                changed = true;
+                failure = Some(error.clone());
+                flow = Some(FlowStatus::TerminatedWithError);
+            }
+            Action::ReportIdle => flow = Some(FlowStatus::Idle),
+            Action::Transform => flow = Some(FlowStatus::Running),
+            _ => {
+                flow = flow.or(Some(FlowStatus::Queued));
+            }
+        }
+    }
+    Recorded { record, changed, flow, failure }
+}
+
+/// The stable state a view is stored as: in-flight states become what the
+/// view had before (materialized if it ever was).
+pub fn previous_stable(state: ViewState, record: &ViewRecord) -> ViewState {
+    match state {
+        ViewState::Waiting | ViewState::Transforming | ViewState::Retrying => {
+            if record.timestamp.is_some() {
+                ViewState::Materialized
+            } else {
+                ViewState::Receive
+            }
+        }
+        stable => stable,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fmt::Write;
+
+    use expect_test::expect;
+
+    use super::*;
+    use crate::model::wire_name;
+
+    fn show(recorded: &Recorded) -> String {
+        let r = &recorded.record;
+        let mut flags = Vec::new();
+        if r.incomplete {
+            flags.push("incomplete");
+        }
+        if r.errors {
+            flags.push("errors");
+        }
+        if r.invalidated {
+            flags.push("invalidated");
+        }
+        format!(
+            "version={} ts={} flags=[{}] error={} | changed={} flow={} failure={}",
+            r.version_checksum.as_deref().unwrap_or("-"),
+            r.timestamp.map_or("-".into(), |t| t.to_string()),
+            flags.join(","),
+            r.last_error.as_deref().unwrap_or("-"),
+            recorded.changed,
+            recorded.flow.map_or("-".into(), |f| wire_name(&f)),
+            recorded.failure.as_deref().unwrap_or("-"),
+        )
+    }
+
+    /// Every recording action, on a view never materialized and on one
+    /// materialized before (timestamp 100, version old, invalidated), in
+    /// each mode that changes what is recorded.
+    #[test]
+    fn golden_table() {
+        let fresh = ViewRecord { state: ViewState::Receive, ..ViewRecord::default() };
+        let before = ViewRecord {
+            state: ViewState::Materialized,
+            version_checksum: Some("old".into()),
+            timestamp: Some(100),
+            invalidated: true,
+            last_error: Some("earlier".into()),
+            ..ViewRecord::default()
+        };
+        let actions = [
+            vec![Action::RecordMaterialized, Action::NotifyDependents],
+            vec![Action::RecordWithoutTransforming, Action::NotifyDependents],
+            vec![Action::RecordVersion, Action::NotifyDependents],
+            vec![Action::RecordNoData, Action::NotifyDependents],
+            vec![Action::RecordFailed { error: "boom".into() }, Action::NotifyDependents],
+            vec![Action::ReportIdle, Action::NotifyDependents],
+            vec![Action::Transform],
+            vec![Action::AskDependencies],
+        ];
+        let settled = Settled { all_no_data: false, some_no_data: true, some_failed: true };
+        let mut table = String::new();
+        for mode in [Mode::Default, Mode::SetOnly, Mode::ResetTransformationChecksumsAndTimestamps] {
+            for (name, start) in [("fresh", &fresh), ("before", &before)] {
+                for no_data_before_run in [false, true] {
+                    for actions in &actions {
+                        let facts = Facts {
+                            mode,
+                            version: "v2",
+                            produced_at: None,
+                            now: 500,
+                            settled: Some(settled),
+                            no_data_before_run,
+                        };
+                        let names: Vec<&str> = actions.iter().map(Action::name).collect();
+                        let recorded = record(start.clone(), actions, &facts);
+                        let _ = writeln!(
+                            table,
+                            "{:<44} {:<6} {:<5} {:<42} {}",
+                            wire_name(&mode),
+                            name,
+                            if no_data_before_run { "nd" } else { "" },
+                            names.join(","),
+                            show(&recorded)
+                        );
+                    }
+                }
+            }
+        }
+        // A produced time wins over now.
+        let facts = Facts {
+            mode: Mode::Default,
+            version: "v2",
+            produced_at: Some(42),
+            now: 500,
+            settled: None,
+            no_data_before_run: false,
+        };
+        let _ =
+            writeln!(table, "produced_at=42: {}", show(&record(fresh.clone(), &[Action::RecordMaterialized], &facts)));
+        expect![[r#"
+            DEFAULT                                      fresh        record-materialized,notify-dependents      version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
+            DEFAULT                                      fresh        record-without-transforming,notify-dependents version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
+            DEFAULT                                      fresh        record-version,notify-dependents           version=v2 ts=- flags=[] error=- | changed=true flow=SUCCESSFUL failure=-
+            DEFAULT                                      fresh        record-no-data,notify-dependents           version=- ts=- flags=[] error=- | changed=true flow=SUCCESSFUL failure=-
+            DEFAULT                                      fresh        record-failed,notify-dependents            version=- ts=- flags=[] error=boom | changed=true flow=TERMINATED_WITH_ERROR failure=boom
+            DEFAULT                                      fresh        report-idle,notify-dependents              version=- ts=- flags=[] error=- | changed=false flow=IDLE failure=-
+            DEFAULT                                      fresh        transform                                  version=- ts=- flags=[] error=- | changed=false flow=RUNNING failure=-
+            DEFAULT                                      fresh        ask-dependencies                           version=- ts=- flags=[] error=- | changed=false flow=QUEUED failure=-
+            DEFAULT                                      fresh  nd    record-materialized,notify-dependents      version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
+            DEFAULT                                      fresh  nd    record-without-transforming,notify-dependents version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
+            DEFAULT                                      fresh  nd    record-version,notify-dependents           version=v2 ts=- flags=[] error=- | changed=true flow=SUCCESSFUL failure=-
+            DEFAULT                                      fresh  nd    record-no-data,notify-dependents           version=- ts=- flags=[] error=- | changed=true flow=IDLE failure=-
+            DEFAULT                                      fresh  nd    record-failed,notify-dependents            version=- ts=- flags=[] error=boom | changed=true flow=TERMINATED_WITH_ERROR failure=boom
+            DEFAULT                                      fresh  nd    report-idle,notify-dependents              version=- ts=- flags=[] error=- | changed=false flow=IDLE failure=-
+            DEFAULT                                      fresh  nd    transform                                  version=- ts=- flags=[] error=- | changed=false flow=RUNNING failure=-
+            DEFAULT                                      fresh  nd    ask-dependencies                           version=- ts=- flags=[] error=- | changed=false flow=QUEUED failure=-
+            DEFAULT                                      before       record-materialized,notify-dependents      version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
+            DEFAULT                                      before       record-without-transforming,notify-dependents version=v2 ts=100 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
+            DEFAULT                                      before       record-version,notify-dependents           version=v2 ts=100 flags=[invalidated] error=earlier | changed=true flow=SUCCESSFUL failure=-
+            DEFAULT                                      before       record-no-data,notify-dependents           version=old ts=100 flags=[] error=earlier | changed=true flow=SUCCESSFUL failure=-
+            DEFAULT                                      before       record-failed,notify-dependents            version=old ts=100 flags=[invalidated] error=boom | changed=true flow=TERMINATED_WITH_ERROR failure=boom
+            DEFAULT                                      before       report-idle,notify-dependents              version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=IDLE failure=-
+            DEFAULT                                      before       transform                                  version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=RUNNING failure=-
+            DEFAULT                                      before       ask-dependencies                           version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=QUEUED failure=-
+            DEFAULT                                      before nd    record-materialized,notify-dependents      version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
+            DEFAULT                                      before nd    record-without-transforming,notify-dependents version=v2 ts=100 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
+            DEFAULT                                      before nd    record-version,notify-dependents           version=v2 ts=100 flags=[invalidated] error=earlier | changed=true flow=SUCCESSFUL failure=-
+            DEFAULT                                      before nd    record-no-data,notify-dependents           version=old ts=100 flags=[] error=earlier | changed=true flow=SUCCESSFUL failure=-
+            DEFAULT                                      before nd    record-failed,notify-dependents            version=old ts=100 flags=[invalidated] error=boom | changed=true flow=TERMINATED_WITH_ERROR failure=boom
+            DEFAULT                                      before nd    report-idle,notify-dependents              version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=IDLE failure=-
+            DEFAULT                                      before nd    transform                                  version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=RUNNING failure=-
+            DEFAULT                                      before nd    ask-dependencies                           version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=QUEUED failure=-
+            SET_ONLY                                     fresh        record-materialized,notify-dependents      version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
+            SET_ONLY                                     fresh        record-without-transforming,notify-dependents version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
+            SET_ONLY                                     fresh        record-version,notify-dependents           version=v2 ts=- flags=[] error=- | changed=true flow=SUCCESSFUL failure=-
+            SET_ONLY                                     fresh        record-no-data,notify-dependents           version=- ts=- flags=[] error=- | changed=true flow=SUCCESSFUL failure=-
+            SET_ONLY                                     fresh        record-failed,notify-dependents            version=- ts=- flags=[] error=boom | changed=true flow=TERMINATED_WITH_ERROR failure=boom
+            SET_ONLY                                     fresh        report-idle,notify-dependents              version=- ts=- flags=[] error=- | changed=false flow=IDLE failure=-
+            SET_ONLY                                     fresh        transform                                  version=- ts=- flags=[] error=- | changed=false flow=RUNNING failure=-
+            SET_ONLY                                     fresh        ask-dependencies                           version=- ts=- flags=[] error=- | changed=false flow=QUEUED failure=-
+            SET_ONLY                                     fresh  nd    record-materialized,notify-dependents      version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
+            SET_ONLY                                     fresh  nd    record-without-transforming,notify-dependents version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
+            SET_ONLY                                     fresh  nd    record-version,notify-dependents           version=v2 ts=- flags=[] error=- | changed=true flow=SUCCESSFUL failure=-
+            SET_ONLY                                     fresh  nd    record-no-data,notify-dependents           version=- ts=- flags=[] error=- | changed=true flow=IDLE failure=-
+            SET_ONLY                                     fresh  nd    record-failed,notify-dependents            version=- ts=- flags=[] error=boom | changed=true flow=TERMINATED_WITH_ERROR failure=boom
+            SET_ONLY                                     fresh  nd    report-idle,notify-dependents              version=- ts=- flags=[] error=- | changed=false flow=IDLE failure=-
+            SET_ONLY                                     fresh  nd    transform                                  version=- ts=- flags=[] error=- | changed=false flow=RUNNING failure=-
+            SET_ONLY                                     fresh  nd    ask-dependencies                           version=- ts=- flags=[] error=- | changed=false flow=QUEUED failure=-
+            SET_ONLY                                     before       record-materialized,notify-dependents      version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
+            SET_ONLY                                     before       record-without-transforming,notify-dependents version=v2 ts=100 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
+            SET_ONLY                                     before       record-version,notify-dependents           version=v2 ts=100 flags=[invalidated] error=earlier | changed=true flow=SUCCESSFUL failure=-
+            SET_ONLY                                     before       record-no-data,notify-dependents           version=old ts=100 flags=[] error=earlier | changed=true flow=SUCCESSFUL failure=-
+            SET_ONLY                                     before       record-failed,notify-dependents            version=old ts=100 flags=[invalidated] error=boom | changed=true flow=TERMINATED_WITH_ERROR failure=boom
+            SET_ONLY                                     before       report-idle,notify-dependents              version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=IDLE failure=-
+            SET_ONLY                                     before       transform                                  version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=RUNNING failure=-
+            SET_ONLY                                     before       ask-dependencies                           version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=QUEUED failure=-
+            SET_ONLY                                     before nd    record-materialized,notify-dependents      version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
+            SET_ONLY                                     before nd    record-without-transforming,notify-dependents version=v2 ts=100 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
+            SET_ONLY                                     before nd    record-version,notify-dependents           version=v2 ts=100 flags=[invalidated] error=earlier | changed=true flow=SUCCESSFUL failure=-
+            SET_ONLY                                     before nd    record-no-data,notify-dependents           version=old ts=100 flags=[] error=earlier | changed=true flow=SUCCESSFUL failure=-
+            SET_ONLY                                     before nd    record-failed,notify-dependents            version=old ts=100 flags=[invalidated] error=boom | changed=true flow=TERMINATED_WITH_ERROR failure=boom
+            SET_ONLY                                     before nd    report-idle,notify-dependents              version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=IDLE failure=-
+            SET_ONLY                                     before nd    transform                                  version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=RUNNING failure=-
+            SET_ONLY                                     before nd    ask-dependencies                           version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=QUEUED failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh        record-materialized,notify-dependents      version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh        record-without-transforming,notify-dependents version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh        record-version,notify-dependents           version=v2 ts=- flags=[] error=- | changed=true flow=SUCCESSFUL failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh        record-no-data,notify-dependents           version=- ts=- flags=[] error=- | changed=true flow=SUCCESSFUL failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh        record-failed,notify-dependents            version=- ts=- flags=[] error=boom | changed=true flow=TERMINATED_WITH_ERROR failure=boom
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh        report-idle,notify-dependents              version=- ts=- flags=[] error=- | changed=false flow=IDLE failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh        transform                                  version=- ts=- flags=[] error=- | changed=false flow=RUNNING failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh        ask-dependencies                           version=- ts=- flags=[] error=- | changed=false flow=QUEUED failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh  nd    record-materialized,notify-dependents      version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh  nd    record-without-transforming,notify-dependents version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh  nd    record-version,notify-dependents           version=v2 ts=- flags=[] error=- | changed=true flow=SUCCESSFUL failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh  nd    record-no-data,notify-dependents           version=- ts=- flags=[] error=- | changed=true flow=IDLE failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh  nd    record-failed,notify-dependents            version=- ts=- flags=[] error=boom | changed=true flow=TERMINATED_WITH_ERROR failure=boom
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh  nd    report-idle,notify-dependents              version=- ts=- flags=[] error=- | changed=false flow=IDLE failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh  nd    transform                                  version=- ts=- flags=[] error=- | changed=false flow=RUNNING failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh  nd    ask-dependencies                           version=- ts=- flags=[] error=- | changed=false flow=QUEUED failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before       record-materialized,notify-dependents      version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before       record-without-transforming,notify-dependents version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before       record-version,notify-dependents           version=v2 ts=100 flags=[invalidated] error=earlier | changed=true flow=SUCCESSFUL failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before       record-no-data,notify-dependents           version=old ts=100 flags=[] error=earlier | changed=true flow=SUCCESSFUL failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before       record-failed,notify-dependents            version=old ts=100 flags=[invalidated] error=boom | changed=true flow=TERMINATED_WITH_ERROR failure=boom
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before       report-idle,notify-dependents              version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=IDLE failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before       transform                                  version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=RUNNING failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before       ask-dependencies                           version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=QUEUED failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before nd    record-materialized,notify-dependents      version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before nd    record-without-transforming,notify-dependents version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before nd    record-version,notify-dependents           version=v2 ts=100 flags=[invalidated] error=earlier | changed=true flow=SUCCESSFUL failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before nd    record-no-data,notify-dependents           version=old ts=100 flags=[] error=earlier | changed=true flow=SUCCESSFUL failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before nd    record-failed,notify-dependents            version=old ts=100 flags=[invalidated] error=boom | changed=true flow=TERMINATED_WITH_ERROR failure=boom
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before nd    report-idle,notify-dependents              version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=IDLE failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before nd    transform                                  version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=RUNNING failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before nd    ask-dependencies                           version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=QUEUED failure=-
+            produced_at=42: version=v2 ts=42 flags=[] error=- | changed=true flow=SUCCESSFUL failure=-
+        "#]].assert_eq(&table);
+    }
+}

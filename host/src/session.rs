@@ -1,0 +1,68 @@
+//! One way to bring a project up and down, for every command that runs
+//! views (`demo`, `materialize`, `bench`, `serve`): its plugins loaded once,
+//! the metastore and the scheduler opened, the listeners started on the
+//! event log; and at the end the listeners given time to catch up, then
+//! shut down, on every path.
+//!
+//! Invariant: it wires, it decides nothing. It knows the modules it opens,
+//! nothing of the CLI or HTTP; what goes wrong is an [`Error`] value.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::catalog::Catalog;
+use crate::listeners::{self, Listeners};
+use crate::plugins::Plugins;
+use crate::runtime::Runtime;
+use crate::scheduler::{self, Scheduler};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("opening the scheduler")]
+    Scheduler(#[from] scheduler::Error),
+    #[error("starting the listeners")]
+    Listeners(#[from] listeners::Error),
+}
+
+/// A project opened for scheduling: its plugins, scheduler and listeners.
+pub struct Session<'c> {
+    pub catalog: &'c Catalog,
+    pub plugins: Arc<Plugins>,
+    pub scheduler: Scheduler<'c>,
+    listeners: Option<Listeners>,
+}
+
+impl<'c> Session<'c> {
+    /// Loads the project's plugins, opens the scheduler and starts the
+    /// listeners, which follow the event log from their cursors.
+    pub async fn open(catalog: &'c Catalog, runtime: &Runtime) -> Result<Session<'c>, Error> {
+        let plugins = Arc::new(Plugins::load(runtime, catalog).await);
+        let scheduler = Scheduler::open(catalog, &plugins).await?;
+        let listeners = Listeners::start(catalog, &plugins, scheduler.metastore()).await?;
+        Ok(Session { catalog, plugins, scheduler, listeners: Some(listeners) })
+    }
+
+    /// The listeners, until they are handed over or closed.
+    pub fn listeners(&mut self) -> Option<&mut Listeners> {
+        self.listeners.as_mut()
+    }
+
+    /// Hands the listeners to whoever keeps them from now on (a server,
+    /// which restarts them): closing the session then leaves them alone.
+    pub fn take_listeners(&mut self) -> Option<Listeners> {
+        self.listeners.take()
+    }
+
+    /// Gives the listeners up to `drain` to receive every event logged so
+    /// far, then shuts them down. Returns the listeners still behind: they
+    /// receive the rest from their cursor next time.
+    pub async fn close(mut self, drain: Duration) -> Result<Vec<String>, Error> {
+        let Some(mut listeners) = self.listeners.take() else { return Ok(Vec::new()) };
+        let behind = match drain.is_zero() {
+            true => Ok(Vec::new()),
+            false => listeners.drain(drain).await,
+        };
+        listeners.shutdown().await;
+        Ok(behind?)
+    }
+}
