@@ -262,7 +262,7 @@ pub(super) async fn invalidate(args: &InvalidateArgs) -> anyhow::Result<Status> 
     let catalog = load(&args.project.project)?;
     // Invalidating needs no plugins: only records change.
     let mut scheduler = Scheduler::open_records(&catalog).context("opening the scheduler")?;
-    let Invalidation { invalidated, refused } = scheduler.invalidate(&args.views, args.deps, None)?;
+    let Invalidation { invalidated, refused } = scheduler.invalidate(&args.views, args.deps, |_| false)?;
     Ok(print_invalidation(&invalidated, &refused))
 }
 

@@ -19,9 +19,9 @@ mod state;
 pub mod table;
 pub mod transition;
 
-pub use run::{Progress, Run, RunSummary, StopReason, TaskReport};
+pub use run::{Run, RunSummary, StopReason, TaskReport};
 pub use service::{Accepted, Handle, Service, Stopping};
-pub use state::{Invalidation, Permits, Scheduler};
+pub use state::{Invalidation, Permits, Progress, Scheduler};
 pub use transition::{Action, Event, Facts, Freshness, Mode, Reason, Settled, freshness, transition};
 
 use crate::catalog::pattern;

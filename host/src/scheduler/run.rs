@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use super::Error;
 use super::publish::Staging;
 use super::record::{self, previous_stable};
-use super::state::{Scheduler, mtime_millis, new_event, now_millis};
+use super::state::{Progress, Scheduler, mtime_millis, new_event, now_millis};
 use super::table::Running;
 use super::transition::{Action, Event, Facts, Freshness, Mode, Reason, Settled, freshness, transition};
 use crate::catalog::Transformation;
@@ -56,15 +56,6 @@ impl RunSummary {
     pub fn views(&self) -> usize {
         self.flows.len() + self.idle
     }
-}
-
-/// How far a run has come: views settled, of views known to the run so far
-/// (the number grows as dependencies are discovered).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Progress {
-    pub settled: usize,
-    pub known: usize,
-    pub running: usize,
 }
 
 /// Why a run is stopped.

@@ -259,7 +259,9 @@ impl Service {
                 let _ = reply.send(self.accept(&pattern, mode));
             }
             Request::Invalidate { pattern, dependencies, reply } => {
-                let _ = reply.send(self.scheduler.invalidate(&pattern, dependencies, self.run.as_ref()));
+                let run = self.run.as_ref();
+                let settled_by_run = |id| run.is_some_and(|run| run.has_settled(id));
+                let _ = reply.send(self.scheduler.invalidate(&pattern, dependencies, settled_by_run));
             }
             Request::Plan { pattern, reply } => {
                 let _ = reply.send(self.scheduler.plan(&pattern));

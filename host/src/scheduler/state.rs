@@ -13,7 +13,6 @@ use tokio::sync::Semaphore;
 use super::Error;
 use super::memo::Memo;
 use super::publish::Staging;
-use super::run::{Progress, Run};
 use super::table::{SharedTable, Table, ViewRow};
 use super::transition::{Action, Event, Facts, Freshness, freshness, transition};
 use crate::catalog::{Catalog, Transformation, ViewTypeId, pattern};
@@ -85,6 +84,15 @@ impl Permits {
     pub fn in_use(&self) -> usize {
         self.limit.saturating_sub(self.semaphore.available_permits())
     }
+}
+
+/// How far a run has come: views settled, of views known to the run so far
+/// (the number grows as dependencies are discovered).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    pub settled: usize,
+    pub known: usize,
+    pub running: usize,
 }
 
 /// Told each run's id as the run starts.
@@ -315,12 +323,13 @@ impl<'c> Scheduler<'c> {
 
     /// Invalidates the views of `pattern` (and with `dependencies`, what
     /// they depend on). Returns the views refused because they are in
-    /// flight, with the reason. `run` is the run in progress, if any.
+    /// flight, with the reason. `settled_by_run` says which views the run
+    /// in progress, if any, has settled.
     pub fn invalidate(
         &mut self,
         pattern_text: &str,
         dependencies: bool,
-        run: Option<&Run>,
+        settled_by_run: impl Fn(ViewId) -> bool,
     ) -> Result<Invalidation, Error> {
         let addressed = self.instantiate(pattern_text)?;
         let targets = if dependencies { self.lattice.closure(&addressed) } else { addressed };
@@ -330,7 +339,7 @@ impl<'c> Scheduler<'c> {
             let slot = &mut self.slots[id.0 as usize];
             // Dependents in this run may have taken it as it is already;
             // invalidating it under them would build them without it.
-            if run.is_some_and(|run| run.has_settled(id)) {
+            if settled_by_run(id) {
                 let reason = "it was settled by the run in progress; invalidate it once that run ends";
                 refused.push((slot.url.to_string(), reason.into()));
                 continue;
