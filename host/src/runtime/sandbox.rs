@@ -1,6 +1,7 @@
 //! The state of one plugin store: WASI restricted to what the call was
-//! granted, the memory limiter, the deadline, captured output, and the
-//! `host` interface that plugins import.
+//! granted (the grants, where the guest sees them, and the refusal of
+//! overlapping ones), the memory limiter, the deadline, captured output,
+//! and the `host` interface that plugins import.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,6 +23,41 @@ pub(crate) struct Grant {
     pub host: PathBuf,
     pub guest: String,
     pub writable: bool,
+}
+
+/// The guest path of a transformation's output directory.
+pub const GUEST_OUTPUT: &str = "/output";
+/// The guest path of a listener's own state directory.
+pub const GUEST_STATE: &str = "/state";
+
+/// The guest path of a transformation's input number `index`.
+pub fn guest_input(index: usize) -> String {
+    format!("/inputs/{index}")
+}
+
+/// Refuses grants where one directory contains another: an input inside
+/// the output would become writable, an output inside an input would let a
+/// call change its own inputs.
+pub(super) fn check_no_overlap(grants: &[Grant]) -> Result<(), Error> {
+    let resolved: Vec<PathBuf> = grants
+        .iter()
+        .map(|grant| {
+            std::fs::canonicalize(&grant.host)
+                .map_err(|e| Error::Grant { path: grant.host.clone(), reason: e.to_string() })
+        })
+        .collect::<Result<_, _>>()?;
+    for (i, a) in resolved.iter().enumerate() {
+        for (j, b) in resolved.iter().enumerate() {
+            let writable = grants[i].writable || grants[j].writable;
+            if i != j && writable && b.starts_with(a) {
+                return Err(Error::Grant {
+                    path: grants[j].host.clone(),
+                    reason: format!("it lies inside {}, and one of them is writable", grants[i].host.display()),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Longest log message, panic report or failure message kept from a guest.

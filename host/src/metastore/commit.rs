@@ -1,0 +1,107 @@
+//! A [`Commit`]: everything one step of the scheduler writes (views,
+//! events, runs, flows), applied in one transaction across trees, flushed,
+//! and only then announced to subscribers.
+
+use sled::Transactional;
+use sled::transaction::TransactionError;
+
+use super::events::append;
+use super::format::encode;
+use super::runs::flow_key;
+use super::{Error, Metastore, NewEvent, RunRecord, ViewRecord};
+use crate::model::FlowStatus;
+
+/// Everything one step of the scheduler writes, applied atomically.
+#[derive(Debug, Clone, Default)]
+pub struct Commit {
+    pub views: Vec<(String, ViewRecord)>,
+    pub events: Vec<NewEvent>,
+    pub runs: Vec<RunRecord>,
+    /// (run id, view URL path, status).
+    pub flows: Vec<(String, String, FlowStatus)>,
+}
+
+impl Metastore {
+    /// Applies `commit` atomically and durably; returns the sequence numbers
+    /// given to its events, in order.
+    pub fn commit(&self, commit: &Commit) -> Result<Vec<u64>, Error> {
+        let trees = (&self.meta, &self.views, &self.runs, &self.flows, &self.events);
+        let result = trees.transaction(|(meta, views, runs, flows, events)| {
+            for (url_path, record) in &commit.views {
+                views.insert(url_path.as_bytes(), encode(record))?;
+            }
+            for run in &commit.runs {
+                runs.insert(run.id.as_bytes(), encode(run))?;
+            }
+            for (run, view, status) in &commit.flows {
+                flows.insert(flow_key(run, view), encode(status))?;
+            }
+            append(meta, events, &commit.events)
+        });
+        let sequences = match result {
+            Ok(sequences) => sequences,
+            Err(TransactionError::Abort(e)) => return Err(e),
+            Err(TransactionError::Storage(e)) => return Err(e.into()),
+        };
+        self.db.flush()?;
+        match sequences.last() {
+            Some(last) => {
+                self.appended.send_replace(last + 1);
+            }
+            None => self.appended.send_modify(|_| {}),
+        }
+        Ok(sequences)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metastore::ListenerRecord;
+    use crate::metastore::fixtures::{event, materialized};
+    use crate::model::ViewState;
+
+    #[test]
+    fn commits_survive_a_reopen_with_gapless_sequences() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = Metastore::open(dir.path()).unwrap();
+            let commit = Commit {
+                views: vec![("s.d/Daily/A/2015/05/01".into(), materialized(10))],
+                events: vec![
+                    event("s.d/Daily/A/2015/05/01", ViewState::Waiting, ViewState::Transforming),
+                    event("s.d/Daily/A/2015/05/01", ViewState::Transforming, ViewState::Materialized),
+                ],
+                runs: vec![RunRecord {
+                    id: "r1".into(),
+                    pattern: "s.d/Daily/A/2015/05/01".into(),
+                    mode: "DEFAULT".into(),
+                    started: 1,
+                    finished: None,
+                    termination: None,
+                    idle: 0,
+                }],
+                flows: vec![("r1".into(), "s.d/Daily/A/2015/05/01".into(), FlowStatus::Successful)],
+            };
+            assert_eq!(store.commit(&commit).unwrap(), [1, 2]);
+        }
+        let store = Metastore::open(dir.path()).unwrap();
+        assert_eq!(store.view("s.d/Daily/A/2015/05/01").unwrap(), Some(materialized(10)));
+        assert_eq!(store.view("s.d/Daily/A/2015/05/02").unwrap(), None);
+        assert_eq!(store.next_sequence().unwrap(), 3);
+        let more = Commit { events: vec![event("v", ViewState::Receive, ViewState::Waiting)], ..Commit::default() };
+        assert_eq!(store.commit(&more).unwrap(), [3]);
+        let events = store.events_from(2, 10).unwrap();
+        assert_eq!(events.iter().map(|e| e.sequence).collect::<Vec<_>>(), [2, 3]);
+        assert_eq!(events[0].event.current, ViewState::Materialized);
+        assert_eq!(store.run("r1").unwrap().unwrap().mode, "DEFAULT");
+        assert_eq!(store.flows("r1").unwrap(), [("s.d/Daily/A/2015/05/01".to_string(), FlowStatus::Successful)]);
+        assert_eq!(store.truncate_events(3).unwrap(), 2);
+        assert_eq!(store.events_from(0, 10).unwrap().len(), 1);
+        assert_eq!(store.first_sequence().unwrap(), 3);
+        let record = ListenerRecord { cursor: 3, restarts: 2, ..ListenerRecord::default() };
+        store.put_listener("audit", &record).unwrap();
+        assert_eq!(store.listener("audit").unwrap(), Some(record));
+        assert_eq!(store.listener("other").unwrap(), None);
+    }
+}

@@ -1,0 +1,109 @@
+//! The format version: every record is stored in an envelope that carries
+//! it, and the database records the one it was written in, which `open`
+//! checks. Another version is an error, never silently misread.
+
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use super::{Error, Metastore};
+
+/// The version of every record this build writes and reads.
+pub const FORMAT: u32 = 2;
+
+const FORMAT_KEY: &[u8] = b"format";
+
+/// The envelope every record is stored in.
+#[derive(Serialize, Deserialize)]
+struct Stored<T> {
+    format: u32,
+    record: T,
+}
+
+pub(super) fn encode<T: Serialize>(record: &T) -> Vec<u8> {
+    serde_json::to_vec(&Stored { format: FORMAT, record }).expect("records serialize")
+}
+
+pub(super) fn decode<T: DeserializeOwned>(key: &[u8], bytes: &[u8]) -> Result<T, Error> {
+    let key = String::from_utf8_lossy(key).into_owned();
+    let corrupt = |reason: String| Error::Corrupt { key: key.clone(), reason };
+    // The format first: a record of another version is reported as such,
+    // not as whatever field it happens to lack.
+    let stored: Stored<serde_json::Value> = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
+    if stored.format != FORMAT {
+        return Err(corrupt(format!("format {}, expected {FORMAT}", stored.format)));
+    }
+    serde_json::from_value(stored.record).map_err(|e| corrupt(e.to_string()))
+}
+
+impl Metastore {
+    /// Opens (or creates) the metastore in `dir`.
+    pub fn open(dir: &Path) -> Result<Metastore, Error> {
+        let open_error = |e: &dyn std::fmt::Display| Error::Open { path: dir.to_path_buf(), reason: e.to_string() };
+        std::fs::create_dir_all(dir).map_err(|e| open_error(&e))?;
+        let db = sled::Config::new().path(dir).mode(sled::Mode::HighThroughput).open().map_err(|e| open_error(&e))?;
+        let tree = |name: &str| db.open_tree(name).map_err(|e| open_error(&e));
+        let store = Metastore {
+            meta: tree("meta")?,
+            schemas: tree("schemas")?,
+            views: tree("views")?,
+            runs: tree("runs")?,
+            flows: tree("flows")?,
+            events: tree("events")?,
+            listeners: tree("listeners")?,
+            appended: tokio::sync::watch::Sender::new(0),
+            db,
+        };
+        match store.meta.get(FORMAT_KEY)? {
+            None => {
+                store.meta.insert(FORMAT_KEY, &FORMAT.to_be_bytes())?;
+                store.db.flush()?;
+            }
+            Some(bytes) => {
+                let found = <[u8; 4]>::try_from(bytes.as_ref()).map(u32::from_be_bytes).unwrap_or(0);
+                if found != FORMAT {
+                    return Err(Error::Format { path: dir.to_path_buf(), found });
+                }
+            }
+        }
+        store.appended.send_replace(store.next_sequence()?);
+        Ok(store)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_of_another_format_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = Metastore::open(dir.path()).unwrap();
+            store.views.insert("v", br#"{"format":99,"record":{}}"#.as_slice()).unwrap();
+            store.views.insert("w", b"not json".as_slice()).unwrap();
+            store.meta.insert(FORMAT_KEY, &7u32.to_be_bytes()).unwrap();
+            store.db.flush().unwrap();
+        }
+        let error = Metastore::open(dir.path()).err().unwrap();
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "the metastore in {} was written in format 7; this trellis reads format {FORMAT}",
+                dir.path().display()
+            )
+        );
+        {
+            let db = sled::open(dir.path()).unwrap();
+            db.open_tree("meta").unwrap().insert(FORMAT_KEY, &FORMAT.to_be_bytes()).unwrap();
+            db.flush().unwrap();
+        }
+        let store = Metastore::open(dir.path()).unwrap();
+        assert_eq!(
+            store.view("v").unwrap_err().to_string(),
+            format!("metastore record `v` is unreadable: format 99, expected {FORMAT}")
+        );
+        assert!(store.view("w").unwrap_err().to_string().starts_with("metastore record `w` is unreadable: "));
+    }
+}

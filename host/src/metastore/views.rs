@@ -1,0 +1,112 @@
+//! View records, keyed by URL path, and the schema checksum of each view
+//! type, whose change drops that type's records.
+
+use serde::{Deserialize, Serialize};
+
+use super::format::{decode, encode};
+use super::{Error, Metastore};
+use crate::model::ViewState;
+
+/// What the metastore remembers of one view; the default is a view it has
+/// never seen.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ViewRecord {
+    pub state: ViewState,
+    /// Of the transformation logic it was last materialized with.
+    pub version_checksum: Option<String>,
+    /// When it was last materialized, in milliseconds since the Unix epoch;
+    /// for external data, the done flag's modification time.
+    pub timestamp: Option<i64>,
+    /// Materialized while some dependencies had no data.
+    pub incomplete: bool,
+    /// Materialized while some dependencies had failed.
+    pub errors: bool,
+    pub last_error: Option<String>,
+    /// Invalidated and not rematerialized since. Kept apart from the state,
+    /// which shows the view in flight meanwhile, so that a stop, a crash or
+    /// a failed transformation does not forget it.
+    #[serde(default)]
+    pub invalidated: bool,
+}
+
+/// What registering a schema checksum found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SchemaChange {
+    /// First time this view type is seen.
+    New,
+    Unchanged,
+    /// The checksum changed; the metadata of this many views was dropped.
+    Changed {
+        dropped: usize,
+    },
+}
+
+impl Metastore {
+    /// The recorded schema checksum of a view type.
+    pub fn schema_checksum(&self, view_type: &str) -> Result<Option<String>, Error> {
+        self.schemas.get(view_type)?.map(|bytes| decode(view_type.as_bytes(), &bytes)).transpose()
+    }
+
+    /// Records `checksum` for `view_type`. When it differs from the one
+    /// recorded, the metadata of every view of that type is dropped first,
+    /// so that they will be rebuilt; a crash in between drops again on the
+    /// next start, which is harmless.
+    pub fn register_schema(&self, view_type: &str, checksum: &str) -> Result<SchemaChange, Error> {
+        let change = match self.schema_checksum(view_type)? {
+            Some(recorded) if recorded == checksum => return Ok(SchemaChange::Unchanged),
+            Some(_) => {
+                let prefix = format!("{view_type}/");
+                let mut batch = sled::Batch::default();
+                let mut dropped = 0;
+                for entry in self.views.scan_prefix(prefix.as_bytes()) {
+                    let (key, _) = entry?;
+                    batch.remove(key);
+                    dropped += 1;
+                }
+                self.views.apply_batch(batch)?;
+                SchemaChange::Changed { dropped }
+            }
+            None => SchemaChange::New,
+        };
+        self.schemas.insert(view_type, encode(&checksum.to_string()))?;
+        self.db.flush()?;
+        Ok(change)
+    }
+
+    pub fn view(&self, url_path: &str) -> Result<Option<ViewRecord>, Error> {
+        self.views.get(url_path)?.map(|bytes| decode(url_path.as_bytes(), &bytes)).transpose()
+    }
+
+    /// Every view record whose URL path starts with `prefix`, in key order.
+    pub fn views_with_prefix(&self, prefix: &str) -> impl Iterator<Item = Result<(String, ViewRecord), Error>> + '_ {
+        self.views.scan_prefix(prefix.as_bytes()).map(|entry| {
+            let (key, bytes) = entry?;
+            Ok((String::from_utf8_lossy(&key).into_owned(), decode(&key, &bytes)?))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metastore::Commit;
+    use crate::metastore::fixtures::materialized;
+
+    #[test]
+    fn a_schema_change_drops_exactly_that_types_views() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Metastore::open(dir.path()).unwrap();
+        assert_eq!(store.register_schema("s.d/Daily", "c1").unwrap(), SchemaChange::New);
+        let views = ["s.d/Daily/A/2015/05/01", "s.d/Daily/B/2015/05/01", "s.d/DailyTotal/2015/05/01"];
+        let commit =
+            Commit { views: views.iter().map(|v| (v.to_string(), materialized(1))).collect(), ..Commit::default() };
+        store.commit(&commit).unwrap();
+        assert_eq!(store.register_schema("s.d/Daily", "c1").unwrap(), SchemaChange::Unchanged);
+        assert_eq!(store.register_schema("s.d/Daily", "c2").unwrap(), SchemaChange::Changed { dropped: 2 });
+        assert_eq!(store.view(views[0]).unwrap(), None);
+        assert_eq!(store.view(views[2]).unwrap(), Some(materialized(1)), "a type whose name extends another's");
+        assert_eq!(store.schema_checksum("s.d/Daily").unwrap().as_deref(), Some("c2"));
+        let remaining: Vec<String> = store.views_with_prefix("s.d/").map(|r| r.unwrap().0).collect();
+        assert_eq!(remaining, ["s.d/DailyTotal/2015/05/01"]);
+    }
+}

@@ -1,0 +1,155 @@
+//! The one engine of the process: its configuration (the pooling allocator,
+//! falling back to on-demand allocation), the epoch ticker, the linker, the
+//! compile cache and the store slots; and loading plugins with it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use wasmtime::component::{HasSelf, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use super::sandbox::Sandbox;
+use super::{Error, Plugin, bindings, cache, limits};
+
+/// How often the engine's epoch advances: the granularity of deadlines and
+/// of a running guest's yields to the async executor.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Settings of the runtime as a whole.
+#[derive(Debug, Clone)]
+pub struct RuntimeOptions {
+    /// Where compiled components are cached across processes; `None` keeps
+    /// them in memory only.
+    pub cache_dir: Option<PathBuf>,
+    /// Use wasmtime's pooling allocator (falls back to on-demand allocation
+    /// where it cannot reserve its address space; `TRELLIS_NO_POOLING`
+    /// turns it off).
+    pub pooling: bool,
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        RuntimeOptions { cache_dir: None, pooling: true }
+    }
+}
+
+/// The one engine of the process, with its linker, compile cache and epoch
+/// ticker. Cheap to clone.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<RuntimeInner>,
+}
+
+struct RuntimeInner {
+    engine: Engine,
+    linker: Linker<Sandbox>,
+    cache: cache::CompileCache,
+    /// One permit per live store, so that calls wait for a pool slot
+    /// instead of failing to instantiate when the pool is full.
+    stores: Arc<tokio::sync::Semaphore>,
+}
+
+/// How many stores may be alive at once: concurrent calls plus running
+/// listener instances. The pooling allocator reserves this many slots.
+pub const POOL_SLOTS: u32 = 128;
+
+fn engine_config(pooling: bool) -> Config {
+    let mut config = Config::new();
+    config.epoch_interruption(true);
+    // Checksums must be reproducible across machines.
+    config.cranelift_nan_canonicalization(true);
+    config.relaxed_simd_deterministic(true);
+    // Plugins are wasm32; 64-bit memories would only widen the attack surface.
+    config.wasm_memory64(false);
+    if pooling {
+        // A fresh store per call is the isolation model; the pool makes it
+        // cheap by reusing memory slots and fiber stacks instead of mapping
+        // and unmapping them for every call.
+        let mut pool = PoolingAllocationConfig::new();
+        pool.total_component_instances(POOL_SLOTS)
+            .total_stacks(POOL_SLOTS)
+            .total_core_instances(POOL_SLOTS * 16)
+            .total_memories(POOL_SLOTS * 4)
+            .total_tables(POOL_SLOTS * 8)
+            .max_memory_size(limits::MAX_MEMORY);
+        // No linear_memory_keep_resident: memset-ing a kept megabyte on every
+        // reuse costs more than faulting in the few pages a call touches.
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    }
+    config
+}
+
+impl Drop for RuntimeInner {
+    fn drop(&mut self) {
+        // Stops the ticker thread, which holds only a weak engine reference.
+        self.engine.increment_epoch();
+    }
+}
+
+impl Runtime {
+    pub fn new(options: RuntimeOptions) -> Result<Runtime, Error> {
+        let pooling = options.pooling && std::env::var_os("TRELLIS_NO_POOLING").is_none();
+        let engine = match pooling.then(|| Engine::new(&engine_config(true))) {
+            Some(Ok(engine)) => engine,
+            // The pool reserves address space up front; where that fails
+            // (small address spaces, strict overcommit), allocate on demand.
+            Some(Err(e)) => {
+                tracing::warn!("pooling allocator unavailable, allocating on demand: {e}");
+                Engine::new(&engine_config(false)).map_err(|e| Error::Engine(e.to_string()))?
+            }
+            None => Engine::new(&engine_config(false)).map_err(|e| Error::Engine(e.to_string()))?,
+        };
+
+        let mut linker = Linker::new(&engine);
+        // All of WASI is linked, because a Rust guest's std imports much of
+        // it; what WASI may touch is decided per store by its WasiCtx.
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| Error::Engine(e.to_string()))?;
+        bindings::host::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |sandbox| sandbox)
+            .map_err(|e| Error::Engine(e.to_string()))?;
+
+        let weak = engine.weak();
+        std::thread::Builder::new()
+            .name("trellis-epoch".into())
+            .spawn(move || {
+                while let Some(engine) = weak.upgrade() {
+                    engine.increment_epoch();
+                    drop(engine);
+                    std::thread::sleep(EPOCH_TICK);
+                }
+            })
+            .map_err(|e| Error::Engine(format!("cannot start the epoch ticker: {e}")))?;
+
+        let cache = cache::CompileCache::new(&engine, options.cache_dir.as_deref());
+        let stores = Arc::new(tokio::sync::Semaphore::new(POOL_SLOTS as usize));
+        Ok(Runtime { inner: Arc::new(RuntimeInner { engine, linker, cache, stores }) })
+    }
+
+    /// Loads the plugin in `path`, named after its file stem.
+    pub async fn load_file(&self, path: &Path) -> Result<Plugin, Error> {
+        let bytes = tokio::fs::read(path).await.map_err(|source| Error::Read { path: path.to_path_buf(), source })?;
+        let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        self.load(&name, bytes).await.map_err(|error| match error {
+            // Name the file, which the user typed, rather than the plugin.
+            Error::NotAPlugin { reason, .. } => Error::NotAPlugin { name: path.display().to_string(), reason },
+            other => other,
+        })
+    }
+
+    /// Loads a plugin from its bytes: compiles it (or finds it in the
+    /// cache), finds its world and pre-instantiates it, which checks every
+    /// import and export once so that calls cannot fail on linking.
+    pub async fn load(&self, name: &str, bytes: Vec<u8>) -> Result<Plugin, Error> {
+        let content_hash = blake3::hash(&bytes);
+        let runtime = self.clone();
+        let compiled = tokio::task::spawn_blocking(move || {
+            runtime.inner.cache.get_or_compile(&runtime.inner.engine, content_hash, &bytes)
+        })
+        .await
+        .map_err(|e| Error::Engine(format!("compilation task failed: {e}")))?;
+        let (component, provenance) =
+            compiled.map_err(|e| Error::NotAPlugin { name: name.to_string(), reason: format!("{e:#}") })?;
+        let inner = &self.inner;
+        Plugin::new(name, content_hash, provenance, &component, &inner.linker, &inner.engine, &inner.stores)
+    }
+}

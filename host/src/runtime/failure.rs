@@ -1,0 +1,175 @@
+//! What went wrong in a call, as a value: a [`Failure`] of some
+//! [`FailureKind`], classified from the trap, the limiter's refusal or the
+//! guest's panic report, and the [`CallReport`] that carries it.
+
+use std::time::{Duration, Instant};
+
+use wasmtime::{Store, Trap};
+
+use super::sandbox::{self, Sandbox};
+use super::{Captured, Limits};
+
+/// Extra time past the deadline before a call is abandoned from outside,
+/// for guests blocked in a host call, where epochs cannot interrupt them.
+const GRACE: Duration = Duration::from_millis(500);
+
+/// Why a call did not produce a result. A value, not an error: the
+/// scheduler decides what to do with it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Failure {
+    pub kind: FailureKind,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailureKind {
+    /// The plugin returned a retryable failure.
+    Retryable,
+    /// The plugin returned a fatal failure.
+    Fatal,
+    /// The deadline passed.
+    Timeout,
+    /// The memory cap was hit.
+    MemoryExhausted,
+    /// The plugin panicked.
+    Panic,
+    /// The plugin's stack overflowed.
+    StackOverflow,
+    /// Any other trap, including aborts and exits.
+    Trap,
+    /// The plugin returned a value the contract does not allow.
+    MalformedResult,
+    /// The component could not be instantiated.
+    Instantiation,
+    /// The plugin was asked for something its world does not offer.
+    Unsupported,
+}
+
+impl Failure {
+    pub(super) fn new(kind: FailureKind, message: impl Into<String>) -> Self {
+        Failure { kind, message: message.into() }
+    }
+
+    /// Whether trying again may help: traps and timeouts may be transient,
+    /// declared retryable failures are; fatal and malformed results are not.
+    pub fn is_retryable(&self) -> bool {
+        !matches!(
+            self.kind,
+            FailureKind::Fatal | FailureKind::MalformedResult | FailureKind::Instantiation | FailureKind::Unsupported
+        )
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Everything known about one call.
+#[derive(Debug, Clone)]
+pub struct CallReport<T> {
+    pub result: Result<T, Failure>,
+    pub elapsed: Duration,
+    /// Peak linear memory in bytes, summed over memories.
+    pub peak_memory: usize,
+    pub stdout: Captured,
+    pub stderr: Captured,
+}
+
+/// Which phase of a call failed, for classification.
+pub(super) enum Phase {
+    Instantiate(wasmtime::Error),
+    Call(wasmtime::Error),
+}
+
+/// Makes one call of the guest in `store` and reports it. The store's
+/// deadline interrupts a running guest; [`GRACE`] later the call is
+/// abandoned from outside, for a guest blocked in a host call.
+pub(super) async fn run<R, T>(
+    store: &mut Store<Sandbox>,
+    limits: Limits,
+    call: impl AsyncFnOnce(&mut Store<Sandbox>) -> Result<R, Phase>,
+    convert: impl FnOnce(R) -> Result<T, Failure>,
+) -> CallReport<T> {
+    let started = Instant::now();
+    let result = tokio::time::timeout(limits.deadline + GRACE, call(store)).await;
+    report(store, started, limits, result, convert)
+}
+
+/// Turns the raw result of a call into a report: classifies failures,
+/// collects captured output and logs it.
+fn report<R, T>(
+    store: &Store<Sandbox>,
+    started: Instant,
+    limits: Limits,
+    result: Result<Result<R, Phase>, tokio::time::error::Elapsed>,
+    convert: impl FnOnce(R) -> Result<T, Failure>,
+) -> CallReport<T> {
+    let sandbox = store.data();
+    let result = match result {
+        Ok(Ok(returned)) => convert(returned),
+        Ok(Err(phase)) => Err(classify(sandbox, limits, phase)),
+        Err(_elapsed) => Err(timeout(limits)),
+    }
+    .map_err(|failure| Failure { message: sandbox::bounded(failure.message), ..failure });
+    let (stdout, stderr) = sandbox.take_output();
+    let plugin = sandbox.plugin();
+    if sandbox.dropped_log_messages > 0 {
+        tracing::warn!(target: "trellis::plugin", plugin, dropped = sandbox.dropped_log_messages, "log budget exhausted; messages dropped");
+    }
+    for (stream, captured) in [("stdout", &stdout), ("stderr", &stderr)] {
+        if !captured.text.is_empty() {
+            tracing::info!(target: "trellis::plugin", plugin, stream, truncated_bytes = captured.truncated_bytes, "{}", captured.text.trim_end());
+        }
+    }
+    CallReport { result, elapsed: started.elapsed(), peak_memory: sandbox.limiter.peak(), stdout, stderr }
+}
+
+fn timeout(limits: Limits) -> Failure {
+    Failure::new(FailureKind::Timeout, format!("deadline of {:?} exceeded", limits.deadline))
+}
+
+fn classify(sandbox: &Sandbox, limits: Limits, phase: Phase) -> Failure {
+    let panic = sandbox.panic.as_deref().map(|message| format!("panicked: {message}"));
+    // The limiter's refusal explains whatever trap followed it: a Rust guest
+    // aborts when an allocation fails, or panics if it used try_reserve.
+    if let Some(asked) = sandbox.limiter.refused {
+        let mut message =
+            format!("memory cap of {} MiB exceeded (asked for {} MiB)", limits.memory >> 20, asked.div_ceil(1 << 20));
+        if let Some(panic) = panic {
+            message = format!("{message}; then {panic}");
+        }
+        return Failure::new(FailureKind::MemoryExhausted, message);
+    }
+    let (error, instantiating) = match phase {
+        Phase::Instantiate(error) => (error, true),
+        Phase::Call(error) => (error, false),
+    };
+    if let Some(trap) = error.downcast_ref::<Trap>() {
+        return match trap {
+            Trap::Interrupt => timeout(limits),
+            Trap::StackOverflow => Failure::new(FailureKind::StackOverflow, "stack overflow"),
+            _ if panic.is_some() => Failure::new(FailureKind::Panic, panic.unwrap_or_default()),
+            Trap::UnreachableCodeReached => Failure::new(FailureKind::Trap, "aborted (wasm `unreachable`)"),
+            Trap::MemoryOutOfBounds => Failure::new(
+                FailureKind::Trap,
+                // Rust and C guests keep a shadow stack in linear memory;
+                // overflowing it shows up as this trap, so say so.
+                "trapped: out of bounds memory access (a guest whose shadow stack overflows also ends here)",
+            ),
+            other => Failure::new(FailureKind::Trap, format!("trapped: {other}")),
+        };
+    }
+    if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
+        return Failure::new(FailureKind::Trap, format!("exited with status {}", exit.0));
+    }
+    if instantiating {
+        return Failure::new(FailureKind::Instantiation, format!("cannot instantiate: {error:#}"));
+    }
+    // The call returned, but what crossed the boundary was refused: its
+    // result could not be lifted (bad UTF-8, bad discriminant, out-of-bounds
+    // pointer), or a host call's arguments were over their limits.
+    Failure::new(FailureKind::MalformedResult, format!("malformed result: {error:#}"))
+}

@@ -1,0 +1,164 @@
+//! A loaded plugin: the world it was built for, found from its exports, its
+//! pre-instantiated component, and the limits its calls run under. The
+//! calls themselves are in the files of each world.
+
+use std::sync::Arc;
+
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Engine, Store};
+
+use super::bindings::checksum::ChecksumPre;
+use super::bindings::listener::ListenerPre;
+use super::bindings::transformation::TransformationPre;
+use super::sandbox::{Grant, Sandbox};
+use super::{Error, Limits, Provenance};
+
+/// The kind of plugin, after the world it was built for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum World {
+    Transformation,
+    Checksum,
+    Listener,
+}
+
+impl World {
+    const ALL: [World; 3] = [World::Transformation, World::Checksum, World::Listener];
+
+    /// The interface a plugin of this world exports.
+    fn export(self) -> &'static str {
+        match self {
+            World::Transformation => "trellis:plugin/transform@1.0.0",
+            World::Checksum => "trellis:plugin/version-checksum@1.0.0",
+            World::Listener => "trellis:plugin/events@1.0.0",
+        }
+    }
+}
+
+impl std::fmt::Display for World {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            World::Transformation => "transformation",
+            World::Checksum => "checksum",
+            World::Listener => "listener",
+        })
+    }
+}
+
+fn exports_of_worlds() -> String {
+    World::ALL.iter().map(|w| w.export()).collect::<Vec<_>>().join(", ")
+}
+
+pub(super) enum Pre {
+    Transformation(TransformationPre<Sandbox>),
+    Checksum(ChecksumPre<Sandbox>),
+    Listener(ListenerPre<Sandbox>),
+}
+
+/// A loaded, pre-instantiated plugin. Cheap to clone; calls may run
+/// concurrently, each in its own store.
+#[derive(Clone)]
+pub struct Plugin {
+    pub(super) inner: Arc<PluginInner>,
+    pub(super) limits: Limits,
+}
+
+pub(super) struct PluginInner {
+    name: Arc<str>,
+    content_hash: blake3::Hash,
+    world: World,
+    exports: Vec<String>,
+    provenance: Provenance,
+    pub(super) pre: Pre,
+    engine: Engine,
+    stores: Arc<tokio::sync::Semaphore>,
+}
+
+impl Plugin {
+    /// Finds the world of a compiled component and pre-instantiates it,
+    /// which checks every import and export once so that calls cannot fail
+    /// on linking.
+    pub(super) fn new(
+        name: &str,
+        content_hash: blake3::Hash,
+        provenance: Provenance,
+        component: &Component,
+        linker: &Linker<Sandbox>,
+        engine: &Engine,
+        stores: &Arc<tokio::sync::Semaphore>,
+    ) -> Result<Plugin, Error> {
+        let not_a_plugin = |reason: String| Error::NotAPlugin { name: name.to_string(), reason };
+        let worlds: Vec<World> =
+            World::ALL.into_iter().filter(|world| component.get_export_index(None, world.export()).is_some()).collect();
+        let world = match worlds.as_slice() {
+            [world] => *world,
+            [] => return Err(not_a_plugin(format!("it exports none of {}", exports_of_worlds()))),
+            _ => return Err(not_a_plugin("it exports more than one plugin interface".to_string())),
+        };
+        let pre = linker.instantiate_pre(component).map_err(|e| not_a_plugin(format!("{e:#}")))?;
+        let pre = match world {
+            World::Transformation => TransformationPre::new(pre).map(Pre::Transformation),
+            World::Checksum => ChecksumPre::new(pre).map(Pre::Checksum),
+            World::Listener => ListenerPre::new(pre).map(Pre::Listener),
+        }
+        .map_err(|e| not_a_plugin(format!("{e:#}")))?;
+
+        let exports = component.component_type().exports(engine).map(|(name, _)| name.to_string()).collect();
+        Ok(Plugin {
+            inner: Arc::new(PluginInner {
+                name: name.into(),
+                content_hash,
+                world,
+                exports,
+                provenance,
+                pre,
+                engine: engine.clone(),
+                stores: stores.clone(),
+            }),
+            limits: Limits::default_for(world),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    pub fn world(&self) -> World {
+        self.inner.world
+    }
+
+    /// blake3 of the component's bytes.
+    pub fn content_hash(&self) -> String {
+        self.inner.content_hash.to_hex().to_string()
+    }
+
+    /// The component's export names.
+    pub fn exports(&self) -> &[String] {
+        &self.inner.exports
+    }
+
+    pub fn provenance(&self) -> Provenance {
+        self.inner.provenance
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// This plugin with other limits, e.g. from the project configuration.
+    /// Deadlines are clamped to a week and memory to 4 GiB.
+    pub fn with_limits(&self, limits: Limits) -> Plugin {
+        Plugin { inner: self.inner.clone(), limits: limits.clamped() }
+    }
+
+    /// A fresh store, once a store slot is free.
+    pub(super) async fn store(&self, grants: &[Grant], deterministic: bool) -> Result<Store<Sandbox>, Error> {
+        let slot =
+            self.inner.stores.clone().acquire_owned().await.map_err(|_| Error::Engine("runtime shut down".into()))?;
+        Sandbox::store(&self.inner.engine, self.inner.name.clone(), grants, self.limits, deterministic, slot)
+    }
+
+    pub(super) fn wrong_world(&self, expected: World) -> Error {
+        Error::WrongWorld { name: self.name().to_string(), expected, actual: self.world() }
+    }
+}
