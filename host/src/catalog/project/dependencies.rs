@@ -1,0 +1,260 @@
+//! One `[[view.dependency]]` into a `Dependency`: its target, a binding for
+//! each of the target's parameters, and which time instances it selects,
+//! with the limits that keep one view's dependencies countable.
+
+use std::collections::{BTreeMap, HashMap};
+
+use toml::Spanned;
+
+use super::Checker;
+use super::checksum::kind_name;
+use super::raw::{RawBinding, RawDependency, RawViewType};
+use crate::catalog::template::Template;
+use crate::catalog::time::{Dataset, Frequency};
+use crate::catalog::{
+    Binding, Dependency, Parameter, ParameterKind, TimeSelection, ViewTypeId, canonical_value, closest, names_or_none,
+};
+
+/// How far `current(n)` and `latest(n)` may reach, and how wide a range
+/// may be: a minute dataset over ten years is five million instances.
+const OFFSET_LIMIT: i64 = 10_000_000;
+const RANGE_LIMIT: i64 = 100_000;
+
+/// Most dependency views one declaration may give a view through its
+/// enumerations, and most declarations a view type may have.
+const FAN_OUT_LIMIT: usize = 100_000;
+pub(super) const DEPENDENCY_LIMIT: usize = 1_000;
+
+impl Checker<'_> {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn dependency(
+        &mut self,
+        name: &str,
+        raw: &Spanned<RawDependency>,
+        parameters: &[Parameter],
+        time: Option<&Dataset>,
+        by_name: &HashMap<String, ViewTypeId>,
+        all: &[Spanned<RawViewType>],
+    ) -> Option<Dependency> {
+        let d = raw.get_ref();
+        let at = d.view.span().start;
+        let target_name = d.view.get_ref();
+        let Some(&target) = by_name.get(target_name) else {
+            let hint = closest(target_name, all.iter().map(|v| v.get_ref().name.get_ref().as_str()));
+            let hint = if hint.is_empty() { String::new() } else { format!("; did you mean {}?", hint.join(" or ")) };
+            self.error(at, format!("{name} depends on {target_name}, which is not declared{hint}"));
+            return None;
+        };
+        let target_raw = all[target.0 as usize].get_ref();
+        let errors_before = self.diagnostics.len();
+        let context = format!("{name}: dependency on {target_name}");
+
+        // Every parameter of the target gets values: explicitly, or from
+        // the dependent's parameter of the same name and kind.
+        let bindings_at = d.parameters.as_ref().map_or(at, |p| p.span().start);
+        let raw_bindings: BTreeMap<&str, Option<RawBinding>> = d
+            .parameters
+            .iter()
+            .flat_map(|p| p.get_ref().iter())
+            .map(|(key, value)| (key.as_str(), RawBinding::from_value(value)))
+            .collect();
+        let target_parameters: Vec<(&str, ParameterKind)> =
+            target_raw.parameters.iter().map(|p| (p.get_ref().name.as_str(), p.get_ref().kind)).collect();
+        for (key, binding) in &raw_bindings {
+            if !target_parameters.iter().any(|(name, _)| name == key) {
+                let known: Vec<&str> = target_parameters.iter().map(|(name, _)| *name).collect();
+                let known = names_or_none(&known);
+                self.error(
+                    bindings_at,
+                    format!("{context}: {target_name} has no parameter `{key}` (its parameters: {known})"),
+                );
+            } else if binding.is_none() {
+                self.error(bindings_at, format!("{context}: `{key}` must be a string or a list of strings"));
+            }
+        }
+        let mut bindings = Vec::new();
+        let mut fan_out: usize = 1;
+        for &(target_parameter, kind) in &target_parameters {
+            let (texts, each): (Vec<&String>, bool) = match raw_bindings.get(target_parameter) {
+                Some(Some(RawBinding::One(text))) => (vec![text], false),
+                Some(Some(RawBinding::Each(values))) if values.is_empty() => {
+                    self.error(bindings_at, format!("{context}: `{target_parameter}` enumerates no values"));
+                    continue;
+                }
+                Some(Some(RawBinding::Each(values))) => (values.iter().collect(), true),
+                Some(None) => continue,
+                None => match parameters.iter().find(|p| p.name == target_parameter) {
+                    Some(own) if own.kind == kind => {
+                        bindings.push(Binding::One(Template::parse(&format!("${{{target_parameter}}}")).ok()?));
+                        continue;
+                    }
+                    Some(own) => {
+                        self.error(at, format!("{context}: `{target_parameter}` is {} in {name} but {} in {target_name}; bind it explicitly", kind_name(own.kind), kind_name(kind)));
+                        continue;
+                    }
+                    None => {
+                        self.error(
+                            at,
+                            format!("{context}: parameter `{target_parameter}` of {target_name} has no value; bind it with parameters = {{ {target_parameter} = ... }}"),
+                        );
+                        continue;
+                    }
+                },
+            };
+            fan_out = fan_out.saturating_mul(texts.len());
+            let mut templates: Vec<Template> = Vec::new();
+            let mut literals = std::collections::HashSet::new();
+            for text in texts {
+                match Template::parse(text) {
+                    Ok(template) => {
+                        for variable in template.variables() {
+                            if !parameters.iter().any(|p| p.name == variable) {
+                                self.error(
+                                    bindings_at,
+                                    format!("{context}: `${{{variable}}}` is not a parameter of {name}"),
+                                );
+                            }
+                        }
+                        // A literal is checked now, not when the first view
+                        // using it is instantiated.
+                        if let Some(literal) = template.as_literal() {
+                            match canonical_value(kind, literal) {
+                                Ok(value) if !literals.insert(value.clone()) => {
+                                    self.error(
+                                        bindings_at,
+                                        format!("{context}: `{target_parameter}` lists `{value}` twice"),
+                                    );
+                                }
+                                Ok(_) => {}
+                                Err(reason) => self.error(
+                                    bindings_at,
+                                    format!("{context}: `{target_parameter}` = `{}`: {reason}", literal.escape_debug()),
+                                ),
+                            }
+                        }
+                        templates.push(template);
+                    }
+                    Err(e) => self.error(bindings_at, format!("{context}: {e}")),
+                }
+            }
+            bindings.push(if each { Binding::Each(templates) } else { Binding::One(templates.pop()?) });
+        }
+        if fan_out > FAN_OUT_LIMIT {
+            self.error(
+                bindings_at,
+                format!(
+                    "{context}: the enumerations give {fan_out} dependency views per view, more than {FAN_OUT_LIMIT}"
+                ),
+            );
+        }
+
+        let time_at = d.time.as_ref().map_or(at, |t| t.span().start);
+        let selection = match d.time.as_ref().map(|t| parse_time_selection(t.get_ref())).transpose() {
+            Ok(selection) => selection,
+            Err(e) => {
+                self.error(time_at, format!("{context}: {e}"));
+                return None;
+            }
+        };
+        let target_time = target_raw.time.as_ref().map(|t| t.get_ref());
+        let time = match (target_time, selection) {
+            (None, None) => TimeSelection::Timeless,
+            (None, Some(_)) => {
+                self.error(time_at, format!("{context}: {target_name} has no time dimension; remove `time`"));
+                return None;
+            }
+            (Some(target_time), None) => {
+                let same =
+                    Dataset::parse(&target_time.frequency, &target_time.initial, target_time.timezone.as_deref());
+                match (time, same) {
+                    // Same frequency, start and zone: instance for instance.
+                    (Some(own), Ok(theirs)) if *own == theirs => TimeSelection::Current { from: 0, to: 0 },
+                    (Some(_), _) => {
+                        self.error(at, format!("{context}: the two time dimensions differ; say which instances with `time` (current(n), current(a)..current(b), latest(n) or all)"));
+                        return None;
+                    }
+                    (None, _) => {
+                        self.error(at, format!("{context}: {name} has no time dimension; say which instance with `time = \"latest(n)\"`"));
+                        return None;
+                    }
+                }
+            }
+            (Some(_), Some(TimeSelection::Latest(n))) => TimeSelection::Latest(n),
+            (Some(_), Some(selection)) if time.is_none() => {
+                let what = if selection == TimeSelection::All { "all" } else { "current()" };
+                self.error(time_at, format!("{context}: {what} needs {name} to have a time dimension; use latest(n)"));
+                return None;
+            }
+            (Some(target_time), Some(TimeSelection::All)) => {
+                let coarser = target_time
+                    .frequency
+                    .parse::<Frequency>()
+                    .ok()
+                    .zip(time.map(Dataset::frequency))
+                    .is_some_and(|(target, own)| target.approximate() > own.approximate());
+                if coarser {
+                    self.error(
+                        time_at,
+                        format!("{context}: `all` rolls up finer instances, but {target_name} is coarser than {name}"),
+                    );
+                    return None;
+                }
+                TimeSelection::All
+            }
+            (Some(_), Some(selection)) => selection,
+        };
+        if self.diagnostics.len() > errors_before {
+            return None;
+        }
+        let short = target_name.rsplit('/').next().unwrap_or(target_name);
+        let default_name: String =
+            short.chars().take(1).flat_map(char::to_lowercase).chain(short.chars().skip(1)).collect();
+        Some(Dependency {
+            name: d.name.clone().unwrap_or(default_name),
+            target,
+            parameters: bindings,
+            time,
+            line: self.lines.line(raw.span().start),
+        })
+    }
+}
+
+/// `current(n)`, `current(a)..current(b)`, `latest(n)` or `all`.
+fn parse_time_selection(text: &str) -> Result<TimeSelection, String> {
+    let guide = "time is current(n), current(a)..current(b), latest(n) or all";
+    let call = |text: &str, function: &str| -> Option<Result<i64, String>> {
+        let inner = text.trim().strip_prefix(function)?.trim_start().strip_prefix('(')?.strip_suffix(')')?;
+        Some(match inner.trim().parse::<i64>() {
+            Ok(n) if n.abs() <= OFFSET_LIMIT => Ok(n),
+            Ok(_) => Err(format!("`{}` is further than {OFFSET_LIMIT} instances away", inner.trim())),
+            Err(_) => Err(format!("`{}` is not a whole number ({guide})", inner.trim())),
+        })
+    };
+    let text = text.trim();
+    if text == "all" {
+        return Ok(TimeSelection::All);
+    }
+    if let Some((from, to)) = text.split_once("..") {
+        let from = call(from, "current").ok_or_else(|| format!("`{text}`: {guide}"))??;
+        let to = call(to, "current").ok_or_else(|| format!("`{text}`: {guide}"))??;
+        if from > to {
+            return Err(format!("`{text}`: the range runs backwards; write current({to})..current({from})"));
+        }
+        if to - from >= RANGE_LIMIT {
+            return Err(format!("`{text}`: a range of more than {RANGE_LIMIT} instances"));
+        }
+        return Ok(TimeSelection::Current { from, to });
+    }
+    if let Some(n) = call(text, "current") {
+        let n = n?;
+        return Ok(TimeSelection::Current { from: n, to: n });
+    }
+    if let Some(n) = call(text, "latest") {
+        let n = n?;
+        if n > 0 {
+            return Err(format!("`{text}`: latest(n) counts back from now, so n is 0 or negative"));
+        }
+        return Ok(TimeSelection::Latest(n));
+    }
+    Err(format!("`{text}`: {guide}"))
+}

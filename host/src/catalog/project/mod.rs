@@ -1,0 +1,122 @@
+//! Loading `trellis.toml`: TOML into raw structs (unknown keys refused with
+//! their line and the closest valid key), then every semantic check, with
+//! all errors collected so that `trellis validate` can show them at once.
+//!
+//! This module holds the entry points and the order of the checks; each
+//! check lives with its subject: `raw` (the file's shape), `settings`
+//! (project-wide tables, plugins, listeners), `types` (one view type),
+//! `dependencies` (one dependency declaration), `paths` (every view its own
+//! directory), `graph` (no cycle between types) and `checksum` (what a
+//! type stores).
+
+mod checksum;
+mod dependencies;
+mod graph;
+mod paths;
+mod raw;
+mod settings;
+mod types;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use super::{Catalog, PROJECT_FILE, ViewTypeId};
+use raw::{LineIndex, RawProject, syntax_error};
+use types::check_type_name;
+
+/// One problem in the project file, with its line when known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{PROJECT_FILE}:{line}: {}", self.message),
+            None => write!(f, "{PROJECT_FILE}: {}", self.message),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read {}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    /// Every problem found; at least one.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Invalid(Vec<Diagnostic>),
+}
+
+/// Loads `dir/trellis.toml`.
+pub fn load(dir: &Path) -> Result<Catalog, LoadError> {
+    let path = dir.join(PROJECT_FILE);
+    let text = std::fs::read_to_string(&path).map_err(|source| LoadError::Read { path: path.clone(), source })?;
+    let root = std::path::absolute(dir).map_err(|source| LoadError::Read { path, source })?;
+    parse(&text, &root)
+}
+
+/// Parses and validates a project file's text; `root` is its directory.
+pub fn parse(text: &str, root: &Path) -> Result<Catalog, LoadError> {
+    let lines = LineIndex::new(text);
+    let raw: RawProject = toml::from_str(text).map_err(|e| LoadError::Invalid(vec![syntax_error(&e, &lines)]))?;
+    let mut checker = Checker { lines: &lines, diagnostics: Vec::new() };
+    let catalog = checker.check(raw, root);
+    match catalog {
+        Some(catalog) if checker.diagnostics.is_empty() => Ok(catalog),
+        _ => Err(LoadError::Invalid(checker.diagnostics)),
+    }
+}
+
+/// Collects diagnostics while the raw project is turned into a catalog.
+/// Its checks are methods spread over this module's files, one file per
+/// subject; every one records problems here rather than stopping at the
+/// first.
+struct Checker<'a> {
+    lines: &'a LineIndex,
+    diagnostics: Vec<Diagnostic>,
+}
+
+impl Checker<'_> {
+    fn error(&mut self, offset: usize, message: impl Into<String>) {
+        let line = Some(self.lines.line(offset));
+        self.diagnostics.push(Diagnostic { line, message: message.into() });
+    }
+
+    fn check(&mut self, raw: RawProject, root: &Path) -> Option<Catalog> {
+        let settings = self.settings(&raw, root);
+        let plugins = self.plugins(&raw.plugins, root);
+
+        // Names first, so that dependencies can refer to types declared later.
+        let mut by_name: HashMap<String, ViewTypeId> = HashMap::new();
+        for (index, view) in raw.views.iter().enumerate() {
+            let name = view.get_ref().name.get_ref();
+            let offset = view.get_ref().name.span().start;
+            if let Err(message) = check_type_name(name) {
+                self.error(offset, message);
+            }
+            if by_name.insert(name.clone(), ViewTypeId(index as u32)).is_some() {
+                self.error(offset, format!("view type {name} is declared twice"));
+            }
+        }
+
+        let mut types = Vec::with_capacity(raw.views.len());
+        for (index, view) in raw.views.iter().enumerate() {
+            let line = self.lines.line(view.span().start);
+            if let Some(view_type) =
+                self.view_type(ViewTypeId(index as u32), view.get_ref(), line, &by_name, &raw.views, &plugins)
+            {
+                types.push(view_type);
+            }
+        }
+        if types.len() != raw.views.len() {
+            return None;
+        }
+        self.check_cycles(&types);
+        self.check_distinct_paths(&types);
+        let listeners = self.listeners(&raw.listeners, &plugins);
+        Some(Catalog { root: root.to_path_buf(), settings: settings?, plugins, types, by_name, listeners })
+    }
+}

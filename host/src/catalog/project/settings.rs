@@ -1,0 +1,207 @@
+//! The project-wide tables: `[project]`, `[defaults]` and `[events]` into
+//! `Settings` (with their defaults), `[plugins]` and `[[listener]]`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::raw::{RawListener, RawPluginTable, RawProject, with_suggestion};
+use super::{Checker, Diagnostic};
+use crate::catalog::template::is_identifier;
+use crate::catalog::{EvaluationTime, EventSettings, ListenerDecl, MONITOR, PluginDecl, Settings, did_you_mean};
+
+impl Checker<'_> {
+    /// `[project]`, `[defaults]` and `[events]`, with their defaults; the
+    /// storage root must be a directory of its own.
+    pub(super) fn settings(&mut self, raw: &RawProject, root: &Path) -> Option<Settings> {
+        let deadline = match &raw.defaults.deadline {
+            Some(text) => match humantime::parse_duration(text.get_ref()) {
+                Ok(deadline) => Some(deadline),
+                Err(e) => {
+                    self.error(text.span().start, format!("defaults.deadline `{}`: {e}", text.get_ref()));
+                    return None;
+                }
+            },
+            None => None,
+        };
+        let drain = match &raw.events.drain {
+            Some(text) => match humantime::parse_duration(text.get_ref()) {
+                Ok(drain) => drain,
+                Err(e) => {
+                    self.error(text.span().start, format!("events.drain `{}`: {e}", text.get_ref()));
+                    return None;
+                }
+            },
+            None => Duration::from_secs(10),
+        };
+        let events = EventSettings {
+            monitor: raw.events.monitor.unwrap_or(true),
+            history: raw.events.history.unwrap_or(10_000),
+            max: raw.events.max.unwrap_or(1_000_000).max(1),
+            drain,
+        };
+        let declared = &raw.project;
+        let settings = Settings {
+            events,
+            name: declared
+                .name
+                .clone()
+                .unwrap_or_else(|| root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()),
+            storage: root.join(declared.storage.as_deref().unwrap_or("data")),
+            metastore: root.join(declared.metastore.as_deref().unwrap_or(".trellis/metastore")),
+            evaluation_time: declared.evaluation_time.unwrap_or(EvaluationTime::Present),
+            retries: raw.defaults.retries.unwrap_or(3),
+            concurrency: raw.defaults.concurrency.unwrap_or(4).max(1),
+            deadline,
+            memory_mib: raw.defaults.memory_mib,
+        };
+        if root.starts_with(&settings.storage) || settings.metastore.starts_with(&settings.storage) {
+            // Publishing a view replaces its directory: the storage root
+            // must never hold the project file, plugins or the metastore.
+            self.diagnostics.push(Diagnostic {
+                line: None,
+                message:
+                    "project.storage must be a directory of its own, holding neither the project nor the metastore"
+                        .into(),
+            });
+        }
+        Some(settings)
+    }
+
+    pub(super) fn plugins(
+        &mut self,
+        raw: &BTreeMap<String, Spanned<toml::Value>>,
+        root: &Path,
+    ) -> BTreeMap<String, PluginDecl> {
+        let mut plugins = BTreeMap::new();
+        for (name, plugin) in raw {
+            let offset = plugin.span().start;
+            // A file name, or a table with limits: converted by hand, because
+            // serde's untagged enums would lose the unknown-key message.
+            let table = match plugin.get_ref() {
+                toml::Value::String(file) => {
+                    RawPluginTable { file: file.clone(), deadline: None, memory_mib: None, concurrency: None }
+                }
+                value @ toml::Value::Table(_) => match value.clone().try_into::<RawPluginTable>() {
+                    Ok(table) => table,
+                    Err(e) => {
+                        let message = with_suggestion(e.message().trim());
+                        self.error(offset, format!("plugin {name}: {message}"));
+                        continue;
+                    }
+                },
+                other => {
+                    self.error(
+                        offset,
+                        format!("plugin {name}: expected a file name or a table, found {}", other.type_str()),
+                    );
+                    continue;
+                }
+            };
+            let deadline = match table.deadline.as_deref().map(humantime::parse_duration) {
+                Some(Ok(deadline)) => Some(deadline),
+                Some(Err(e)) => {
+                    self.error(offset, format!("plugin {name}: deadline: {e}"));
+                    None
+                }
+                None => None,
+            };
+            if table.concurrency == Some(0) || table.memory_mib == Some(0) {
+                self.error(offset, format!("plugin {name}: concurrency and memory_mib must be at least 1"));
+            }
+            if name == "noop" {
+                self.error(offset, "`noop` is built in (external data): leave `transformation` out instead");
+            }
+            let decl = PluginDecl {
+                name: name.clone(),
+                file: root.join(&table.file),
+                deadline,
+                memory_mib: table.memory_mib,
+                concurrency: table.concurrency,
+            };
+            plugins.insert(name.clone(), decl);
+        }
+        plugins
+    }
+
+    pub(super) fn listeners(
+        &mut self,
+        raw: &[Spanned<RawListener>],
+        plugins: &BTreeMap<String, PluginDecl>,
+    ) -> Vec<ListenerDecl> {
+        let mut listeners: Vec<ListenerDecl> = Vec::new();
+        for listener in raw {
+            let at = listener.span().start;
+            let listener = listener.get_ref();
+            let name = listener.name.get_ref();
+            if !is_identifier(&name.replace('-', "_")) {
+                self.error(
+                    listener.name.span().start,
+                    format!("listener `{name}`: names are letters, digits, `_` and `-`"),
+                );
+            } else if name == MONITOR {
+                self.error(
+                    listener.name.span().start,
+                    "listener `monitor` is built in; turn it off with `[events] monitor = false`",
+                );
+            } else if listeners.iter().any(|l| &l.name == name) {
+                self.error(listener.name.span().start, format!("listener `{name}` is declared twice"));
+            }
+            // The plugin's file is not checked here: a listener whose plugin
+            // cannot be loaded is skipped when scheduling starts, not fatal.
+            let plugin = listener.plugin.get_ref();
+            if !plugins.contains_key(plugin) {
+                let hint = did_you_mean(plugin, plugins.keys().map(String::as_str));
+                self.error(
+                    listener.plugin.span().start,
+                    format!("listener `{name}`: plugin `{plugin}` is not declared in [plugins]{hint}"),
+                );
+            }
+            let max_retries = match listener.max_retries.as_ref().map(|n| (*n.get_ref(), n.span().start)) {
+                None | Some((-1, _)) => None,
+                Some((n, _)) if n >= 0 => Some(u32::try_from(n).unwrap_or(u32::MAX)),
+                Some((n, offset)) => {
+                    self.error(
+                        offset,
+                        format!("listener `{name}`: max_retries is -1 (unlimited) or at least 0, not {n}"),
+                    );
+                    None
+                }
+            };
+            let backoff = match &listener.backoff {
+                Some(text) => humantime::parse_duration(text.get_ref()).unwrap_or_else(|e| {
+                    self.error(text.span().start, format!("listener `{name}`: backoff `{}`: {e}", text.get_ref()));
+                    Duration::ZERO
+                }),
+                None => Duration::from_millis(100),
+            };
+            let mut config = Vec::new();
+            for (key, value) in &listener.config {
+                match value {
+                    toml::Value::String(text) => config.push((key.clone(), text.clone())),
+                    toml::Value::Integer(_) | toml::Value::Float(_) | toml::Value::Boolean(_) => {
+                        config.push((key.clone(), value.to_string()))
+                    }
+                    other => self.error(
+                        at,
+                        format!(
+                            "listener `{name}`: config `{key}` must be a string, number or boolean, not {}",
+                            other.type_str()
+                        ),
+                    ),
+                }
+            }
+            listeners.push(ListenerDecl {
+                name: name.clone(),
+                plugin: plugin.clone(),
+                config,
+                max_retries,
+                backoff,
+                line: self.lines.line(at),
+            });
+        }
+        listeners
+    }
+}

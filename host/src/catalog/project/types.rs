@@ -1,0 +1,235 @@
+//! One `[[view]]` into a `ViewType`: its name, parameters, fields, time
+//! dimension, transformation and done flag, with its path (see `paths`)
+//! and dependencies (see `dependencies`) checked by their own files.
+
+use std::collections::{BTreeMap, HashMap};
+
+use toml::Spanned;
+
+use super::Checker;
+use super::checksum::schema_checksum;
+use super::dependencies::DEPENDENCY_LIMIT;
+use super::paths::default_path;
+use super::raw::RawViewType;
+use crate::catalog::expression::ConfigValue;
+use crate::catalog::template::{Template, is_identifier};
+use crate::catalog::time::Dataset;
+use crate::catalog::{
+    Field, Parameter, PluginDecl, TIME_VARIABLES, Transformation, ViewType, ViewTypeId, did_you_mean,
+};
+
+/// The field types a schema may use.
+const FIELD_KINDS: [&str; 9] = ["string", "int", "long", "double", "decimal", "boolean", "date", "timestamp", "bytes"];
+
+impl Checker<'_> {
+    pub(super) fn view_type(
+        &mut self,
+        id: ViewTypeId,
+        raw: &RawViewType,
+        line: usize,
+        by_name: &HashMap<String, ViewTypeId>,
+        all: &[Spanned<RawViewType>],
+        plugins: &BTreeMap<String, PluginDecl>,
+    ) -> Option<ViewType> {
+        let name = raw.name.get_ref().clone();
+        let at = raw.name.span().start;
+        let errors_before = self.diagnostics.len();
+
+        let mut parameters = Vec::new();
+        for parameter in &raw.parameters {
+            let p = parameter.get_ref();
+            if !is_identifier(&p.name) || TIME_VARIABLES.contains(&p.name.as_str()) {
+                self.error(parameter.span().start, format!("{name}: `{}` cannot be a parameter name", p.name));
+            } else if parameters.iter().any(|q: &Parameter| q.name == p.name) {
+                self.error(parameter.span().start, format!("{name}: parameter `{}` is declared twice", p.name));
+            }
+            parameters.push(Parameter { name: p.name.clone(), kind: p.kind, comment: p.comment.clone() });
+        }
+        let mut fields = Vec::new();
+        for field in &raw.fields {
+            let f = field.get_ref();
+            if !FIELD_KINDS.contains(&f.kind.as_str()) {
+                let hint = did_you_mean(&f.kind, FIELD_KINDS.iter().copied());
+                self.error(
+                    field.span().start,
+                    format!(
+                        "{name}: field `{}` has unknown type `{}` (types: {}){hint}",
+                        f.name,
+                        f.kind,
+                        FIELD_KINDS.join(", ")
+                    ),
+                );
+            }
+            if fields.iter().any(|g: &Field| g.name == f.name) {
+                self.error(field.span().start, format!("{name}: field `{}` is declared twice", f.name));
+            }
+            fields.push(Field { name: f.name.clone(), kind: f.kind.clone(), comment: f.comment.clone() });
+        }
+
+        let time = raw.time.as_ref().and_then(|time| {
+            let t = time.get_ref();
+            match Dataset::parse(&t.frequency, &t.initial, t.timezone.as_deref()) {
+                Ok(dataset) => Some(dataset),
+                Err(e) => {
+                    self.error(time.span().start, format!("{name}: time: {e}"));
+                    None
+                }
+            }
+        });
+        let depth = time.as_ref().map_or(0, |dataset| dataset.frequency().depth());
+        if let (Some(dataset), Some(raw_time)) = (&time, &raw.time) {
+            let zone = dataset.timezone().name();
+            if depth > 3 && zone != "UTC" && !zone.starts_with("Etc/") {
+                // In the repeated hour of autumn, two instances would have
+                // the same local path: two views, one directory.
+                self.error(
+                    raw_time.span().start,
+                    format!("{name}: a {} dataset must use UTC or a fixed-offset Etc/ zone, not {zone}, so that no two instances share a path across a daylight-saving switch", dataset.frequency()),
+                );
+            }
+        }
+
+        let transformation = match &raw.transformation {
+            None => Transformation::External,
+            Some(transformation) => {
+                let t = transformation.get_ref();
+                let offset = transformation.span().start;
+                for plugin in std::iter::once(&t.plugin).chain(&t.checksum) {
+                    if plugin != "noop" && !plugins.contains_key(plugin) {
+                        let hint = did_you_mean(plugin, plugins.keys().map(String::as_str));
+                        self.error(offset, format!("{name}: plugin `{plugin}` is not declared in [plugins]{hint}"));
+                    }
+                }
+                let mut config = Vec::new();
+                for (key, value) in &t.config {
+                    let value = match value {
+                        toml::Value::String(text) => text.clone(),
+                        toml::Value::Integer(n) => n.to_string(),
+                        toml::Value::Float(x) => x.to_string(),
+                        toml::Value::Boolean(b) => b.to_string(),
+                        other => {
+                            self.error(
+                                offset,
+                                format!(
+                                    "{name}: config `{key}` must be a string, number or boolean, not {}",
+                                    other.type_str()
+                                ),
+                            );
+                            continue;
+                        }
+                    };
+                    match ConfigValue::parse(&value) {
+                        Ok(parsed) => config.push((key.clone(), parsed)),
+                        Err(e) => self.error(offset, format!("{name}: config `{key}`: {e}")),
+                    }
+                }
+                if t.plugin == "noop" {
+                    Transformation::External
+                } else {
+                    Transformation::Plugin { plugin: t.plugin.clone(), config, checksum: t.checksum.clone() }
+                }
+            }
+        };
+
+        let default_path = default_path(&name, &parameters, depth);
+        let (path_text, path_at) = match &raw.path {
+            Some(path) => (path.get_ref().clone(), path.span().start),
+            None => (default_path, at),
+        };
+        let path = match Template::parse(&path_text) {
+            Ok(path) => {
+                self.check_path(&name, &path, &path_text, path_at, &parameters, depth);
+                Some(path)
+            }
+            Err(e) => {
+                self.error(path_at, format!("{name}: path: {e}"));
+                None
+            }
+        };
+
+        let done_flag = raw.done_flag.as_ref().map(|f| f.get_ref().clone()).unwrap_or_else(|| "_SUCCESS".into());
+        if done_flag.contains(['/', '\\'])
+            || done_flag == "."
+            || done_flag == ".."
+            || done_flag.chars().any(char::is_control)
+        {
+            let offset = raw.done_flag.as_ref().map_or(at, |f| f.span().start);
+            self.error(offset, format!("{name}: done_flag `{done_flag}` must be a plain file name"));
+        }
+
+        if raw.dependencies.len() > DEPENDENCY_LIMIT {
+            self.error(at, format!("{name}: {} dependencies, more than {DEPENDENCY_LIMIT}", raw.dependencies.len()));
+        }
+        let mut dependencies = Vec::new();
+        for dependency in &raw.dependencies {
+            if let Some(resolved) = self.dependency(&name, dependency, &parameters, time.as_ref(), by_name, all) {
+                dependencies.push(resolved);
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        for dependency in &dependencies {
+            if !seen.insert(dependency.name.as_str()) {
+                self.error(at, format!("{name}: two dependencies are named `{}`; give one a `name`", dependency.name));
+            }
+        }
+        if let (Transformation::Plugin { config, .. }, Some(transformation)) = (&transformation, &raw.transformation) {
+            let parameter_names: Vec<&str> = parameters.iter().map(|p| p.name.as_str()).collect();
+            let dependency_names: Vec<&str> = dependencies.iter().map(|d| d.name.as_str()).collect();
+            for (key, value) in config {
+                if let Err(e) = value.check(&parameter_names, &dependency_names, time.is_some()) {
+                    self.error(transformation.span().start, format!("{name}: config `{key}`: {e}"));
+                }
+            }
+        }
+
+        if self.diagnostics.len() > errors_before {
+            return None;
+        }
+        let path = path?;
+        let format = raw.format.clone().unwrap_or_else(|| "csv".into());
+        let schema_checksum = schema_checksum(&parameters, &fields, time.as_ref(), &path, &format, &done_flag);
+        let package = name.split_once('/').map(|(package, _)| package.to_string()).unwrap_or_default();
+        Some(ViewType {
+            id,
+            name,
+            package,
+            comment: raw.comment.clone(),
+            parameters,
+            fields,
+            time,
+            transformation,
+            version: raw.version.clone(),
+            dependencies,
+            path,
+            done_flag,
+            format,
+            materialize_once: raw.materialize_once,
+            schema_checksum,
+            line,
+        })
+    }
+}
+
+/// `package/Name`: a dotted lower-case package and a capitalized name.
+pub(super) fn check_type_name(name: &str) -> Result<(), String> {
+    let guide = "view type names look like shop.datamart/DailySales";
+    let Some((package, short)) = name.split_once('/') else {
+        return Err(format!("`{name}` is not package/Name ({guide})"));
+    };
+    let package_ok = !package.is_empty()
+        && package.split('.').all(|part| {
+            part.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+                && part.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        });
+    let short_ok = short.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+        && short.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !package_ok {
+        return Err(format!("`{package}` in `{name}` is not a package: lower-case words separated by dots ({guide})"));
+    }
+    if !short_ok {
+        return Err(format!(
+            "`{short}` in `{name}` is not a view type name: a capital letter, then letters and digits ({guide})"
+        ));
+    }
+    Ok(())
+}

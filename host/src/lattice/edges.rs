@@ -1,0 +1,43 @@
+//! A view's edges: its dependencies, grouped by the declaration they come
+//! from, and the closure of a set of views.
+
+use super::{Lattice, ViewId};
+
+impl Lattice<'_> {
+    /// The views and everything they depend on, each once, the given views
+    /// first, then breadth first.
+    pub fn closure(&self, addressed: &[ViewId]) -> Vec<ViewId> {
+        let mut seen = vec![false; self.views.len()];
+        let mut order = Vec::new();
+        let mut queue: std::collections::VecDeque<ViewId> = addressed.iter().copied().collect();
+        while let Some(id) = queue.pop_front() {
+            if !std::mem::replace(&mut seen[id.0 as usize], true) {
+                order.push(id);
+                queue.extend(self.dependencies(id).iter().copied());
+            }
+        }
+        order
+    }
+
+    pub fn dependencies(&self, id: ViewId) -> &[ViewId] {
+        &self.edges[self.edge_range(id)]
+    }
+
+    /// The dependencies of `id` grouped by the declaration they come from,
+    /// in declaration order (one group per `[[view.dependency]]`).
+    pub fn dependencies_by_declaration(&self, id: ViewId) -> Vec<Vec<ViewId>> {
+        let mut groups = vec![Vec::new(); self.view_type(id).dependencies.len()];
+        let range = self.edge_range(id);
+        for (edge, origin) in self.edges[range.clone()].iter().zip(&self.edge_origin[range]) {
+            groups[*origin as usize].push(*edge);
+        }
+        groups
+    }
+
+    fn edge_range(&self, id: ViewId) -> std::ops::Range<usize> {
+        let index = id.0 as usize;
+        let start = self.edge_start[index] as usize;
+        let end = self.edge_start.get(index + 1).map_or(self.edges.len(), |&end| end as usize);
+        start..end
+    }
+}

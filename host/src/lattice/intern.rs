@@ -1,0 +1,60 @@
+//! The interned store of views: adding a view (its parameter tuple shared
+//! by every view with the same values), forgetting what was added since a
+//! mark, and the memory it takes.
+
+use super::{Lattice, ParamsId, ViewId, ViewKey};
+use crate::catalog::ViewTypeId;
+
+impl Lattice<'_> {
+    pub(super) fn intern(&mut self, view_type: ViewTypeId, params: Vec<String>, instance: i64) -> ViewId {
+        let params: Box<[Box<str>]> = params.into_iter().map(String::into_boxed_str).collect();
+        let params = match self.params_index.get(&params) {
+            Some(&id) => id,
+            None => {
+                let id = ParamsId(self.params.len() as u32);
+                self.params.push(params.clone());
+                self.params_index.insert(params, id);
+                id
+            }
+        };
+        let key = ViewKey { view_type, params, instance };
+        if let Some(&id) = self.index.get(&key) {
+            return id;
+        }
+        let id = ViewId(self.views.len() as u32);
+        self.views.push(key);
+        self.index.insert(key, id);
+        id
+    }
+
+    /// Where the lattice stands, to undo a failed instantiation.
+    pub(super) fn mark(&self) -> (usize, usize) {
+        (self.views.len(), self.edges.len())
+    }
+
+    /// Forgets every view added since `mark`, so that a failed
+    /// instantiation leaves no half-resolved views behind.
+    pub(super) fn rollback(&mut self, (views, edges): (usize, usize)) {
+        for key in self.views.drain(views..) {
+            self.index.remove(&key);
+        }
+        self.edge_start.truncate(views);
+        self.edges.truncate(edges);
+        self.edge_origin.truncate(edges);
+        self.resolved = views;
+    }
+
+    /// Bytes used by the lattice's own structures (not the catalog), for the
+    /// benchmark's per-view figure.
+    pub fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let params: usize =
+            self.params.iter().map(|p| p.iter().map(|s| s.len() + size_of::<Box<str>>()).sum::<usize>()).sum();
+        self.views.capacity() * size_of::<ViewKey>()
+            + self.index.capacity() * (size_of::<ViewKey>() + size_of::<ViewId>() + 1)
+            + self.edge_start.capacity() * 4
+            + self.edges.capacity() * size_of::<ViewId>()
+            + self.edge_origin.capacity() * 2
+            + 2 * params
+    }
+}

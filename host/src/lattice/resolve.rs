@@ -1,0 +1,131 @@
+//! Dependency resolution: the edges of each view added, from its type's
+//! dependency declarations, resolved in order of addition.
+
+use chrono::{DateTime, Utc};
+
+use super::instantiate::check_value;
+use super::{Error, Lattice, ViewId};
+use crate::catalog::{Binding, TimeSelection, ViewTypeId};
+
+/// What dependency resolution may need from outside: the evaluation time
+/// of `latest()` and whether a view's data exists.
+pub struct Resolution<'a> {
+    pub evaluation_time: DateTime<Utc>,
+    pub exists: &'a dyn Fn(&Lattice<'_>, &ResolvedView) -> bool,
+}
+
+/// The usual answer to "does this view's data exist": its done flag is on
+/// disk.
+pub fn on_disk(lattice: &Lattice<'_>, view: &ResolvedView) -> bool {
+    lattice.done_flag_path_of(view).exists()
+}
+
+/// A view that is about to be interned, as `latest()` sees it.
+pub struct ResolvedView<'a> {
+    pub view_type: ViewTypeId,
+    pub params: &'a [String],
+    pub instance: i64,
+}
+
+impl Lattice<'_> {
+    /// Resolves the dependencies of every view not resolved yet, in order
+    /// of addition; new dependencies join the end of the queue. Iterative,
+    /// because a `current(-1)` chain can be thousands of views deep.
+    pub(super) fn resolve_pending(&mut self, resolution: &Resolution<'_>) -> Result<(), Error> {
+        let mut keys = Vec::new();
+        while self.resolved < self.views.len() {
+            let id = ViewId(self.resolved as u32);
+            keys.clear();
+            self.dependency_keys(id, resolution, &mut keys)?;
+            self.edge_start.push(self.edges.len() as u32);
+            for (origin, view_type, params, instance) in keys.drain(..) {
+                let dependency = self.intern(view_type, params, instance);
+                self.edges.push(dependency);
+                self.edge_origin.push(origin);
+            }
+            self.resolved += 1;
+        }
+        Ok(())
+    }
+
+    /// The views `id` depends on, as (type, parameters, instance).
+    fn dependency_keys(
+        &self,
+        id: ViewId,
+        resolution: &Resolution<'_>,
+        out: &mut Vec<(u16, ViewTypeId, Vec<String>, i64)>,
+    ) -> Result<(), Error> {
+        let key = self.views[id.0 as usize];
+        let view_type = self.catalog.get(key.view_type);
+        let own_params = &self.params[key.params.0 as usize];
+        let value_of = |name: &str| view_type.parameters.iter().position(|p| p.name == name).map(|i| &*own_params[i]);
+        for (origin, dependency) in view_type.dependencies.iter().enumerate() {
+            let origin = origin as u16;
+            let target = self.catalog.get(dependency.target);
+            // Parameter values: the cartesian product of the bindings.
+            let mut tuples: Vec<Vec<String>> = vec![Vec::new()];
+            for (binding, parameter) in dependency.parameters.iter().zip(&target.parameters) {
+                let rendered: Vec<String> = match binding {
+                    Binding::One(template) => vec![template.render(value_of)],
+                    Binding::Each(templates) => templates.iter().map(|t| t.render(value_of)).collect(),
+                };
+                let mut values = Vec::with_capacity(rendered.len());
+                for value in &rendered {
+                    let value =
+                        check_value(target, &parameter.name, parameter.kind, value).map_err(|e| Error::Dependency {
+                            view: self.url_path(id),
+                            dependency: dependency.name.clone(),
+                            source: Box::new(e),
+                        })?;
+                    if !values.contains(&value) {
+                        values.push(value);
+                    }
+                }
+                tuples = tuples
+                    .into_iter()
+                    .flat_map(|tuple| {
+                        values.iter().map(move |value| {
+                            let mut tuple = tuple.clone();
+                            tuple.push(value.clone());
+                            tuple
+                        })
+                    })
+                    .collect();
+            }
+            // Time instances.
+            let instances: Vec<i64> = match (dependency.time, &view_type.time, &target.time) {
+                (TimeSelection::Timeless, _, _) | (_, _, None) => vec![0],
+                (TimeSelection::Current { from, to }, Some(own), Some(theirs)) => {
+                    let nominal = own.instance(key.instance).expect("a lattice view is an instance");
+                    (from..=to).filter_map(|n| theirs.current_index(nominal, n)).collect()
+                }
+                (TimeSelection::All, Some(own), Some(theirs)) => {
+                    let start = own.instance(key.instance).expect("a lattice view is an instance");
+                    let end = own.instance(key.instance + 1).unwrap_or(start);
+                    theirs.indices_within(start, end).collect()
+                }
+                (TimeSelection::Current { .. } | TimeSelection::All, None, Some(_)) => Vec::new(),
+                (TimeSelection::Latest(n), _, Some(theirs)) => {
+                    for params in &tuples {
+                        let exists = |instance: i64| {
+                            let view = ResolvedView { view_type: target.id, params, instance };
+                            (resolution.exists)(self, &view)
+                        };
+                        if let Some(instance) = theirs.latest_index(resolution.evaluation_time, n, exists) {
+                            out.push((origin, target.id, params.clone(), instance));
+                        }
+                    }
+                    continue;
+                }
+            };
+            let mut instances = instances;
+            instances.dedup();
+            for params in &tuples {
+                for &instance in &instances {
+                    out.push((origin, target.id, params.clone(), instance));
+                }
+            }
+        }
+        Ok(())
+    }
+}
