@@ -23,8 +23,8 @@ fn main() {
     let catalog = catalog::load(project.path()).expect("project loads");
     let loaded = started.elapsed();
     let pattern = pattern::parse("shop.datamart/MonthlyTotal/rym(201501-202412)").expect("pattern");
-    let mut lattice = Lattice::new(&catalog);
-    let never = |_: &Lattice<'_>, _: &trellis::lattice::ResolvedView| false;
+    let mut lattice = Lattice::new(std::sync::Arc::new(catalog));
+    let never = |_: &Lattice, _: &trellis::lattice::ResolvedView| false;
     let resolution = Resolution { evaluation_time: chrono::Utc::now(), exists: &never };
     let addressed = lattice.instantiate(&pattern, &resolution).expect("instantiate");
     let total = started.elapsed();

@@ -25,20 +25,20 @@ pub enum Error {
 }
 
 /// A project opened for scheduling: its plugins, scheduler and listeners.
-pub struct Session<'c> {
-    pub catalog: &'c Catalog,
+pub struct Session {
+    pub catalog: Arc<Catalog>,
     pub plugins: Arc<Plugins>,
-    pub scheduler: Scheduler<'c>,
+    pub scheduler: Scheduler,
     listeners: Option<Listeners>,
 }
 
-impl<'c> Session<'c> {
+impl Session {
     /// Loads the project's plugins, opens the scheduler and starts the
     /// listeners, which follow the event log from their cursors.
-    pub async fn open(catalog: &'c Catalog, runtime: &Runtime) -> Result<Session<'c>, Error> {
-        let plugins = Arc::new(Plugins::load(runtime, catalog).await);
-        let scheduler = Scheduler::open(catalog, &plugins).await?;
-        let listeners = Listeners::start(catalog, &plugins, scheduler.metastore()).await?;
+    pub async fn open(catalog: Arc<Catalog>, runtime: &Runtime) -> Result<Session, Error> {
+        let plugins = Arc::new(Plugins::load(runtime, &catalog).await);
+        let scheduler = Scheduler::open(catalog.clone(), &plugins).await?;
+        let listeners = Listeners::start(&catalog, &plugins, scheduler.metastore()).await?;
         Ok(Session { catalog, plugins, scheduler, listeners: Some(listeners) })
     }
 

@@ -51,7 +51,7 @@ pub struct Settings {
 pub struct AppState {
     pub handle: Handle,
     pub store: Arc<Metastore>,
-    pub catalog: &'static Catalog,
+    pub catalog: Arc<Catalog>,
     /// Restarted when a listener is re-enabled.
     pub listeners: tokio::sync::Mutex<Option<Listeners>>,
     /// The project's plugins, loaded once; listeners restart from them.

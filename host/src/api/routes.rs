@@ -444,7 +444,7 @@ async fn transformations(State(state): Shared) -> Json<wire::Transformations> {
 }
 
 fn listener_status(state: &AppState) -> Result<Vec<wire::Listener>, ApiError> {
-    let statuses = listeners::status(state.catalog, &state.store).map_err(listener_error)?;
+    let statuses = listeners::status(&state.catalog, &state.store).map_err(listener_error)?;
     Ok(statuses
         .into_iter()
         .map(|status| {
@@ -482,7 +482,7 @@ async fn list_listeners(State(state): Shared) -> Result<Json<Vec<wire::Listener>
     responses((status = 200, body = wire::Enabled), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody)),
     security(("bearer" = [])))]
 async fn enable_listener(State(state): Shared, Path(name): Path) -> Result<Json<wire::Enabled>, ApiError> {
-    let was_disabled = listeners::enable(state.catalog, &state.store, &name).map_err(listener_error)?;
+    let was_disabled = listeners::enable(&state.catalog, &state.store, &name).map_err(listener_error)?;
     // Listeners read their records when they start: a restart of all of
     // them (each from its stored cursor) brings this one back. It runs as a
     // task of its own, so that a request timing out or a client hanging up
@@ -498,7 +498,7 @@ async fn enable_listener(State(state): Shared, Path(name): Path) -> Result<Json<
             if let Some(old) = running.take() {
                 old.shutdown().await;
             }
-            *running = Some(Listeners::start(state.catalog, &state.plugins, state.store.clone()).await?);
+            *running = Some(Listeners::start(&state.catalog, &state.plugins, state.store.clone()).await?);
             Ok::<(), listeners::Error>(())
         })
     };

@@ -84,10 +84,10 @@ pub(super) async fn bench(args: &BenchArgs, runtime: &Runtime) -> anyhow::Result
     write_project(&dir, args.shops, start, last, "").context("writing the benchmark project")?;
     let catalog = super::catalog::load(&dir)?;
     let plugins = Plugins::load(runtime, &catalog).await;
-    let mut scheduler = Scheduler::open(&catalog, &plugins).await?;
+    let mut scheduler = Scheduler::open(catalog.clone(), &plugins).await?;
     let pattern = format!("bench.mart/MonthlyTotal/rym({}-{})", start.format("%Y%m"), last.format("%Y%m"));
 
-    let measure = async |label: &str, scheduler: &mut Scheduler<'_>| -> anyhow::Result<()> {
+    let measure = async |label: &str, scheduler: &mut Scheduler| -> anyhow::Result<()> {
         let started = Instant::now();
         let summary = scheduler.materialize(&pattern, Mode::Default).await?;
         let elapsed = started.elapsed();
@@ -145,7 +145,7 @@ async fn bench_listeners(
             // SAFETY: sync(2) takes no arguments and cannot fail.
             unsafe { libc::sync() };
             let catalog = super::catalog::load(&project)?;
-            let mut session = Session::open(&catalog, runtime).await?;
+            let mut session = Session::open(catalog.clone(), runtime).await?;
             let scheduler = &mut session.scheduler;
             let pattern = format!("bench.mart/MonthlyTotal/rym({}-{})", start.format("%Y%m"), last.format("%Y%m"));
             let started = Instant::now();

@@ -2,6 +2,7 @@
 //! instantiate views and explain their dependencies, without transforming.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use chrono::{DateTime, Utc};
@@ -60,9 +61,9 @@ pub(super) struct DepsArgs {
 
 /// Loads the project; on problems, prints each on its own line (file and
 /// line first) and fails with their count.
-pub(super) fn load(project: &Path) -> anyhow::Result<Catalog> {
+pub(super) fn load(project: &Path) -> anyhow::Result<Arc<Catalog>> {
     match catalog::load(project) {
-        Ok(catalog) => Ok(catalog),
+        Ok(catalog) => Ok(Arc::new(catalog)),
         Err(catalog::LoadError::Invalid(diagnostics)) => {
             for diagnostic in &diagnostics {
                 eprintln!("{}", path_of(project, diagnostic));
@@ -159,7 +160,7 @@ fn transformation_name(transformation: &Transformation) -> &str {
 pub(super) fn views(args: &ViewsArgs) -> anyhow::Result<Status> {
     let catalog = load(&args.project.project)?;
     let pattern = catalog::pattern::parse(&args.views)?;
-    let mut lattice = Lattice::new(&catalog);
+    let mut lattice = Lattice::new(catalog.clone());
     let resolution = Resolution { evaluation_time: Utc::now(), exists: &on_disk };
     let addressed = lattice.instantiate(&pattern, &resolution)?;
     let listed: Vec<ViewId> = if args.deps { lattice.closure(&addressed) } else { dedup(addressed) };
@@ -398,7 +399,7 @@ pub(super) fn deps(args: &DepsArgs) -> anyhow::Result<Status> {
             .with_timezone(&Utc),
         None => Utc::now(),
     };
-    let mut lattice = Lattice::new(&catalog);
+    let mut lattice = Lattice::new(catalog.clone());
     let resolution = Resolution { evaluation_time: now, exists: &on_disk };
     let id = lattice.view(&args.view, &resolution)?;
     let view_type = lattice.view_type(id);
@@ -440,6 +441,6 @@ pub(super) fn deps(args: &DepsArgs) -> anyhow::Result<Status> {
 }
 
 /// Oozie's dataIn: the data paths, joined with commas.
-fn data_in(lattice: &Lattice<'_>, ids: &[ViewId]) -> String {
+fn data_in(lattice: &Lattice, ids: &[ViewId]) -> String {
     ids.iter().map(|&id| lattice.data_path(id).display().to_string()).collect::<Vec<_>>().join(",")
 }

@@ -55,7 +55,7 @@ impl DemoArgs {
         );
 
         let catalog = super::catalog::load(dir)?;
-        let mut session = Session::open(&catalog, runtime).await?;
+        let mut session = Session::open(catalog.clone(), runtime).await?;
         let scheduler = &mut session.scheduler;
         println!("\n$ trellis materialize -v {PATTERN}");
         let first = scheduler.materialize(PATTERN, Mode::Default).await?;

@@ -70,7 +70,7 @@ fn progress_bar() -> indicatif::ProgressBar {
 
 pub(super) async fn materialize(args: &MaterializeArgs, runtime: &Runtime) -> anyhow::Result<Status> {
     let catalog = load(&args.project.project)?;
-    let mut session = Session::open(&catalog, runtime).await?;
+    let mut session = Session::open(catalog.clone(), runtime).await?;
     let bar = progress_bar();
     let listener_lag = session.listeners().map(|listeners| listeners.lag_probe());
     let scheduler = &mut session.scheduler;
@@ -261,7 +261,7 @@ fn print_summary(summary: &RunSummary, json: bool) -> anyhow::Result<()> {
 pub(super) async fn invalidate(args: &InvalidateArgs) -> anyhow::Result<Status> {
     let catalog = load(&args.project.project)?;
     // Invalidating needs no plugins: only records change.
-    let mut scheduler = Scheduler::open_records(&catalog).context("opening the scheduler")?;
+    let mut scheduler = Scheduler::open_records(catalog).context("opening the scheduler")?;
     let Invalidation { invalidated, refused } = scheduler.invalidate(&args.views, args.deps, |_| false)?;
     Ok(print_invalidation(&invalidated, &refused))
 }
@@ -293,7 +293,7 @@ fn print_invalidation(invalidated: &[String], refused: &[(String, String)]) -> S
 pub(super) async fn plan(args: &PlanArgs, runtime: &Runtime) -> anyhow::Result<Status> {
     let catalog = load(&args.project.project)?;
     let plugins = Plugins::load(runtime, &catalog).await;
-    let mut scheduler = Scheduler::open(&catalog, &plugins).await.context("opening the scheduler")?;
+    let mut scheduler = Scheduler::open(catalog.clone(), &plugins).await.context("opening the scheduler")?;
     print_plan(&scheduler.plan(&args.views)?, args.project.json)
 }
 

@@ -37,21 +37,20 @@ pub(super) struct ServeArgs {
 /// `token` is the one clients must send (the global `--token-file`, else `$TRELLIS_TOKEN`).
 pub(super) async fn serve(args: &ServeArgs, token: Option<String>, runtime: &Runtime) -> anyhow::Result<Status> {
     api::check_bind(&args.bind, token.as_deref()).map_err(anyhow::Error::msg)?;
-    // The server runs until the process ends: its catalog lives as long.
-    let catalog: &'static _ = Box::leak(Box::new(load(&args.project.project)?));
-    let mut session = Session::open(catalog, runtime).await?;
+    let catalog = load(&args.project.project)?;
+    let mut session = Session::open(catalog.clone(), runtime).await?;
     let listeners = session.take_listeners();
     let Session { scheduler, plugins, .. } = session;
     let permits = scheduler.permits();
     let store = scheduler.metastore();
-    let plugin_statuses = plugin_statuses(catalog, &plugins);
+    let plugin_statuses = plugin_statuses(&catalog, &plugins);
     let (service, handle) = Service::new(scheduler);
     let service = tokio::spawn(service.run());
     let (shutdown_sender, shutdown) = tokio::sync::watch::channel(false);
     let state = Arc::new(AppState {
         handle: handle.clone(),
         store,
-        catalog,
+        catalog: catalog.clone(),
         listeners: tokio::sync::Mutex::new(listeners),
         plugins,
         plugin_statuses,

@@ -3,7 +3,7 @@
 
 use super::{Lattice, ViewId};
 
-impl Lattice<'_> {
+impl Lattice {
     /// The views and everything they depend on, each once, the given views
     /// first, then breadth first.
     pub fn closure(&self, addressed: &[ViewId]) -> Vec<ViewId> {

@@ -5,18 +5,20 @@ use super::{Error, Lattice, PATTERN_LIMIT, Resolution, ViewId};
 use crate::catalog::pattern::Pattern;
 use crate::catalog::{ParameterKind, ViewType};
 
-impl Lattice<'_> {
+impl Lattice {
     /// The views a pattern addresses, added with all their dependencies.
     pub fn instantiate(&mut self, pattern: &Pattern, resolution: &Resolution<'_>) -> Result<Vec<ViewId>, Error> {
         let count = pattern.count().saturating_mul(pattern.view_types.len());
         if count > PATTERN_LIMIT {
             return Err(Error::TooMany { count, limit: PATTERN_LIMIT });
         }
+        // Its own handle on the catalog: the types found are used while views are added.
+        let catalog = self.catalog.clone();
         let mut types = Vec::new();
         for short in &pattern.view_types {
             let name = format!("{}/{short}", pattern.package);
-            let view_type = self.catalog.find(&name).ok_or_else(|| Error::UnknownViewType {
-                closest: self.catalog.closest(&name).into_iter().map(String::from).collect(),
+            let view_type = catalog.find(&name).ok_or_else(|| Error::UnknownViewType {
+                closest: catalog.closest(&name).into_iter().map(String::from).collect(),
                 name: name.clone(),
             })?;
             types.push(view_type);
@@ -128,7 +130,7 @@ parameters = { n = "${label}" }
     #[test]
     fn a_failed_instantiation_leaves_the_lattice_as_it_was() {
         let catalog = catalog::parse(PROJECT, std::path::Path::new("/p")).unwrap();
-        let mut lattice = Lattice::new(&catalog);
+        let mut lattice = Lattice::new(std::sync::Arc::new(catalog));
         let good = lattice.instantiate(&pattern::parse("t.a/Label/7").unwrap(), &resolution()).unwrap();
         assert_eq!(lattice.len(), 2);
         let error = lattice.instantiate(&pattern::parse("t.a/Label/e(8,abc)").unwrap(), &resolution()).unwrap_err();

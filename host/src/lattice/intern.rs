@@ -5,7 +5,7 @@
 use super::{Lattice, ParamsId, ViewId, ViewKey};
 use crate::catalog::ViewTypeId;
 
-impl Lattice<'_> {
+impl Lattice {
     pub(super) fn intern(&mut self, view_type: ViewTypeId, params: Vec<String>, instance: i64) -> ViewId {
         let params: Box<[Box<str>]> = params.into_iter().map(String::into_boxed_str).collect();
         let params = match self.params_index.get(&params) {

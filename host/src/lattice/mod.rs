@@ -23,6 +23,7 @@ mod render;
 mod resolve;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
@@ -74,8 +75,9 @@ fn suggest(closest: &[String]) -> String {
 /// not try to instantiate the next thousand years.
 pub const PATTERN_LIMIT: usize = 10_000_000;
 
-pub struct Lattice<'c> {
-    catalog: &'c Catalog,
+pub struct Lattice {
+    /// Shared with the scheduler and the server, which outlive no catalog.
+    catalog: Arc<Catalog>,
     views: Vec<ViewKey>,
     index: HashMap<ViewKey, ViewId>,
     params: Vec<Box<[Box<str>]>>,
@@ -90,8 +92,8 @@ pub struct Lattice<'c> {
     resolved: usize,
 }
 
-impl<'c> Lattice<'c> {
-    pub fn new(catalog: &'c Catalog) -> Self {
+impl Lattice {
+    pub fn new(catalog: Arc<Catalog>) -> Self {
         Lattice {
             catalog,
             views: Vec::new(),
@@ -105,8 +107,8 @@ impl<'c> Lattice<'c> {
         }
     }
 
-    pub fn catalog(&self) -> &'c Catalog {
-        self.catalog
+    pub fn catalog(&self) -> &Arc<Catalog> {
+        &self.catalog
     }
 
     pub fn len(&self) -> usize {
@@ -121,7 +123,7 @@ impl<'c> Lattice<'c> {
         (0..self.views.len() as u32).map(ViewId)
     }
 
-    pub fn view_type(&self, id: ViewId) -> &'c ViewType {
+    pub fn view_type(&self, id: ViewId) -> &ViewType {
         self.catalog.get(self.views[id.0 as usize].view_type)
     }
 

@@ -9,7 +9,7 @@ use super::resolve::ResolvedView;
 use super::{Lattice, ViewId};
 use crate::catalog::{TIME_VARIABLES, Transformation, ViewType, expression};
 
-impl Lattice<'_> {
+impl Lattice {
     /// `package/Name/<param values>/<yyyy/MM/dd/HH/mm as deep as the frequency>`.
     pub fn url_path(&self, id: ViewId) -> String {
         let view_type = self.view_type(id);

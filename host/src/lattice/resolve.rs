@@ -11,12 +11,12 @@ use crate::catalog::{Binding, TimeSelection, ViewTypeId};
 /// of `latest()` and whether a view's data exists.
 pub struct Resolution<'a> {
     pub evaluation_time: DateTime<Utc>,
-    pub exists: &'a dyn Fn(&Lattice<'_>, &ResolvedView) -> bool,
+    pub exists: &'a dyn Fn(&Lattice, &ResolvedView) -> bool,
 }
 
 /// The usual answer to "does this view's data exist": its done flag is on
 /// disk.
-pub fn on_disk(lattice: &Lattice<'_>, view: &ResolvedView) -> bool {
+pub fn on_disk(lattice: &Lattice, view: &ResolvedView) -> bool {
     lattice.done_flag_path_of(view).exists()
 }
 
@@ -27,7 +27,7 @@ pub struct ResolvedView<'a> {
     pub instance: i64,
 }
 
-impl Lattice<'_> {
+impl Lattice {
     /// Resolves the dependencies of every view not resolved yet, in order
     /// of addition; new dependencies join the end of the queue. Iterative,
     /// because a `current(-1)` chain can be thousands of views deep.

@@ -56,7 +56,7 @@ impl Memo {
     }
 
     /// Takes in the views added to the lattice since the last call.
-    pub fn grow(&mut self, lattice: &Lattice<'_>) {
+    pub fn grow(&mut self, lattice: &Lattice) {
         let known = self.clean.len();
         self.clean.resize(lattice.len(), false);
         self.dependents.resize_with(lattice.len(), Vec::new);
@@ -75,7 +75,7 @@ impl Memo {
     /// Marks a view settled as up to date clean, if all it depends on is.
     /// An external view must be watched: with data, its own directory;
     /// without, at least the nearest directory that exists above it.
-    pub fn settled(&mut self, id: ViewId, lattice: &Lattice<'_>, external: Option<bool>) {
+    pub fn settled(&mut self, id: ViewId, lattice: &Lattice, external: Option<bool>) {
         let dependencies_clean = lattice.dependencies(id).iter().all(|&d| self.is_clean(d));
         let watched = match (external, self.watch_of.get(&id)) {
             (None, _) => true,

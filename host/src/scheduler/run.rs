@@ -172,7 +172,7 @@ impl Run {
     }
 }
 
-impl Scheduler<'_> {
+impl Scheduler {
     /// Materializes the views of `pattern` and, unless the mode says
     /// otherwise, their dependencies first.
     pub async fn materialize(&mut self, pattern_text: &str, mode: Mode) -> Result<RunSummary, Error> {

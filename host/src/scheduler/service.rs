@@ -149,7 +149,7 @@ impl Handle {
 
 /// One task owns this: the scheduler, the runs queued and the one executing.
 pub struct Service {
-    scheduler: Scheduler<'static>,
+    scheduler: Scheduler,
     requests: mpsc::UnboundedReceiver<Request>,
     /// Some handle is still alive.
     requests_open: bool,
@@ -163,7 +163,7 @@ impl Service {
     /// Makes a service of the scheduler: it shares its table and remembers
     /// freshness between runs. Returns the service, to run on a task of
     /// its own, and its handle.
-    pub fn new(mut scheduler: Scheduler<'static>) -> (Service, Handle) {
+    pub fn new(mut scheduler: Scheduler) -> (Service, Handle) {
         let (sender, requests) = mpsc::unbounded_channel();
         let table = scheduler.share_table();
         scheduler.remember_freshness();

@@ -47,9 +47,9 @@ pub(super) struct Transformations {
     pub versions: HashMap<ViewTypeId, String>,
 }
 
-pub struct Scheduler<'c> {
-    pub(super) catalog: &'c Catalog,
-    pub(super) lattice: Lattice<'c>,
+pub struct Scheduler {
+    pub(super) catalog: Arc<Catalog>,
+    pub(super) lattice: Lattice,
     pub(super) store: Arc<Metastore>,
     pub(super) transformations: Option<Transformations>,
     /// Types whose schema checksum changed when this scheduler opened.
@@ -107,14 +107,14 @@ pub(super) fn mtime_millis(path: &std::path::Path) -> Option<i64> {
     modified.duration_since(SystemTime::UNIX_EPOCH).ok().map(|d| d.as_millis() as i64)
 }
 
-impl<'c> Scheduler<'c> {
+impl Scheduler {
     /// Opens the metastore, registers schema checksums (dropping the
     /// metadata of types whose schema changed), makes sure every plugin the
     /// view types use is loaded and fits, and computes each type's version
     /// checksum.
-    pub async fn open(catalog: &'c Catalog, plugins: &Plugins) -> Result<Scheduler<'c>, Error> {
-        plugins.ready_for(catalog)?;
-        let versions = plugins.versions(catalog).await?;
+    pub async fn open(catalog: Arc<Catalog>, plugins: &Plugins) -> Result<Scheduler, Error> {
+        plugins.ready_for(&catalog)?;
+        let versions = plugins.versions(&catalog).await?;
         let used =
             catalog.plugins.keys().filter_map(|name| Some((name.clone(), plugins.get(name).ok()?.clone()))).collect();
         let mut scheduler = Scheduler::open_records(catalog)?;
@@ -125,7 +125,7 @@ impl<'c> Scheduler<'c> {
     /// Opens the metastore and registers schema checksums, without plugins:
     /// enough to instantiate views and invalidate them, not to materialize
     /// or plan.
-    pub fn open_records(catalog: &'c Catalog) -> Result<Scheduler<'c>, Error> {
+    pub fn open_records(catalog: Arc<Catalog>) -> Result<Scheduler, Error> {
         let store = Arc::new(Metastore::open(&catalog.settings.metastore)?);
         let mut schema_changed = HashSet::new();
         for view_type in catalog.types() {
@@ -146,8 +146,7 @@ impl<'c> Scheduler<'c> {
             })
             .collect();
         Ok(Scheduler {
-            catalog,
-            lattice: Lattice::new(catalog),
+            lattice: Lattice::new(catalog.clone()),
             store,
             transformations: None,
             schema_changed,
@@ -155,6 +154,7 @@ impl<'c> Scheduler<'c> {
             staging: Arc::new(staging),
             global: Permits::new("*", catalog.settings.concurrency),
             per_plugin,
+            catalog,
             retry_backoff: Duration::from_millis(100),
             progress: None,
             run_started: None,
@@ -196,7 +196,7 @@ impl<'c> Scheduler<'c> {
         self.store.clone()
     }
 
-    pub fn lattice(&self) -> &Lattice<'c> {
+    pub fn lattice(&self) -> &Lattice {
         &self.lattice
     }
 
