@@ -51,7 +51,6 @@ fn scenarios() {
 /// command whose output differed.
 fn run_scenario(text: &str) -> (String, Vec<String>) {
     let project = tempfile::tempdir().unwrap();
-    let cache = tempfile::tempdir().unwrap();
     let lines: Vec<&str> = text.lines().collect();
     let mut out = String::new();
     let mut mismatches = Vec::new();
@@ -97,7 +96,7 @@ fn run_scenario(text: &str) -> (String, Vec<String>) {
                 expected.push(lines[i]);
                 i += 1;
             }
-            let actual = execute(command, project.path(), cache.path());
+            let actual = execute(command, project.path());
             out.push_str(line);
             out.push('\n');
             out.push_str(&actual);
@@ -112,7 +111,7 @@ fn run_scenario(text: &str) -> (String, Vec<String>) {
     (out, mismatches)
 }
 
-fn execute(command: &str, project: &Path, cache: &Path) -> String {
+fn execute(command: &str, project: &Path) -> String {
     let words = split(command);
     match words.first().map(String::as_str) {
         Some("touch") => {
@@ -123,7 +122,7 @@ fn execute(command: &str, project: &Path, cache: &Path) -> String {
         }
         Some("trellis") => {
             // Logs carry timestamps; what a scenario checks is the output.
-            let result = run(trellis(cache).current_dir(project).env("TRELLIS_LOG", "off").args(&words[1..]));
+            let result = run(trellis().current_dir(project).env("TRELLIS_LOG", "off").args(&words[1..]));
             let project = project.display().to_string();
             // Blank lines end an expectation in the file format, so they are left out.
             let output = format!("{}{}", result.stdout, result.stderr).replace(&project, "$PROJECT");

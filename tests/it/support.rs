@@ -1,4 +1,5 @@
-//! Shared test helpers: the built plugins, a runtime, and the binary.
+//! Shared test helpers: the built plugins, a runtime, the binary, and one
+//! compile cache for the whole test binary.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -17,7 +18,32 @@ pub fn plugin_path(name: &str) -> PathBuf {
 /// shares it between views: a test that breaks it breaks the others.
 pub fn runtime() -> &'static Runtime {
     static RUNTIME: OnceLock<Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| Runtime::new(RuntimeOptions::default()).expect("runtime starts"))
+    RUNTIME.get_or_init(|| {
+        let options = RuntimeOptions { cache_dir: Some(compile_cache().to_path_buf()), ..RuntimeOptions::default() };
+        Runtime::new(options).expect("runtime starts")
+    })
+}
+
+/// The compile cache of this test binary: created at first use, shared by
+/// every test and every `trellis` it starts, so that each plugin is compiled
+/// about once per run instead of once per test. Tests about the cache
+/// itself give their runtime a directory of their own.
+pub fn compile_cache() -> &'static Path {
+    static CACHE: OnceLock<tempfile::TempDir> = OnceLock::new();
+    // A static is never dropped, so the directory is removed at exit instead.
+    extern "C" fn remove() {
+        if let Some(dir) = CACHE.get() {
+            let _ = std::fs::remove_dir_all(dir.path());
+        }
+    }
+    CACHE
+        .get_or_init(|| {
+            let dir = tempfile::Builder::new().prefix("trellis-it-cache-").tempdir().expect("a temporary directory");
+            // SAFETY: registers a function that takes nothing and returns nothing.
+            assert_eq!(unsafe { libc::atexit(remove) }, 0, "atexit");
+            dir
+        })
+        .path()
 }
 
 pub async fn load(name: &str) -> Plugin {
@@ -46,10 +72,10 @@ pub fn request(inputs: &[(&str, &Path)], output: &Path, config: &[(&str, &str)])
     }
 }
 
-/// The `trellis` binary with a private compile cache.
-pub fn trellis(cache: &Path) -> Command {
+/// The `trellis` binary with the test binary's compile cache.
+pub fn trellis() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_trellis"));
-    command.env("TRELLIS_CACHE_DIR", cache).env_remove("TRELLIS_LOG");
+    command.env("TRELLIS_CACHE_DIR", compile_cache()).env_remove("TRELLIS_LOG");
     command
 }
 
@@ -60,12 +86,25 @@ pub struct Run {
 }
 
 pub fn run(command: &mut Command) -> Run {
-    let Output { status, stdout, stderr } = command.output().expect("trellis runs");
-    Run {
-        code: status.code().expect("exited, not killed"),
-        stdout: String::from_utf8_lossy(&stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+    Run::from(command.output().expect("trellis runs"))
+}
+
+impl From<Output> for Run {
+    fn from(Output { status, stdout, stderr }: Output) -> Run {
+        Run {
+            code: status.code().expect("exited, not killed"),
+            stdout: String::from_utf8_lossy(&stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        }
     }
+}
+
+/// `trellis demo` into `dir/demo`: the sample shop, materialized.
+pub fn demo(dir: &Path) -> PathBuf {
+    let project = dir.join("demo");
+    let result = run(trellis().arg("demo").arg(&project));
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    project
 }
 
 /// A tiny deterministic generator, so that test data is varied but the
@@ -95,13 +134,14 @@ pub struct Server {
 
 impl Server {
     /// Starts `trellis serve -p project ARGS` with `env` (and neither a
-    /// token nor a server from the test's own environment).
-    pub fn start(cache: &Path, project: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
+    /// token nor a server from the test's own environment). Its log goes
+    /// next to the project, in the test's own directory.
+    pub fn start(project: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
         use std::io::BufRead;
         static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let log = cache.with_file_name(format!("serve-{n}.log"));
-        let mut command = trellis(cache);
+        let log = project.with_file_name(format!("serve-{n}.log"));
+        let mut command = trellis();
         command.args(["serve", "--bind", "127.0.0.1:0", "-p"]).arg(project).args(args);
         command.env_remove("TRELLIS_TOKEN").env_remove("TRELLIS_SERVER").env("TRELLIS_LOG", "info");
         for (key, value) in env {
