@@ -8,42 +8,12 @@ use std::time::{Duration, Instant};
 use trellis::metastore::Metastore;
 use trellis::model::ViewState;
 
-use crate::support::{plugin_path, run, trellis};
+use crate::support::{Daily, run, trellis};
 
 const DAYS: usize = 400;
 
 fn write_project(dir: &Path) {
-    std::fs::create_dir_all(dir.join("plugins")).unwrap();
-    std::fs::copy(plugin_path("concat"), dir.join("plugins/concat.wasm")).unwrap();
-    let toml = r#"
-[defaults]
-concurrency = 2
-
-[plugins]
-concat = "plugins/concat.wasm"
-
-[[view]]
-name = "k.raw/In"
-time = { frequency = "1d", initial = "2015-01-01" }
-path = "raw/${YEAR}/${MONTH}/${DAY}"
-
-[[view]]
-name = "k.mart/Out"
-time = { frequency = "1d", initial = "2015-01-01" }
-transformation = { plugin = "concat" }
-
-[[view.dependency]]
-view = "k.raw/In"
-"#;
-    std::fs::write(dir.join("trellis.toml"), toml).unwrap();
-    let mut day = chrono::NaiveDate::from_ymd_opt(2015, 1, 1).unwrap();
-    for _ in 0..DAYS {
-        let path = dir.join(format!("data/raw/{}", day.format("%Y/%m/%d")));
-        std::fs::create_dir_all(&path).unwrap();
-        std::fs::write(path.join("part.csv"), "x\n".repeat(50)).unwrap();
-        std::fs::write(path.join("_SUCCESS"), "").unwrap();
-        day = day.succ_opt().unwrap();
-    }
+    Daily::new("k", "concat", DAYS).concurrency(2).part(&"x\n".repeat(50)).write(dir);
 }
 
 fn out_dir(dir: &Path, day: chrono::NaiveDate) -> std::path::PathBuf {

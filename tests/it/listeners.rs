@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use trellis::metastore::Metastore;
 
-use crate::support::{plugin_path, run, trellis};
+use crate::support::{Daily, run, trellis};
 
 /// Days of external input; each feeds one output view.
 pub(crate) const DAYS: usize = 4;
@@ -19,49 +19,19 @@ pub(crate) fn pattern(days: usize) -> String {
     format!("l.mart/Out/rymd(20150101-201501{days:02})")
 }
 
-/// A small project with the given `[[listener]]` blocks.
+/// A small project with the given `[[listener]]` blocks, the fixture
+/// among its plugins, and one that is not there.
 fn project(dir: &Path, days: usize, listeners: &str) {
-    std::fs::create_dir_all(dir.join("plugins")).unwrap();
-    for plugin in ["concat", "hostile_listener", "stats_listener"] {
-        std::fs::copy(plugin_path(plugin), dir.join(format!("plugins/{plugin}.wasm"))).unwrap();
-    }
-    let toml = format!(
-        r#"
-[defaults]
-concurrency = 1
-
-[plugins]
-concat = "plugins/concat.wasm"
-fixture = {{ file = "plugins/hostile_listener.wasm", deadline = "5s" }}
+    let plugins = r#"fixture = { file = "plugins/hostile_listener.wasm", deadline = "5s" }
 stats = "plugins/stats_listener.wasm"
 missing = "plugins/not-there.wasm"
-
-[events]
-drain = "60s"
-
-[[view]]
-name = "l.raw/In"
-time = {{ frequency = "1d", initial = "2015-01-01" }}
-path = "raw/${{YEAR}}/${{MONTH}}/${{DAY}}"
-
-[[view]]
-name = "l.mart/Out"
-time = {{ frequency = "1d", initial = "2015-01-01" }}
-transformation = {{ plugin = "concat" }}
-
-[[view.dependency]]
-view = "l.raw/In"
-{listeners}"#
-    );
-    std::fs::write(dir.join("trellis.toml"), toml).unwrap();
-    let mut day = chrono::NaiveDate::from_ymd_opt(2015, 1, 1).unwrap();
-    for _ in 0..days {
-        let path = dir.join(format!("data/raw/{}", day.format("%Y/%m/%d")));
-        std::fs::create_dir_all(&path).unwrap();
-        std::fs::write(path.join("part.csv"), "x\n").unwrap();
-        std::fs::write(path.join("_SUCCESS"), "").unwrap();
-        day = day.succ_opt().unwrap();
-    }
+"#;
+    Daily::new("l", "concat", days)
+        .concurrency(1)
+        .part("x\n")
+        .plugins(&["hostile_listener", "stats_listener"], plugins)
+        .tail(&format!("\n[events]\ndrain = \"60s\"\n{listeners}"))
+        .write(dir);
 }
 
 pub(crate) fn listener(name: &str, config: &str, extra: &str) -> String {

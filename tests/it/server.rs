@@ -10,7 +10,7 @@ use serde_json::Value;
 use trellis::metastore::Metastore;
 use trellis::model::{FlowStatus, ViewState};
 
-use crate::support::{Server, demo, gated_project, open_gates, run, trellis};
+use crate::support::{Daily, Server, demo, gated_project, open_gates, run, trellis};
 
 fn client() -> reqwest::Client {
     reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap()
@@ -320,11 +320,7 @@ async fn during_a_run_reads_answer_in_flight_views_conflict_and_stop_cancels() {
     // Stopping the first cancels what runs and skips the rest.
     let (status, outcome) = post(&format!("{url}/runs/{first}/stop")).await;
     assert_eq!((status, outcome["outcome"].as_str()), (202, Some("stopping")));
-    let detail = eventually("the run to end", async || {
-        let (_, detail) = get(&format!("{url}/runs/{first}")).await;
-        (detail["run"]["status"] == "finished").then_some(detail)
-    })
-    .await;
+    let detail = finished(url, &first).await;
     assert_eq!(detail["run"]["termination"], "stopped by request");
     let flows = detail["flows"].as_array().unwrap();
     let with = |status: &str| flows.iter().filter(|f| f["status"] == status).count();
@@ -394,11 +390,7 @@ async fn graceful_shutdown_finishes_within_the_grace_period_or_cancels_and_loses
     let server = Server::start(&project, &[], &[]);
     let (_, accepted) = post(&format!("{}/materialize/{GATED}", server.url)).await;
     let id = accepted["run"].as_str().unwrap().to_string();
-    let detail = eventually("the run to end", async || {
-        let (_, detail) = get(&format!("{}/runs/{id}", server.url)).await;
-        (detail["run"]["status"] == "finished").then_some(detail)
-    })
-    .await;
+    let detail = finished(&server.url, &id).await;
     assert_eq!(detail["run"]["termination"], "completed", "{detail}");
     let (_, overview) = get(&format!("{}/views/{GATED}?overview=true", server.url)).await;
     assert_eq!(overview["overview"]["materialized"], 10, "{overview}");
@@ -559,7 +551,11 @@ async fn openapi_describes_every_route_and_hostile_values_never_get_a_500() {
 async fn materialize_and_wait(url: &str, pattern: &str) -> Value {
     let (status, accepted) = post(&format!("{url}/materialize/{pattern}")).await;
     assert_eq!(status, 202, "{accepted}");
-    let id = accepted["run"].as_str().unwrap().to_string();
+    finished(url, accepted["run"].as_str().unwrap()).await
+}
+
+/// Waits for run `id` to finish and returns its detail.
+async fn finished(url: &str, id: &str) -> Value {
     eventually("the run to end", async || {
         let (_, detail) = get(&format!("{url}/runs/{id}")).await;
         (detail["run"]["status"] == "finished").then_some(detail)
@@ -693,36 +689,7 @@ async fn a_request_not_answered_in_time_gets_408() {
 /// A chain: each day's `Out` depends on that day's input and on the day before.
 fn chain_project(dir: &Path) -> PathBuf {
     let project = dir.join("chain");
-    std::fs::create_dir_all(project.join("plugins")).unwrap();
-    std::fs::copy(crate::support::plugin_path("trivial"), project.join("plugins/trivial.wasm")).unwrap();
-    let toml = r#"
-[plugins]
-trivial = "plugins/trivial.wasm"
-
-[[view]]
-name = "c.raw/In"
-time = { frequency = "1d", initial = "2015-01-01" }
-path = "raw/${YEAR}/${MONTH}/${DAY}"
-
-[[view]]
-name = "c.mart/Out"
-time = { frequency = "1d", initial = "2015-01-01" }
-transformation = { plugin = "trivial" }
-
-[[view.dependency]]
-view = "c.raw/In"
-
-[[view.dependency]]
-name = "yesterday"
-view = "c.mart/Out"
-time = "current(-1)"
-"#;
-    std::fs::write(project.join("trellis.toml"), toml).unwrap();
-    for day in 1..=3 {
-        let raw = project.join(format!("data/raw/2015/01/{day:02}"));
-        std::fs::create_dir_all(&raw).unwrap();
-        std::fs::write(raw.join("_SUCCESS"), "").unwrap();
-    }
+    Daily::new("c", "trivial", 3).chained().write(&project);
     project
 }
 
@@ -773,11 +740,7 @@ async fn a_view_whose_run_was_stopped_is_not_taken_as_up_to_date() {
     in_flight(url, 1).await;
     let (status, _) = post(&format!("{url}/runs/{id}/stop")).await;
     assert_eq!(status, 202);
-    eventually("the run to end", async || {
-        let (_, detail) = get(&format!("{url}/runs/{id}")).await;
-        (detail["run"]["status"] == "finished").then_some(())
-    })
-    .await;
+    finished(url, &id).await;
 
     // Still outdated: the next run transforms it.
     open_gates(&project);

@@ -1,5 +1,5 @@
-//! Shared test helpers: the built plugins, a runtime, the binary, and one
-//! compile cache for the whole test binary.
+//! Shared test helpers: the built plugins, a runtime, the binary, one
+//! compile cache for the whole test binary, and the daily test project.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -190,36 +190,9 @@ impl Drop for Server {
 /// A project whose transformations (one per day, `days` of them) wait for
 /// a `GO` file in their input, so that a run stays in flight until the
 /// test says (`open_gates`).
-pub fn gated_project(dir: &Path, days: u32) -> PathBuf {
+pub fn gated_project(dir: &Path, days: usize) -> PathBuf {
     let project = dir.join("gated");
-    std::fs::create_dir_all(project.join("plugins")).unwrap();
-    std::fs::copy(plugin_path("trivial"), project.join("plugins/trivial.wasm")).unwrap();
-    let toml = r#"
-[defaults]
-concurrency = 2
-
-[plugins]
-trivial = { file = "plugins/trivial.wasm", deadline = "600s" }
-
-[[view]]
-name = "g.raw/In"
-time = { frequency = "1d", initial = "2015-01-01" }
-path = "raw/${YEAR}/${MONTH}/${DAY}"
-
-[[view]]
-name = "g.mart/Out"
-time = { frequency = "1d", initial = "2015-01-01" }
-transformation = { plugin = "trivial", config = { gate = "GO" } }
-
-[[view.dependency]]
-view = "g.raw/In"
-"#;
-    std::fs::write(project.join("trellis.toml"), toml).unwrap();
-    for day in 1..=days {
-        let raw = project.join(format!("data/raw/2015/01/{day:02}"));
-        std::fs::create_dir_all(&raw).unwrap();
-        std::fs::write(raw.join("_SUCCESS"), "").unwrap();
-    }
+    Daily::new("g", "trivial", days).concurrency(2).deadline("600s").config(r#"gate = "GO""#).write(&project);
     project
 }
 
@@ -227,5 +200,145 @@ view = "g.raw/In"
 pub fn open_gates(project: &Path) {
     for entry in std::fs::read_dir(project.join("data/raw/2015/01")).unwrap() {
         std::fs::write(entry.unwrap().path().join("GO"), "").unwrap();
+    }
+}
+
+/// The daily test project: external input `<ns>.raw/In` under
+/// `data/raw/YYYY/MM/DD`, one day after another from 2015-01-01, each with
+/// its done flag, and `<ns>.mart/Out`, each day transformed from that day's
+/// input by one built plugin. The options are what tests vary.
+pub struct Daily {
+    namespace: &'static str,
+    plugin: &'static str,
+    days: usize,
+    concurrency: Option<u32>,
+    deadline: Option<&'static str>,
+    config: Option<&'static str>,
+    chained: bool,
+    part: Option<String>,
+    copies: Vec<&'static str>,
+    plugins: String,
+    tail: String,
+}
+
+impl Daily {
+    /// `days` days of input (no file but the done flag), transformed by
+    /// the built plugin `plugin` (crate name), declared under that name.
+    pub fn new(namespace: &'static str, plugin: &'static str, days: usize) -> Daily {
+        Daily {
+            namespace,
+            plugin,
+            days,
+            concurrency: None,
+            deadline: None,
+            config: None,
+            chained: false,
+            part: None,
+            copies: Vec::new(),
+            plugins: String::new(),
+            tail: String::new(),
+        }
+    }
+
+    /// `[defaults] concurrency`.
+    pub fn concurrency(mut self, concurrency: u32) -> Daily {
+        self.concurrency = Some(concurrency);
+        self
+    }
+
+    /// The transformation plugin's deadline.
+    pub fn deadline(mut self, deadline: &'static str) -> Daily {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// The transformation's configuration: the inside of its inline table.
+    pub fn config(mut self, config: &'static str) -> Daily {
+        self.config = Some(config);
+        self
+    }
+
+    /// Each day's `Out` also depends on the day before's.
+    pub fn chained(mut self) -> Daily {
+        self.chained = true;
+        self
+    }
+
+    /// Each day's input also holds `part.csv` with `content`.
+    pub fn part(mut self, content: &str) -> Daily {
+        self.part = Some(content.to_string());
+        self
+    }
+
+    /// Copies more built plugins (crate names) into `plugins/` and adds
+    /// `declarations` to `[plugins]`.
+    pub fn plugins(mut self, copies: &[&'static str], declarations: &str) -> Daily {
+        self.copies.extend(copies);
+        self.plugins.push_str(declarations);
+        self
+    }
+
+    /// TOML after the views (`[events]`, `[[listener]]`s).
+    pub fn tail(mut self, toml: &str) -> Daily {
+        self.tail.push_str(toml);
+        self
+    }
+
+    /// Writes the project into `dir`.
+    pub fn write(&self, dir: &Path) {
+        let Daily { namespace: ns, plugin, .. } = *self;
+        std::fs::create_dir_all(dir.join("plugins")).unwrap();
+        for name in std::iter::once(&plugin).chain(&self.copies) {
+            std::fs::copy(plugin_path(name), dir.join(format!("plugins/{name}.wasm"))).unwrap();
+        }
+        let mut toml = String::new();
+        if let Some(concurrency) = self.concurrency {
+            toml.push_str(&format!("[defaults]\nconcurrency = {concurrency}\n\n"));
+        }
+        let file = format!("\"plugins/{plugin}.wasm\"");
+        let declaration = match self.deadline {
+            Some(deadline) => format!("{{ file = {file}, deadline = \"{deadline}\" }}"),
+            None => file,
+        };
+        toml.push_str(&format!("[plugins]\n{plugin} = {declaration}\n{}", self.plugins));
+        let config = self.config.map(|config| format!(", config = {{ {config} }}")).unwrap_or_default();
+        toml.push_str(&format!(
+            r#"
+[[view]]
+name = "{ns}.raw/In"
+time = {{ frequency = "1d", initial = "2015-01-01" }}
+path = "raw/${{YEAR}}/${{MONTH}}/${{DAY}}"
+
+[[view]]
+name = "{ns}.mart/Out"
+time = {{ frequency = "1d", initial = "2015-01-01" }}
+transformation = {{ plugin = "{plugin}"{config} }}
+
+[[view.dependency]]
+view = "{ns}.raw/In"
+"#
+        ));
+        if self.chained {
+            toml.push_str(&format!(
+                r#"
+[[view.dependency]]
+name = "yesterday"
+view = "{ns}.mart/Out"
+time = "current(-1)"
+"#
+            ));
+        }
+        toml.push_str(&self.tail);
+        std::fs::write(dir.join("trellis.toml"), toml).unwrap();
+        let mut day = chrono::NaiveDate::from_ymd_opt(2015, 1, 1).unwrap();
+        for _ in 0..self.days {
+            let path = dir.join(format!("data/raw/{}", day.format("%Y/%m/%d")));
+            std::fs::create_dir_all(&path).unwrap();
+            if let Some(part) = &self.part {
+                std::fs::write(path.join("part.csv"), part).unwrap();
+            }
+            std::fs::write(path.join("_SUCCESS"), "").unwrap();
+            day = day.succ_opt().unwrap();
+        }
     }
 }
