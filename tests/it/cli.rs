@@ -7,8 +7,7 @@ use crate::support::{plugin_path, run, trellis};
 
 #[test]
 fn inspect_shows_world_identity_exports_and_configuration() {
-    let cache = tempfile::tempdir().unwrap();
-    let result = run(trellis(cache.path()).args(["plugins", "inspect"]).arg(plugin_path("csv_aggregate")));
+    let result = run(trellis().args(["plugins", "inspect"]).arg(plugin_path("csv_aggregate")));
     assert_eq!(result.code, 0, "{}", result.stderr);
     // The file and content hash change with every build; the rest must not.
     let stable: Vec<&str> =
@@ -32,8 +31,7 @@ fn inspect_shows_world_identity_exports_and_configuration() {
 
 #[test]
 fn inspect_json_is_machine_readable() {
-    let cache = tempfile::tempdir().unwrap();
-    let result = run(trellis(cache.path()).args(["plugins", "inspect", "--json"]).arg(plugin_path("jsonl_listener")));
+    let result = run(trellis().args(["plugins", "inspect", "--json"]).arg(plugin_path("jsonl_listener")));
     assert_eq!(result.code, 0, "{}", result.stderr);
     let value: serde_json::Value = serde_json::from_str(&result.stdout).unwrap();
     assert_eq!(value["world"], "listener");
@@ -93,12 +91,12 @@ fn bad_input_exits_2_with_one_line_naming_the_problem() {
         ),
     ];
     for (args, message) in cases {
-        let result = run(trellis(&dir.path().join("cache")).args(&args));
+        let result = run(trellis().args(&args));
         assert_eq!(result.code, 2, "{args:?}: {}", result.stderr);
         assert_eq!(result.stderr.trim_end(), message, "{args:?}");
     }
     // clap's own usage errors exit 2 as well.
-    let result = run(trellis(&dir.path().join("cache")).args(["plugins", "run", "x.wasm", "--config", "novalue"]));
+    let result = run(trellis().args(["plugins", "run", "x.wasm", "--config", "novalue"]));
     assert_eq!(result.code, 2);
     assert!(result.stderr.contains("`novalue` is not KEY=VALUE"), "{}", result.stderr);
 }
@@ -106,7 +104,7 @@ fn bad_input_exits_2_with_one_line_naming_the_problem() {
 #[test]
 fn a_plugin_failure_exits_1_and_says_what_kind() {
     let dir = tempfile::tempdir().unwrap();
-    let result = run(trellis(&dir.path().join("cache"))
+    let result = run(trellis()
         .args(["plugins", "run"])
         .arg(plugin_path("hostile_panic"))
         .args(["--view", "shop/Daily/SHOP10", "--output"])
@@ -124,12 +122,12 @@ fn checksum_prints_the_checksum() {
     let dir = tempfile::tempdir().unwrap();
     let query = dir.path().join("q.sql");
     std::fs::write(&query, "SELECT 1").unwrap();
-    let by_config = run(trellis(&dir.path().join("cache"))
+    let by_config = run(trellis()
         .args(["plugins", "checksum"])
         .arg(plugin_path("sql_checksum"))
         .args(["--config", "query=SELECT  1 -- one"]));
     assert_eq!(by_config.code, 0, "{}", by_config.stderr);
-    let by_resource = run(trellis(&dir.path().join("cache"))
+    let by_resource = run(trellis()
         .args(["plugins", "checksum"])
         .arg(plugin_path("sql_checksum"))
         .arg("--resource")
@@ -144,7 +142,7 @@ fn the_demo_runs_end_to_end_and_only_overwrites_its_own_directory() {
     let dir = tempfile::tempdir().unwrap();
     let demo = dir.path().join("demo");
     for _ in 0..2 {
-        let result = run(trellis(&dir.path().join("cache")).arg("demo").arg(&demo));
+        let result = run(trellis().arg("demo").arg(&demo));
         assert_eq!(result.code, 0, "{}\n{}", result.stdout, result.stderr);
         assert!(
             result.stdout.contains("190 views: 190 materialized or found without data, 0 failed"),
@@ -159,16 +157,14 @@ fn the_demo_runs_end_to_end_and_only_overwrites_its_own_directory() {
     let total = std::fs::read_to_string(demo.join("data/shop/datamart/MonthlyTotal/2015/05/part-00000.csv")).unwrap();
     assert_eq!(total, "orders,revenue\n36,843.99\n");
     // The project it wrote is a real project: the CLI works on it.
-    let plan = run(trellis(&dir.path().join("cache"))
-        .args(["plan", "-v", "shop.datamart/MonthlyTotal/2015/05", "-p"])
-        .arg(&demo));
+    let plan = run(trellis().args(["plan", "-v", "shop.datamart/MonthlyTotal/2015/05", "-p"]).arg(&demo));
     assert_eq!(plan.code, 0, "{}", plan.stderr);
     assert!(plan.stdout.contains("shop.datamart/MonthlyTotal/2015/05: up to date"), "{}", plan.stdout);
 
     let precious = dir.path().join("precious");
     std::fs::create_dir_all(&precious).unwrap();
     std::fs::write(precious.join("thesis.tex"), "years of work").unwrap();
-    let result = run(trellis(&dir.path().join("cache")).arg("demo").arg(&precious));
+    let result = run(trellis().arg("demo").arg(&precious));
     assert_eq!(result.code, 2);
     assert!(result.stderr.contains("exists and was not written by `trellis demo`"), "{}", result.stderr);
     assert_eq!(std::fs::read_to_string(precious.join("thesis.tex")).unwrap(), "years of work");

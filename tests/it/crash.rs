@@ -8,42 +8,12 @@ use std::time::{Duration, Instant};
 use trellis::metastore::Metastore;
 use trellis::model::ViewState;
 
-use crate::support::{plugin_path, run, trellis};
+use crate::support::{Daily, run, trellis};
 
 const DAYS: usize = 400;
 
 fn write_project(dir: &Path) {
-    std::fs::create_dir_all(dir.join("plugins")).unwrap();
-    std::fs::copy(plugin_path("concat"), dir.join("plugins/concat.wasm")).unwrap();
-    let toml = r#"
-[defaults]
-concurrency = 2
-
-[plugins]
-concat = "plugins/concat.wasm"
-
-[[view]]
-name = "k.raw/In"
-time = { frequency = "1d", initial = "2015-01-01" }
-path = "raw/${YEAR}/${MONTH}/${DAY}"
-
-[[view]]
-name = "k.mart/Out"
-time = { frequency = "1d", initial = "2015-01-01" }
-transformation = { plugin = "concat" }
-
-[[view.dependency]]
-view = "k.raw/In"
-"#;
-    std::fs::write(dir.join("trellis.toml"), toml).unwrap();
-    let mut day = chrono::NaiveDate::from_ymd_opt(2015, 1, 1).unwrap();
-    for _ in 0..DAYS {
-        let path = dir.join(format!("data/raw/{}", day.format("%Y/%m/%d")));
-        std::fs::create_dir_all(&path).unwrap();
-        std::fs::write(path.join("part.csv"), "x\n".repeat(50)).unwrap();
-        std::fs::write(path.join("_SUCCESS"), "").unwrap();
-        day = day.succ_opt().unwrap();
-    }
+    Daily::new("k", "concat", DAYS).concurrency(2).part(&"x\n".repeat(50)).write(dir);
 }
 
 fn out_dir(dir: &Path, day: chrono::NaiveDate) -> std::path::PathBuf {
@@ -63,8 +33,8 @@ fn published(dir: &Path) -> usize {
 
 /// Starts `trellis materialize` on the project and returns once some of
 /// its views are published, so that it can be interrupted mid-run.
-fn start_run(dir: &Path, cache: &Path, output: fn() -> std::process::Stdio) -> std::process::Child {
-    let mut child = trellis(cache)
+fn start_run(dir: &Path, output: fn() -> std::process::Stdio) -> std::process::Child {
+    let mut child = trellis()
         .current_dir(dir)
         .args(["materialize", "-v", PATTERN])
         .stdout(output())
@@ -83,9 +53,8 @@ fn start_run(dir: &Path, cache: &Path, output: fn() -> std::process::Stdio) -> s
 #[test]
 fn kill_9_during_a_run_loses_nothing_and_the_next_run_converges() {
     let dir = tempfile::tempdir().unwrap();
-    let cache = tempfile::tempdir().unwrap();
     write_project(dir.path());
-    let mut child = start_run(dir.path(), cache.path(), std::process::Stdio::null);
+    let mut child = start_run(dir.path(), std::process::Stdio::null);
     child.kill().unwrap();
     child.wait().unwrap();
     let done_before_restart = published(dir.path());
@@ -116,13 +85,13 @@ fn kill_9_during_a_run_loses_nothing_and_the_next_run_converges() {
     }
 
     // The next run converges, and the one after has nothing to do.
-    let result = run(trellis(cache.path()).current_dir(dir.path()).args(["materialize", "-v", PATTERN]));
+    let result = run(trellis().current_dir(dir.path()).args(["materialize", "-v", PATTERN]));
     assert_eq!(result.code, 0, "{}\n{}", result.stdout, result.stderr);
     assert!(
         !dir.path().join("data/.trellis-staging").exists()
             || std::fs::read_dir(dir.path().join("data/.trellis-staging")).unwrap().next().is_none()
     );
-    let result = run(trellis(cache.path()).current_dir(dir.path()).args(["materialize", "-v", PATTERN]));
+    let result = run(trellis().current_dir(dir.path()).args(["materialize", "-v", PATTERN]));
     assert_eq!(result.code, 0);
     assert!(result.stdout.ends_with(&format!("{} views: {} idle\n", 2 * DAYS, 2 * DAYS)), "{}", result.stdout);
 }
@@ -130,9 +99,8 @@ fn kill_9_during_a_run_loses_nothing_and_the_next_run_converges() {
 #[test]
 fn ctrl_c_stops_a_run_cleanly() {
     let dir = tempfile::tempdir().unwrap();
-    let cache = tempfile::tempdir().unwrap();
     write_project(dir.path());
-    let child = start_run(dir.path(), cache.path(), std::process::Stdio::piped);
+    let child = start_run(dir.path(), std::process::Stdio::piped);
     let first = first_day();
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
@@ -150,7 +118,7 @@ fn ctrl_c_stops_a_run_cleanly() {
             assert!(out.join("_SUCCESS").exists(), "{} is partial", out.display());
         }
     }
-    let result = run(trellis(cache.path()).current_dir(dir.path()).args(["materialize", "-v", PATTERN]));
+    let result = run(trellis().current_dir(dir.path()).args(["materialize", "-v", PATTERN]));
     assert_eq!(result.code, 0, "{}", result.stderr);
     assert_eq!(published(dir.path()), DAYS);
 }
@@ -158,9 +126,8 @@ fn ctrl_c_stops_a_run_cleanly() {
 #[test]
 fn trellis_stop_stops_a_run_of_another_process() {
     let dir = tempfile::tempdir().unwrap();
-    let cache = tempfile::tempdir().unwrap();
     write_project(dir.path());
-    let child = start_run(dir.path(), cache.path(), std::process::Stdio::piped);
+    let child = start_run(dir.path(), std::process::Stdio::piped);
     // The running materialize names its run next to the metastore.
     let active: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.path().join(".trellis/metastore.active-run")).unwrap()).unwrap();
@@ -168,7 +135,7 @@ fn trellis_stop_stops_a_run_of_another_process() {
     assert_eq!(active["pid"], child.id());
 
     // Without an id, `stop` stops the run in progress.
-    let stop = run(trellis(cache.path()).current_dir(dir.path()).args(["stop"]));
+    let stop = run(trellis().current_dir(dir.path()).args(["stop"]));
     assert_eq!(stop.code, 0, "{}", stop.stderr);
     assert_eq!(stop.stdout, format!("asked run {id} to stop (process {})\nrun {id} stopped\n", child.id()));
     let output = child.wait_with_output().unwrap();
@@ -177,15 +144,15 @@ fn trellis_stop_stops_a_run_of_another_process() {
     assert!(stdout.contains(&format!("run {id} stopped by request")), "{stdout}");
     assert!(!dir.path().join(".trellis/metastore.active-run").exists());
 
-    let runs = run(trellis(cache.path()).current_dir(dir.path()).args(["runs", &id]));
+    let runs = run(trellis().current_dir(dir.path()).args(["runs", &id]));
     assert!(runs.stdout.lines().next().unwrap().ends_with("stopped by request"), "{}", runs.stdout);
     assert!(runs.stdout.contains("SKIPPED"), "{}", runs.stdout);
     // Stopping it again, or a run that never was.
-    let again = run(trellis(cache.path()).current_dir(dir.path()).args(["stop", &id]));
+    let again = run(trellis().current_dir(dir.path()).args(["stop", &id]));
     assert_eq!((again.code, again.stdout), (0, format!("run {id} is not running: stopped by request\n")));
-    let unknown = run(trellis(cache.path()).current_dir(dir.path()).args(["stop", "nope"]));
+    let unknown = run(trellis().current_dir(dir.path()).args(["stop", "nope"]));
     assert_eq!((unknown.code, unknown.stderr), (2, "error: no run `nope` (see `trellis runs`)\n".to_string()));
-    let nothing = run(trellis(cache.path()).current_dir(dir.path()).args(["stop"]));
+    let nothing = run(trellis().current_dir(dir.path()).args(["stop"]));
     assert_eq!(
         (nothing.code, nothing.stderr),
         (2, "error: no run is in progress in .; name one (see `trellis runs`)\n".to_string())

@@ -71,7 +71,7 @@ fn sums_and_counts_match_an_independent_computation() {
     }
 
     let output = dir.path().join("out");
-    let mut command = trellis(&dir.path().join("cache"));
+    let mut command = trellis();
     command.args(["plugins", "run"]).arg(plugin_path("csv_aggregate"));
     for input in &inputs {
         command.args(["--input", input]);
@@ -117,7 +117,7 @@ fn run_on(dir: &Path, files: &[(&str, &str)], aggregates: &str) -> crate::suppor
     for (name, content) in files {
         std::fs::write(input.join(name), content).unwrap();
     }
-    run(trellis(&dir.join("cache"))
+    run(trellis()
         .args(["plugins", "run"])
         .arg(plugin_path("csv_aggregate"))
         .arg("--input")

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use trellis::metastore::Metastore;
 
-use crate::support::{plugin_path, run, trellis};
+use crate::support::{Daily, run, trellis};
 
 /// Days of external input; each feeds one output view.
 pub(crate) const DAYS: usize = 4;
@@ -19,49 +19,19 @@ pub(crate) fn pattern(days: usize) -> String {
     format!("l.mart/Out/rymd(20150101-201501{days:02})")
 }
 
-/// A small project with the given `[[listener]]` blocks.
+/// A small project with the given `[[listener]]` blocks, the fixture
+/// among its plugins, and one that is not there.
 fn project(dir: &Path, days: usize, listeners: &str) {
-    std::fs::create_dir_all(dir.join("plugins")).unwrap();
-    for plugin in ["concat", "hostile_listener", "stats_listener"] {
-        std::fs::copy(plugin_path(plugin), dir.join(format!("plugins/{plugin}.wasm"))).unwrap();
-    }
-    let toml = format!(
-        r#"
-[defaults]
-concurrency = 1
-
-[plugins]
-concat = "plugins/concat.wasm"
-fixture = {{ file = "plugins/hostile_listener.wasm", deadline = "5s" }}
+    let plugins = r#"fixture = { file = "plugins/hostile_listener.wasm", deadline = "5s" }
 stats = "plugins/stats_listener.wasm"
 missing = "plugins/not-there.wasm"
-
-[events]
-drain = "60s"
-
-[[view]]
-name = "l.raw/In"
-time = {{ frequency = "1d", initial = "2015-01-01" }}
-path = "raw/${{YEAR}}/${{MONTH}}/${{DAY}}"
-
-[[view]]
-name = "l.mart/Out"
-time = {{ frequency = "1d", initial = "2015-01-01" }}
-transformation = {{ plugin = "concat" }}
-
-[[view.dependency]]
-view = "l.raw/In"
-{listeners}"#
-    );
-    std::fs::write(dir.join("trellis.toml"), toml).unwrap();
-    let mut day = chrono::NaiveDate::from_ymd_opt(2015, 1, 1).unwrap();
-    for _ in 0..days {
-        let path = dir.join(format!("data/raw/{}", day.format("%Y/%m/%d")));
-        std::fs::create_dir_all(&path).unwrap();
-        std::fs::write(path.join("part.csv"), "x\n").unwrap();
-        std::fs::write(path.join("_SUCCESS"), "").unwrap();
-        day = day.succ_opt().unwrap();
-    }
+"#;
+    Daily::new("l", "concat", days)
+        .concurrency(1)
+        .part("x\n")
+        .plugins(&["hostile_listener", "stats_listener"], plugins)
+        .tail(&format!("\n[events]\ndrain = \"60s\"\n{listeners}"))
+        .write(dir);
 }
 
 pub(crate) fn listener(name: &str, config: &str, extra: &str) -> String {
@@ -70,9 +40,9 @@ pub(crate) fn listener(name: &str, config: &str, extra: &str) -> String {
     )
 }
 
-fn materialize(dir: &Path, cache: &Path) -> crate::support::Run {
+fn materialize(dir: &Path) -> crate::support::Run {
     let days = std::fs::read_dir(dir.join("data/raw/2015/01")).unwrap().count();
-    let result = run(trellis(cache).args(["materialize", "-p"]).arg(dir).args(["-v", &pattern(days)]));
+    let result = run(trellis().args(["materialize", "-p"]).arg(dir).args(["-v", &pattern(days)]));
     assert_eq!(result.code, 0, "{}{}", result.stdout, result.stderr);
     result
 }
@@ -108,8 +78,8 @@ fn log(dir: &Path) -> Vec<(u64, String)> {
     store.events_from(0, usize::MAX).unwrap().into_iter().map(|e| (e.sequence, e.event.view.to_string())).collect()
 }
 
-fn status(dir: &Path, cache: &Path, name: &str) -> serde_json::Value {
-    let result = run(trellis(cache).args(["listeners", "--json", "-p"]).arg(dir));
+fn status(dir: &Path, name: &str) -> serde_json::Value {
+    let result = run(trellis().args(["listeners", "--json", "-p"]).arg(dir));
     assert_eq!(result.code, 0, "{}", result.stderr);
     let all: Vec<serde_json::Value> = serde_json::from_str(&result.stdout).unwrap();
     all.into_iter().find(|s| s["name"] == name).unwrap_or_else(|| panic!("no listener {name}: {}", result.stdout))
@@ -156,22 +126,21 @@ fn events(range: impl Iterator<Item = u64>) -> Vec<Received> {
     range.map(Received::Event).collect()
 }
 
-pub(crate) fn setup(listeners: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+pub(crate) fn setup(listeners: &str) -> (tempfile::TempDir, PathBuf) {
     setup_days(DAYS, listeners)
 }
 
-fn setup_days(days: usize, listeners: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+fn setup_days(days: usize, listeners: &str) -> (tempfile::TempDir, PathBuf) {
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path().join("project");
     project(&dir, days, listeners);
-    let cache = temp.path().join("cache");
-    (temp, dir, cache)
+    (temp, dir)
 }
 
 #[test]
 fn a_listener_receives_every_event_once_in_order_across_runs() {
-    let (_temp, dir, cache) = setup(&listener("fixture", "", ""));
-    materialize(&dir, &cache);
+    let (_temp, dir) = setup(&listener("fixture", "", ""));
+    materialize(&dir);
     let first = log(&dir);
     // Every application of the state machine is an event: for each of the
     // 8 views at least "asked" and "settled".
@@ -182,13 +151,13 @@ fn a_listener_receives_every_event_once_in_order_across_runs() {
 
     // An unchanged second run is still news for listeners: "asked, found
     // up to date".
-    materialize(&dir, &cache);
+    materialize(&dir);
     let all = log(&dir);
     assert!(all.len() > first.len());
     expected.push(Received::Start);
     expected.extend(events(first.len() as u64 + 1..=all.len() as u64));
     assert_eq!(received(&dir, "fixture"), expected);
-    let status = status(&dir, &cache, "fixture");
+    let status = status(&dir, "fixture");
     assert_eq!(status["state"], "enabled");
     assert_eq!(status["behind"], 0);
     assert_eq!(status["restarts"], 0);
@@ -197,8 +166,8 @@ fn a_listener_receives_every_event_once_in_order_across_runs() {
 
 #[test]
 fn an_always_trapping_listener_drops_each_event_until_disabled_then_is_re_enabled() {
-    let (_temp, dir, cache) = setup(&listener("fixture", "behaviour = \"trap\"", "max_retries = 3"));
-    let result = materialize(&dir, &cache);
+    let (_temp, dir) = setup(&listener("fixture", "behaviour = \"trap\"", "max_retries = 3"));
+    let result = materialize(&dir);
     assert!(result.stdout.contains("8 successful"), "scheduling goes on: {}", result.stdout);
     let total = log(&dir).len() as u64;
     // Four events, each dropped with a restart, the fourth failure one too many.
@@ -211,7 +180,7 @@ fn an_always_trapping_listener_drops_each_event_until_disabled_then_is_re_enable
         expected
     };
     assert_eq!(received(&dir, "fixture"), trapped(1));
-    let status_now = status(&dir, &cache, "fixture");
+    let status_now = status(&dir, "fixture");
     assert_eq!(status_now["state"], "disabled");
     assert_eq!(status_now["reason"], "failed again after 3 restarts (max_retries = 3)");
     assert_eq!(status_now["restarts"], 3);
@@ -219,20 +188,20 @@ fn an_always_trapping_listener_drops_each_event_until_disabled_then_is_re_enable
     assert!(status_now["last_error"].as_str().unwrap().contains("Trap"), "{status_now}");
 
     // Disabled, it takes no events: the next run leaves it where it was.
-    materialize(&dir, &cache);
+    materialize(&dir);
     assert_eq!(received(&dir, "fixture"), trapped(1));
 
-    let enable = run(trellis(&cache).args(["listeners", "enable", "fixture", "-p"]).arg(&dir));
+    let enable = run(trellis().args(["listeners", "enable", "fixture", "-p"]).arg(&dir));
     assert_eq!(enable.code, 0, "{}", enable.stderr);
     assert_eq!(enable.stdout, "listener fixture enabled; it continues from its cursor on the next run\n");
-    assert_eq!(status(&dir, &cache, "fixture")["state"], "enabled");
-    materialize(&dir, &cache);
+    assert_eq!(status(&dir, "fixture")["state"], "enabled");
+    materialize(&dir);
     let mut expected = trapped(1);
     expected.extend(trapped(5));
     assert_eq!(received(&dir, "fixture"), expected);
-    assert_eq!(status(&dir, &cache, "fixture")["state"], "disabled");
+    assert_eq!(status(&dir, "fixture")["state"], "disabled");
 
-    let unknown = run(trellis(&cache).args(["listeners", "enable", "nobody", "-p"]).arg(&dir));
+    let unknown = run(trellis().args(["listeners", "enable", "nobody", "-p"]).arg(&dir));
     assert_eq!(unknown.code, 2);
     assert_eq!(unknown.stderr, "error: no listener named `nobody` in trellis.toml (monitor, fixture)\n");
 }
@@ -240,13 +209,13 @@ fn an_always_trapping_listener_drops_each_event_until_disabled_then_is_re_enable
 #[test]
 fn a_retryable_failure_restarts_and_replays_the_latest_event_of_every_view() {
     const K: u64 = 5;
-    let (_temp, dir, cache) = setup(&listener("fixture", &format!("behaviour = \"retryable\", k = {K}"), ""));
-    materialize(&dir, &cache);
+    let (_temp, dir) = setup(&listener("fixture", &format!("behaviour = \"retryable\", k = {K}"), ""));
+    materialize(&dir);
     let log = log(&dir);
     let (expected, restarts) = expected_with_failures(&log, K, Failing::Retryable);
     assert!(restarts >= 3, "the test needs a few failures: {log:?}");
     assert_eq!(received(&dir, "fixture"), expected);
-    let status = status(&dir, &cache, "fixture");
+    let status = status(&dir, "fixture");
     assert_eq!(status["restarts"], restarts);
     assert_eq!(status["state"], "enabled");
     assert_eq!(status["behind"], 0);
@@ -256,31 +225,31 @@ fn a_retryable_failure_restarts_and_replays_the_latest_event_of_every_view() {
 fn a_retryable_failure_is_replayed_even_when_it_was_the_last_event_of_the_run() {
     // Every event fails once, the last one too; the run must not end (nor
     // the cursor pass it) before the replay that delivers it went through.
-    let (_temp, dir, cache) = setup(&listener("fixture", "behaviour = \"retryable\", k = 1", ""));
+    let (_temp, dir) = setup(&listener("fixture", "behaviour = \"retryable\", k = 1", ""));
     let toml = std::fs::read_to_string(dir.join("trellis.toml")).unwrap();
     std::fs::write(dir.join("trellis.toml"), toml.replace("backoff = \"1ms\"", "backoff = \"50ms\"")).unwrap();
-    materialize(&dir, &cache);
+    materialize(&dir);
     let log = log(&dir);
     let (expected, restarts) = expected_with_failures(&log, 1, Failing::Retryable);
     assert_eq!(received(&dir, "fixture"), expected);
-    let status = status(&dir, &cache, "fixture");
+    let status = status(&dir, "fixture");
     assert_eq!((status["restarts"].as_u64(), status["behind"].as_u64()), (Some(restarts), Some(0)));
 }
 
 #[test]
 fn a_listener_sleeping_past_its_deadline_is_restarted_and_the_event_dropped() {
     const K: u64 = 7;
-    let (_temp, dir, cache) =
+    let (_temp, dir) =
         setup(&listener("fixture", &format!("behaviour = \"sleep\", k = {K}, sleep_ms = 10000"), "max_retries = -1"));
     let toml = std::fs::read_to_string(dir.join("trellis.toml")).unwrap();
     std::fs::write(dir.join("trellis.toml"), toml.replace("deadline = \"5s\"", "deadline = \"300ms\"")).unwrap();
     let started = Instant::now();
-    materialize(&dir, &cache);
+    materialize(&dir);
     let (expected, restarts) = expected_with_failures(&log(&dir), K, Failing::Dropped);
     assert_eq!(received(&dir, "fixture"), expected);
     // Each sleep was cut at the 300 ms deadline, not slept for 10 s.
     assert!(started.elapsed() < Duration::from_secs(10 * restarts), "took {:?}", started.elapsed());
-    let status = status(&dir, &cache, "fixture");
+    let status = status(&dir, "fixture");
     assert_eq!(status["restarts"], restarts);
     assert!(status["last_error"].as_str().unwrap().contains("Timeout"), "{status}");
 }
@@ -294,8 +263,8 @@ fn listeners_that_cannot_be_instantiated_are_skipped_and_shown() {
         &listener("fixture", "", ""),
     ]
     .concat();
-    let (_temp, dir, cache) = setup(&listeners);
-    let result = materialize(&dir, &cache);
+    let (_temp, dir) = setup(&listeners);
+    let result = materialize(&dir);
     assert!(result.stdout.contains("8 successful"), "{}", result.stdout);
     // The one that works gets everything.
     let total = log(&dir).len() as u64;
@@ -304,7 +273,7 @@ fn listeners_that_cannot_be_instantiated_are_skipped_and_shown() {
     assert_eq!(received(&dir, "fixture"), expected);
 
     let reason = |name: &str| {
-        let status = status(&dir, &cache, name);
+        let status = status(&dir, name);
         assert_eq!(status["state"], "unavailable", "{status}");
         assert_eq!(status["behind"], total, "{status}");
         status["reason"].as_str().unwrap().to_string()
@@ -316,7 +285,7 @@ fn listeners_that_cannot_be_instantiated_are_skipped_and_shown() {
     let trap = reason("traps-on-start");
     assert!(trap.starts_with("start failed"), "{trap}");
 
-    let text = run(trellis(&cache).args(["listeners", "-p"]).arg(&dir));
+    let text = run(trellis().args(["listeners", "-p"]).arg(&dir));
     assert!(text.stdout.contains("unavailable: start failed"), "{}", text.stdout);
 }
 
@@ -326,8 +295,8 @@ fn a_listener_killed_halfway_receives_everything_from_its_cursor_after_the_resta
     // that the kill lands in the middle, after the cursor was stored (at
     // most every 200 ms, durable within sled's half-second flush).
     let slow = listener("fixture", "behaviour = \"sleep\", sleep_ms = 40", "");
-    let (_temp, dir, cache) = setup_days(12, &slow);
-    let mut child = trellis(&cache)
+    let (_temp, dir) = setup_days(12, &slow);
+    let mut child = trellis()
         .args(["materialize", "-p"])
         .arg(&dir)
         .args(["-v", &pattern(12)])
@@ -345,7 +314,7 @@ fn a_listener_killed_halfway_receives_everything_from_its_cursor_after_the_resta
     child.wait().unwrap();
     let before_kill = received(&dir, "fixture");
     let logged = log(&dir);
-    let cursor = status(&dir, &cache, "fixture")["cursor"].as_u64().unwrap();
+    let cursor = status(&dir, "fixture")["cursor"].as_u64().unwrap();
     let last_received = before_kill.iter().rev().find_map(|r| match r {
         Received::Event(s) => Some(*s),
         _ => None,
@@ -359,7 +328,7 @@ fn a_listener_killed_halfway_receives_everything_from_its_cursor_after_the_resta
         std::fs::read_to_string(dir.join("trellis.toml")).unwrap().replace("behaviour = \"sleep\", sleep_ms = 40", ""),
     )
     .unwrap();
-    materialize(&dir, &cache);
+    materialize(&dir);
     let after = received(&dir, "fixture");
     let total = log(&dir).len() as u64;
     let mut expected = before_kill.clone();
@@ -374,20 +343,20 @@ fn a_listener_killed_halfway_receives_everything_from_its_cursor_after_the_resta
 
 #[test]
 fn events_removed_by_the_cap_reach_a_listener_as_a_gap() {
-    let (_temp, dir, cache) = setup(&listener("fixture", "behaviour = \"trap\"", "max_retries = 0"));
+    let (_temp, dir) = setup(&listener("fixture", "behaviour = \"trap\"", "max_retries = 0"));
     // Disabled at once: it no longer holds the log.
-    materialize(&dir, &cache);
-    assert_eq!(status(&dir, &cache, "fixture")["state"], "disabled");
+    materialize(&dir);
+    assert_eq!(status(&dir, "fixture")["state"], "disabled");
     let toml = std::fs::read_to_string(dir.join("trellis.toml")).unwrap();
     let toml = toml.replace("behaviour = \"trap\"", "").replace("[events]\n", "[events]\nhistory = 5\nmax = 20\n");
     std::fs::write(dir.join("trellis.toml"), toml).unwrap();
-    materialize(&dir, &cache);
+    materialize(&dir);
     let first_kept = log(&dir).first().unwrap().0;
     assert!(first_kept > 2, "the log was trimmed to its history");
 
-    let enable = run(trellis(&cache).args(["listeners", "enable", "fixture", "-p"]).arg(&dir));
+    let enable = run(trellis().args(["listeners", "enable", "fixture", "-p"]).arg(&dir));
     assert_eq!(enable.code, 0);
-    materialize(&dir, &cache);
+    materialize(&dir);
     let total = log(&dir).last().unwrap().0;
     // After the dropped first event: gaps and events that together cover
     // every sequence number to the end, each once, in order.
@@ -416,8 +385,8 @@ fn events_removed_by_the_cap_reach_a_listener_as_a_gap() {
 #[test]
 fn the_stats_listener_counts_states_and_transformation_durations() {
     let stats = "\n[[listener]]\nname = \"stats\"\nplugin = \"stats\"\n";
-    let (_temp, dir, cache) = setup(stats);
-    materialize(&dir, &cache);
+    let (_temp, dir) = setup(stats);
+    materialize(&dir);
     let store = Metastore::open(&dir.join(".trellis/metastore")).unwrap();
     let logged = store.events_from(0, usize::MAX).unwrap();
     drop(store);

@@ -7,26 +7,26 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{Run, Server, gated_project, run, trellis};
+use crate::support::{Run, Server, demo, gated_project, run, trellis};
 
 const PATTERN: &str = "shop.datamart/MonthlyTotal/2015/05";
 const DAILY: &str = "shop.datamart/DailySales/SHOP10/2015/05/01";
 const TOKEN: &str = "remote-test-token";
 
 /// The CLI without a server or a token from the environment of the test run.
-fn cli(cache: &Path) -> Command {
-    let mut command = trellis(cache);
+fn cli() -> Command {
+    let mut command = trellis();
     command.env_remove("TRELLIS_SERVER").env_remove("TRELLIS_TOKEN");
     command
 }
 
 /// A command sent to the server, with the token.
-fn remote(cache: &Path, server: &Server, args: &[&str]) -> Run {
-    run(cli(cache).env("TRELLIS_TOKEN", TOKEN).arg("--server").arg(&server.url).args(args))
+fn remote(server: &Server, args: &[&str]) -> Run {
+    run(cli().env("TRELLIS_TOKEN", TOKEN).arg("--server").arg(&server.url).args(args))
 }
 
-fn embedded(cache: &Path, project: &Path, args: &[&str]) -> Run {
-    run(cli(cache).args(args).arg("-p").arg(project))
+fn embedded(project: &Path, args: &[&str]) -> Run {
+    run(cli().args(args).arg("-p").arg(project))
 }
 
 /// Runs `shell` with `lines` on its standard input.
@@ -39,12 +39,7 @@ fn shell(command: &mut Command, lines: &str) -> Run {
         .spawn()
         .expect("trellis shell starts");
     child.stdin.take().unwrap().write_all(lines.as_bytes()).unwrap();
-    let output = child.wait_with_output().unwrap();
-    Run {
-        code: output.status.code().expect("exited, not killed"),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+    Run::from(child.wait_with_output().unwrap())
 }
 
 /// Polls `probe` until it holds, for at most 30 s.
@@ -64,13 +59,11 @@ fn ok(result: Run, what: &str) -> String {
 #[test]
 fn remote_commands_print_what_embedded_commands_print() {
     let dir = tempfile::tempdir().unwrap();
-    let cache = dir.path().join("cache");
-    let project = dir.path().join("demo");
-    ok(run(cli(&cache).arg("demo").arg(&project)), "demo");
-    let server = Server::start(&cache, &project, &[], &[("TRELLIS_TOKEN", TOKEN)]);
+    let project = demo(dir.path());
+    let server = Server::start(&project, &[], &[("TRELLIS_TOKEN", TOKEN)]);
 
     // Writes need the token; reads from loopback do not.
-    let refused = run(cli(&cache).arg("--server").arg(&server.url).args(["invalidate", "-v", DAILY]));
+    let refused = run(cli().arg("--server").arg(&server.url).args(["invalidate", "-v", DAILY]));
     assert_eq!(refused.code, 2, "{}", refused.stdout);
     assert_eq!(
         refused.stderr,
@@ -78,9 +71,8 @@ fn remote_commands_print_what_embedded_commands_print() {
     );
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
-    let with_token = |args: &[&str]| {
-        run(cli(&cache).arg("--server").arg(&server.url).arg("--token-file").arg(&token_file).args(args))
-    };
+    let with_token =
+        |args: &[&str]| run(cli().arg("--server").arg(&server.url).arg("--token-file").arg(&token_file).args(args));
     assert_eq!(ok(with_token(&["invalidate", "-v", DAILY]), "invalidate"), format!("invalidated {DAILY}\n"));
     // The first run of this server, as the embedded one below is the
     // first of its process.
@@ -89,11 +81,7 @@ fn remote_commands_print_what_embedded_commands_print() {
 
     // Without --wait the run is only accepted (the token from the environment this time).
     let accepted = ok(
-        run(cli(&cache).env("TRELLIS_TOKEN", TOKEN).env("TRELLIS_SERVER", &server.url).args([
-            "materialize",
-            "-v",
-            PATTERN,
-        ])),
+        run(cli().env("TRELLIS_TOKEN", TOKEN).env("TRELLIS_SERVER", &server.url).args(["materialize", "-v", PATTERN])),
         "materialize",
     );
     let run_id = accepted
@@ -103,12 +91,12 @@ fn remote_commands_print_what_embedded_commands_print() {
         .to_string();
     eventually("the accepted run ends", || {
         let detail: serde_json::Value =
-            serde_json::from_str(&ok(remote(&cache, &server, &["runs", &run_id, "--json"]), "runs ID")).unwrap();
+            serde_json::from_str(&ok(remote(&server, &["runs", &run_id, "--json"]), "runs ID")).unwrap();
         !detail["run"]["termination"].is_null()
     });
     eventually("listeners catch up", || {
         let listeners: serde_json::Value =
-            serde_json::from_str(&ok(remote(&cache, &server, &["listeners", "--json"]), "listeners")).unwrap();
+            serde_json::from_str(&ok(remote(&server, &["listeners", "--json"]), "listeners")).unwrap();
         listeners.as_array().unwrap().iter().all(|listener| listener["behind"] == 0)
     });
 
@@ -140,7 +128,7 @@ fn remote_commands_print_what_embedded_commands_print() {
         vec!["plan", "-v", "shop.datamart/NoSuchType/SHOP10"],
         vec!["listeners", "enable", "nobody"],
     ];
-    let remote_runs: Vec<Run> = cases.iter().map(|args| remote(&cache, &server, args)).collect();
+    let remote_runs: Vec<Run> = cases.iter().map(|args| remote(&server, args)).collect();
     for (n, (args, result)) in cases.iter().zip(&remote_runs).enumerate() {
         let error = n + 3 >= cases.len();
         assert_eq!(result.code, if error { 2 } else { 0 }, "{args:?}: {}", result.stderr);
@@ -162,8 +150,7 @@ fn remote_commands_print_what_embedded_commands_print() {
     .concat();
     let pattern_error = &output(&["views", "-v", "shop.datamart/DailySales/SHOP10/rymd(2015"]).stderr;
     // The shell's own --server wins over $TRELLIS_SERVER for every line.
-    let session =
-        shell(cli(&cache).env("TRELLIS_SERVER", "http://127.0.0.1:9").arg("--server").arg(&server.url), &lines);
+    let session = shell(cli().env("TRELLIS_SERVER", "http://127.0.0.1:9").arg("--server").arg(&server.url), &lines);
     assert_eq!(session.code, 0, "{}", session.stderr);
     assert_eq!(session.stdout, shell_output);
     assert!(session.stderr.contains("error: unrecognized subcommand 'no-such-command'"), "{}", session.stderr);
@@ -172,7 +159,7 @@ fn remote_commands_print_what_embedded_commands_print() {
     assert_eq!(server.stop(), 0);
 
     for (args, remote) in cases.iter().zip(&remote_runs) {
-        let embedded = embedded(&cache, &project, args);
+        let embedded = embedded(&project, args);
         let args = args.join(" ");
         assert_eq!(remote.stdout, embedded.stdout, "stdout of {args}");
         assert_eq!(remote.stderr, embedded.stderr, "stderr of {args}");
@@ -181,7 +168,7 @@ fn remote_commands_print_what_embedded_commands_print() {
 
     // Without a server the shell runs the same lines embedded (in the
     // project, the default of -p).
-    let mut embedded_shell = cli(&cache);
+    let mut embedded_shell = cli();
     embedded_shell.current_dir(&project);
     let session = shell(&mut embedded_shell, &lines);
     assert_eq!(session.code, 0, "{}", session.stderr);
@@ -189,20 +176,19 @@ fn remote_commands_print_what_embedded_commands_print() {
 
     // What materialize --wait printed is what an embedded materialize of
     // the same invalidation prints.
-    assert_eq!(embedded(&cache, &project, &["invalidate", "-v", DAILY]).stdout, format!("invalidated {DAILY}\n"));
-    assert_eq!(ok(embedded(&cache, &project, &["materialize", "-v", PATTERN]), "materialize"), remote_summary);
+    assert_eq!(embedded(&project, &["invalidate", "-v", DAILY]).stdout, format!("invalidated {DAILY}\n"));
+    assert_eq!(ok(embedded(&project, &["materialize", "-v", PATTERN]), "materialize"), remote_summary);
 }
 
 #[test]
 fn an_unreachable_server_is_named_and_exits_2() {
-    let dir = tempfile::tempdir().unwrap();
     // Port 1 on loopback: nothing listens there.
-    let result = run(cli(dir.path()).args(["--server", "http://127.0.0.1:1", "runs"]));
+    let result = run(cli().args(["--server", "http://127.0.0.1:1", "runs"]));
     assert_eq!(result.code, 2);
     assert!(result.stderr.starts_with("error: cannot reach http://127.0.0.1:1/runs: "), "{}", result.stderr);
     assert_eq!(result.stderr.lines().count(), 1, "{}", result.stderr);
 
-    let result = run(cli(dir.path()).args(["transformations"]));
+    let result = run(cli().args(["transformations"]));
     assert_eq!(result.code, 2);
     assert!(result.stderr.contains("--server URL or TRELLIS_SERVER"), "{}", result.stderr);
 }
@@ -210,12 +196,11 @@ fn an_unreachable_server_is_named_and_exits_2() {
 #[test]
 fn a_remote_run_is_followed_queued_behind_refused_and_stopped() {
     let dir = tempfile::tempdir().unwrap();
-    let cache = dir.path().join("cache");
     let project = gated_project(dir.path(), 10);
-    let server = Server::start(&cache, &project, &[], &[("TRELLIS_TOKEN", TOKEN)]);
+    let server = Server::start(&project, &[], &[("TRELLIS_TOKEN", TOKEN)]);
 
     // One client follows the run; the others act on it meanwhile.
-    let follower = cli(&cache)
+    let follower = cli()
         .env("TRELLIS_TOKEN", TOKEN)
         .arg("--server")
         .arg(&server.url)
@@ -227,34 +212,33 @@ fn a_remote_run_is_followed_queued_behind_refused_and_stopped() {
     let mut running = Vec::new();
     eventually("two transformations in flight", || {
         let now: serde_json::Value =
-            serde_json::from_str(&ok(remote(&cache, &server, &["transformations", "--json"]), "transformations"))
-                .unwrap();
+            serde_json::from_str(&ok(remote(&server, &["transformations", "--json"]), "transformations")).unwrap();
         running = now["running"].as_array().unwrap().iter().map(|r| r["view"].as_str().unwrap().to_string()).collect();
         running.len() == 2
     });
-    let text = ok(remote(&cache, &server, &["transformations"]), "transformations");
+    let text = ok(remote(&server, &["transformations"]), "transformations");
     assert!(text.contains(&format!("{}  trivial  running for ", running[0])), "{text}");
     assert!(text.ends_with("permits in use: 2 of 2 overall, trivial 2 of 2\n"), "{text}");
 
     // A view in flight is left alone, and says so: exit 1, as embedded.
-    let refused = remote(&cache, &server, &["invalidate", "-v", &running[0]]);
+    let refused = remote(&server, &["invalidate", "-v", &running[0]]);
     assert_eq!((refused.code, refused.stdout.as_str()), (1, ""), "{}", refused.stderr);
     assert!(refused.stderr.starts_with(&format!("refused {}: ", running[0])), "{}", refused.stderr);
 
-    let queued = ok(remote(&cache, &server, &["materialize", "-v", "g.mart/Out/2015/01/01"]), "materialize");
+    let queued = ok(remote(&server, &["materialize", "-v", "g.mart/Out/2015/01/01"]), "materialize");
     let second = queued.strip_suffix(" accepted (queued behind 1 run)\n").and_then(|s| s.strip_prefix("run "));
     let second = second.unwrap_or_else(|| panic!("{queued}"));
     assert_eq!(
-        ok(remote(&cache, &server, &["stop", second]), "stop queued"),
+        ok(remote(&server, &["stop", second]), "stop queued"),
         format!("run {second} was queued; it will not start\n")
     );
     // Without an id, `stop` stops the run in progress and waits for its end.
-    let stopped = ok(remote(&cache, &server, &["stop"]), "stop");
+    let stopped = ok(remote(&server, &["stop"]), "stop");
     let first = stopped.lines().next().and_then(|l| l.strip_prefix("asked run ")).and_then(|l| l.split(' ').next());
     let first = first.unwrap_or_else(|| panic!("{stopped}"));
     assert_eq!(stopped, format!("asked run {first} to stop ({})\nrun {first} stopped\n", server.url));
     assert_eq!(
-        ok(remote(&cache, &server, &["stop", first]), "stop again"),
+        ok(remote(&server, &["stop", first]), "stop again"),
         format!("run {first} is not running: stopped by request\n")
     );
 

@@ -73,7 +73,7 @@ fn a_memory_bomb_leaves_host_memory_bounded() {
     // In a process of its own, so that its peak RSS is the bomb's alone.
     let dir = tempfile::tempdir().unwrap();
     #[allow(clippy::zombie_processes, reason = "reaped by wait4 below, which also reports its peak RSS")]
-    let mut child = trellis(&dir.path().join("cache"))
+    let mut child = trellis()
         .args(["plugins", "run"])
         .arg(plugin_path("hostile_memory_bomb"))
         .args(["--memory", "256", "--output"])

@@ -1,6 +1,8 @@
 //! Data-driven scenarios: each `tests/scenarios/*.scenario` file sets up a
 //! project and runs `trellis` commands against it, with their expected
-//! output. `UPDATE_EXPECT=1 cargo test` rewrites the expectations.
+//! output. Each file is a test of its own (listed in `scenarios!`), in a
+//! project directory of its own. `UPDATE_EXPECT=1 cargo test` rewrites the
+//! expectations.
 //!
 //! Format, line by line:
 //! - `# ...` and blank lines between commands: comments and spacing;
@@ -14,134 +16,159 @@
 //!   with the project directory shown as `$PROJECT`, version checksums as
 //!   `<checksum>`, blank lines left out, and a last line `[exit N]` when it
 //!   exits non-zero.
+//!
+//! Anything else (an unknown directive, an `@write` without its `@end`, an
+//! unknown command, a stray line) is an error naming the file and line, so
+//! that a typo cannot quietly turn a step into a comment.
 
 use std::path::{Path, PathBuf};
 
 use crate::support::{run, trellis};
 
+/// One test per scenario file, and a check that no file lacks its test.
+macro_rules! scenarios {
+    ($($name:ident),+ $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                check(stringify!($name));
+            }
+        )+
+
+        const DECLARED: &[&str] = &[$(stringify!($name)),+];
+    };
+}
+
+scenarios!(calendar, errors, listeners, materialize, oozie, rules, shop);
+
+#[test]
+fn every_scenario_file_has_its_test() {
+    let mut files: Vec<String> = std::fs::read_dir(directory())
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "scenario"))
+        .map(|path| path.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    let mut declared = DECLARED.to_vec();
+    declared.sort();
+    assert_eq!(files, declared, "every tests/scenarios/NAME.scenario needs NAME in `scenarios!`, and only those");
+}
+
 fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
-#[test]
-fn scenarios() {
-    let dir = repository().join("tests/scenarios");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "scenario"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no scenarios in {}", dir.display());
-    let update = std::env::var_os("UPDATE_EXPECT").is_some();
-    let mut failures = Vec::new();
-    for file in &files {
-        let text = std::fs::read_to_string(file).unwrap();
-        let (rewritten, mismatches) = run_scenario(&text);
-        if update && rewritten != text {
-            std::fs::write(file, &rewritten).unwrap();
-        } else if !mismatches.is_empty() {
-            failures.push(format!("{}:\n{}", file.display(), mismatches.join("\n")));
-        }
-    }
-    assert!(failures.is_empty(), "scenarios failed (UPDATE_EXPECT=1 to accept):\n\n{}", failures.join("\n\n"));
+fn directory() -> PathBuf {
+    repository().join("tests/scenarios")
 }
 
-/// Runs one scenario; returns its text with actual outputs, and every
-/// command whose output differed.
-fn run_scenario(text: &str) -> (String, Vec<String>) {
-    let project = tempfile::tempdir().unwrap();
-    let cache = tempfile::tempdir().unwrap();
+/// Runs `tests/scenarios/NAME.scenario`; with `UPDATE_EXPECT` set, writes
+/// the actual outputs into it instead of failing.
+fn check(name: &str) {
+    let file = directory().join(format!("{name}.scenario"));
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let steps = parse(&file.display().to_string(), &text).unwrap_or_else(|error| panic!("{error}"));
+    let (rewritten, mismatches) = run_scenario(&steps);
+    if std::env::var_os("UPDATE_EXPECT").is_some() {
+        if rewritten != text {
+            std::fs::write(&file, &rewritten).unwrap();
+        }
+    } else {
+        assert!(
+            mismatches.is_empty(),
+            "{} failed (UPDATE_EXPECT=1 to accept):\n\n{}",
+            file.display(),
+            mismatches.join("\n\n")
+        );
+    }
+}
+
+/// A line of a scenario, or a block of them.
+#[derive(Debug, PartialEq)]
+enum Step<'a> {
+    /// A comment or a blank line, kept as it is.
+    Text(&'a str),
+    Plugins,
+    Copy(&'a str),
+    Write {
+        path: &'a str,
+        content: Vec<&'a str>,
+    },
+    /// `$ COMMAND` on line `line`, with the output expected of it.
+    Command {
+        line: usize,
+        text: &'a str,
+        command: Command,
+        expected: Vec<&'a str>,
+    },
+}
+
+#[derive(Debug, PartialEq)]
+enum Command {
+    Touch(String),
+    Trellis(Vec<String>),
+}
+
+/// Reads a scenario; an error names `file` and the line.
+fn parse<'a>(file: &str, text: &'a str) -> Result<Vec<Step<'a>>, String> {
     let lines: Vec<&str> = text.lines().collect();
-    let mut out = String::new();
-    let mut mismatches = Vec::new();
+    let error = |index: usize, message: String| format!("{file}:{}: {message}", index + 1);
+    let mut steps = Vec::new();
     let mut i = 0;
     while i < lines.len() {
-        let line = lines[i];
+        let (index, line) = (i, lines[i]);
         i += 1;
-        if line == "@plugins" {
-            let plugins = project.path().join("plugins");
-            std::fs::create_dir_all(&plugins).unwrap();
-            for entry in std::fs::read_dir(trellis::bundled::PLUGINS_DIR).unwrap() {
-                let path = entry.unwrap().path();
-                if path.extension().is_some_and(|e| e == "wasm") {
-                    let name = path.file_name().unwrap().to_string_lossy().replace('_', "-");
-                    std::fs::copy(&path, plugins.join(name)).unwrap();
+        if line.is_empty() || line.starts_with('#') {
+            steps.push(Step::Text(line));
+        } else if let Some(directive) = line.strip_prefix('@') {
+            let (name, argument) = directive.split_once(' ').map_or((directive, ""), |(n, a)| (n, a.trim()));
+            match (name, argument) {
+                ("plugins", "") => steps.push(Step::Plugins),
+                ("copy" | "write", "") => return Err(error(index, format!("`@{name}` needs a path"))),
+                ("plugins", _) => return Err(error(index, "`@plugins` takes no argument".into())),
+                ("copy", dir) => steps.push(Step::Copy(dir)),
+                ("write", path) => {
+                    let Some(end) = lines[i..].iter().position(|l| *l == "@end") else {
+                        return Err(error(index, format!("`{line}` has no `@end`")));
+                    };
+                    steps.push(Step::Write { path, content: lines[i..i + end].to_vec() });
+                    i += end + 1;
+                }
+                ("end", _) => return Err(error(index, "`@end` without its `@write`".into())),
+                _ => {
+                    let message = format!("unknown directive `@{name}` (known: @copy DIR, @plugins, @write PATH)");
+                    return Err(error(index, message));
                 }
             }
-            out.push_str(line);
-            out.push('\n');
-        } else if let Some(source) = line.strip_prefix("@copy ") {
-            copy(&repository().join(source.trim()), project.path());
-            out.push_str(line);
-            out.push('\n');
-        } else if let Some(path) = line.strip_prefix("@write ") {
-            out.push_str(line);
-            out.push('\n');
-            let mut content = String::new();
-            while i < lines.len() && lines[i] != "@end" {
-                content.push_str(lines[i]);
-                content.push('\n');
-                out.push_str(lines[i]);
-                out.push('\n');
-                i += 1;
-            }
-            i += 1;
-            out.push_str("@end\n");
-            let target = project.path().join(path.trim());
-            std::fs::create_dir_all(target.parent().unwrap()).unwrap();
-            std::fs::write(target, content).unwrap();
-        } else if let Some(command) = line.strip_prefix("$ ") {
-            let mut expected = Vec::new();
-            while i < lines.len() && !lines[i].is_empty() {
-                expected.push(lines[i]);
-                i += 1;
-            }
-            let actual = execute(command, project.path(), cache.path());
-            out.push_str(line);
-            out.push('\n');
-            out.push_str(&actual);
-            if actual != expected.iter().map(|l| format!("{l}\n")).collect::<String>() {
-                mismatches.push(format!("$ {command}\n--- expected\n{}\n--- actual\n{actual}", expected.join("\n")));
-            }
+        } else if let Some(text) = line.strip_prefix("$ ") {
+            let command = command(text).map_err(|message| error(index, message))?;
+            let expected = lines[i..].iter().take_while(|l| !l.is_empty()).copied().collect::<Vec<_>>();
+            i += expected.len();
+            steps.push(Step::Command { line: index + 1, text, command, expected });
         } else {
-            out.push_str(line);
-            out.push('\n');
+            let message = format!(
+                "`{line}` is not a comment (#), a directive (@) or a command ($ ); \
+                 expected output follows its command without a blank line"
+            );
+            return Err(error(index, message));
         }
     }
-    (out, mismatches)
+    Ok(steps)
 }
 
-fn execute(command: &str, project: &Path, cache: &Path) -> String {
-    let words = split(command);
+fn command(text: &str) -> Result<Command, String> {
+    let mut words = split(text)?;
     match words.first().map(String::as_str) {
-        Some("touch") => {
-            let path = project.join(&words[1]);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, "").unwrap();
-            String::new()
-        }
-        Some("trellis") => {
-            // Logs carry timestamps; what a scenario checks is the output.
-            let result = run(trellis(cache).current_dir(project).env("TRELLIS_LOG", "off").args(&words[1..]));
-            let project = project.display().to_string();
-            // Blank lines end an expectation in the file format, so they are left out.
-            let output = format!("{}{}", result.stdout, result.stderr).replace(&project, "$PROJECT");
-            let mut output: String = output.lines().filter(|l| !l.is_empty()).map(|l| format!("{l}\n")).collect();
-            if result.code != 0 {
-                output.push_str(&format!("[exit {}]\n", result.code));
-            }
-            // Version checksums depend on the plugins' bytes, which depend on
-            // the toolchain: shown as <checksum>.
-            let checksum = regex::Regex::new(r"\b[0-9a-f]{16}\b").unwrap();
-            checksum.replace_all(&output, "<checksum>").into_owned()
-        }
-        _ => panic!("unknown scenario command `{command}`"),
+        Some("touch") if words.len() == 2 => Ok(Command::Touch(words.pop().unwrap())),
+        Some("touch") => Err("`$ touch` takes one path".into()),
+        Some("trellis") => Ok(Command::Trellis(words.split_off(1))),
+        _ => Err(format!("unknown command `{text}` (known: touch PATH, trellis ARGS)")),
     }
 }
 
 /// Splits on spaces, keeping 'single-quoted' words together.
-fn split(command: &str) -> Vec<String> {
+fn split(command: &str) -> Result<Vec<String>, String> {
     let mut words = Vec::new();
     let mut word = String::new();
     let mut quoted = false;
@@ -156,10 +183,95 @@ fn split(command: &str) -> Vec<String> {
             c => word.push(c),
         }
     }
+    if quoted {
+        return Err(format!("`{command}` has an unclosed quote"));
+    }
     if !word.is_empty() {
         words.push(word);
     }
-    words
+    Ok(words)
+}
+
+/// Runs a scenario in a project directory of its own; returns its text
+/// with the actual outputs, and every command whose output differed.
+fn run_scenario(steps: &[Step]) -> (String, Vec<String>) {
+    let temp = tempfile::tempdir().unwrap();
+    let project = temp.path();
+    let mut out = String::new();
+    let mut mismatches = Vec::new();
+    let mut push = |line: &str| {
+        out.push_str(line);
+        out.push('\n');
+    };
+    for step in steps {
+        match step {
+            Step::Text(line) => push(line),
+            Step::Plugins => {
+                let plugins = project.join("plugins");
+                std::fs::create_dir_all(&plugins).unwrap();
+                for entry in std::fs::read_dir(trellis::bundled::PLUGINS_DIR).unwrap() {
+                    let path = entry.unwrap().path();
+                    if path.extension().is_some_and(|e| e == "wasm") {
+                        let name = path.file_name().unwrap().to_string_lossy().replace('_', "-");
+                        std::fs::copy(&path, plugins.join(name)).unwrap();
+                    }
+                }
+                push("@plugins");
+            }
+            Step::Copy(dir) => {
+                copy(&repository().join(dir), project);
+                push(&format!("@copy {dir}"));
+            }
+            Step::Write { path, content } => {
+                let target = project.join(path);
+                std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+                std::fs::write(target, content.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+                push(&format!("@write {path}"));
+                content.iter().for_each(|line| push(line));
+                push("@end");
+            }
+            Step::Command { line, text, command, expected } => {
+                let actual = execute(command, project);
+                push(&format!("$ {text}"));
+                actual.lines().for_each(&mut push);
+                if actual.lines().ne(expected.iter().copied()) {
+                    mismatches.push(format!(
+                        "line {line}: $ {text}\n--- expected\n{}\n--- actual\n{actual}",
+                        expected.join("\n")
+                    ));
+                }
+            }
+        }
+    }
+    (out, mismatches)
+}
+
+/// The command's output as a scenario shows it (one line each, blank
+/// lines left out).
+fn execute(command: &Command, project: &Path) -> String {
+    match command {
+        Command::Touch(path) => {
+            let path = project.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "").unwrap();
+            String::new()
+        }
+        Command::Trellis(args) => {
+            // Logs carry timestamps; what a scenario checks is the output.
+            let result = run(trellis().current_dir(project).env("TRELLIS_LOG", "off").args(args));
+            let project = project.display().to_string();
+            // Blank lines end an expectation in the file format, so they are left out.
+            let output = format!("{}{}", result.stdout, result.stderr).replace(&project, "$PROJECT");
+            let mut output: String = output.lines().filter(|l| !l.is_empty()).map(|l| format!("{l}\n")).collect();
+            if result.code != 0 {
+                output.push_str(&format!("[exit {}]\n", result.code));
+            }
+            // Version checksums depend on the plugins' bytes, which depend on
+            // the toolchain: shown as <checksum>.
+            let checksum = regex::Regex::new(r"\b[0-9a-f]{16}\b").unwrap();
+            checksum.replace_all(&output, "<checksum>").into_owned()
+        }
+    }
 }
 
 fn copy(from: &Path, to: &Path) {
@@ -172,5 +284,59 @@ fn copy(from: &Path, to: &Path) {
         } else {
             std::fs::copy(entry.path(), target).unwrap();
         }
+    }
+}
+
+#[test]
+fn a_scenario_parses_into_its_steps() {
+    let text =
+        "# setup\n@plugins\n@copy examples/shop\n@write a/b.toml\nx = 1\n@end\n\n$ trellis views -v 'a b'\nout\n";
+    let steps = parse("t.scenario", text).unwrap();
+    assert_eq!(
+        steps,
+        [
+            Step::Text("# setup"),
+            Step::Plugins,
+            Step::Copy("examples/shop"),
+            Step::Write { path: "a/b.toml", content: vec!["x = 1"] },
+            Step::Text(""),
+            Step::Command {
+                line: 8,
+                text: "trellis views -v 'a b'",
+                command: Command::Trellis(vec!["views".into(), "-v".into(), "a b".into()]),
+                expected: vec!["out"],
+            },
+        ]
+    );
+}
+
+#[test]
+fn an_unknown_directive_is_an_error_naming_file_and_line() {
+    let error = parse("t.scenario", "# setup\n@plugins\n@wirte trellis.toml\nx = 1\n@end\n").unwrap_err();
+    assert_eq!(error, "t.scenario:3: unknown directive `@wirte` (known: @copy DIR, @plugins, @write PATH)");
+}
+
+#[test]
+fn an_unclosed_write_is_an_error_naming_file_and_line() {
+    let error = parse("t.scenario", "@write trellis.toml\nx = 1\n\n$ trellis validate\n").unwrap_err();
+    assert_eq!(error, "t.scenario:1: `@write trellis.toml` has no `@end`");
+}
+
+#[test]
+fn other_mistakes_are_errors_naming_file_and_line() {
+    for (text, message) in [
+        ("@end\n", "t.scenario:1: `@end` without its `@write`"),
+        ("@write\n@end\n", "t.scenario:1: `@write` needs a path"),
+        ("@plugins all\n", "t.scenario:1: `@plugins` takes no argument"),
+        ("\n$ ls\n", "t.scenario:2: unknown command `ls` (known: touch PATH, trellis ARGS)"),
+        ("$ touch\n", "t.scenario:1: `$ touch` takes one path"),
+        ("$ trellis views -v 'a\n", "t.scenario:1: `trellis views -v 'a` has an unclosed quote"),
+        (
+            "$ trellis validate\n\nok\n",
+            "t.scenario:3: `ok` is not a comment (#), a directive (@) or a command ($ ); \
+             expected output follows its command without a blank line",
+        ),
+    ] {
+        assert_eq!(parse("t.scenario", text).unwrap_err(), message, "{text:?}");
     }
 }

@@ -10,7 +10,7 @@ use serde_json::Value;
 use trellis::metastore::Metastore;
 use trellis::model::{FlowStatus, ViewState};
 
-use crate::support::{Server, gated_project, open_gates, run, trellis};
+use crate::support::{Daily, Server, demo, gated_project, open_gates, run, trellis};
 
 fn client() -> reqwest::Client {
     reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap()
@@ -90,28 +90,20 @@ impl Events {
     }
 }
 
-fn demo(dir: &Path, cache: &Path) -> PathBuf {
-    let project = dir.join("demo");
-    let result = run(trellis(cache).arg("demo").arg(&project));
-    assert_eq!(result.code, 0, "{}", result.stderr);
-    project
-}
-
 const MONTH: &str = "shop.datamart/MonthlyTotal/2015/05";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn every_endpoint_answers_and_bad_input_gets_a_4xx_with_one_line() {
     let dir = tempfile::tempdir().unwrap();
-    let cache = dir.path().join("cache");
-    let project = demo(dir.path(), &cache);
+    let project = demo(dir.path());
     // The CLI's own messages, to compare with the API's.
     let cli_error = |pattern: &str| {
-        let result = run(trellis(&cache).args(["views", "-p"]).arg(&project).args(["-v", pattern]));
+        let result = run(trellis().args(["views", "-p"]).arg(&project).args(["-v", pattern]));
         assert_eq!(result.code, 2);
         result.stderr.trim().strip_prefix("error: ").unwrap().to_string()
     };
     let bad_pattern = cli_error("shop.datamart/MonthlyTotal/2015/13");
-    let server = Server::start(&cache, &project, &[], &[]);
+    let server = Server::start(&project, &[], &[]);
     let url = &server.url;
 
     let (status, health) = get(&format!("{url}/health")).await;
@@ -289,9 +281,8 @@ async fn in_flight(url: &str, n: usize) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn during_a_run_reads_answer_in_flight_views_conflict_and_stop_cancels() {
     let dir = tempfile::tempdir().unwrap();
-    let cache = dir.path().join("cache");
     let project = gated_project(dir.path(), 10);
-    let server = Server::start(&cache, &project, &[], &[]);
+    let server = Server::start(&project, &[], &[]);
     let url = &server.url;
 
     let (status, first) = post(&format!("{url}/materialize/{GATED}")).await;
@@ -329,11 +320,7 @@ async fn during_a_run_reads_answer_in_flight_views_conflict_and_stop_cancels() {
     // Stopping the first cancels what runs and skips the rest.
     let (status, outcome) = post(&format!("{url}/runs/{first}/stop")).await;
     assert_eq!((status, outcome["outcome"].as_str()), (202, Some("stopping")));
-    let detail = eventually("the run to end", async || {
-        let (_, detail) = get(&format!("{url}/runs/{first}")).await;
-        (detail["run"]["status"] == "finished").then_some(detail)
-    })
-    .await;
+    let detail = finished(url, &first).await;
     assert_eq!(detail["run"]["termination"], "stopped by request");
     let flows = detail["flows"].as_array().unwrap();
     let with = |status: &str| flows.iter().filter(|f| f["status"] == status).count();
@@ -348,11 +335,10 @@ async fn during_a_run_reads_answer_in_flight_views_conflict_and_stop_cancels() {
 #[tokio::test(flavor = "multi_thread")]
 async fn graceful_shutdown_finishes_within_the_grace_period_or_cancels_and_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let cache = dir.path().join("cache");
     let project = gated_project(dir.path(), 10);
 
     // Transformations that finish within the grace period finish.
-    let server = Server::start(&cache, &project, &["--grace", "120s"], &[]);
+    let server = Server::start(&project, &["--grace", "120s"], &[]);
     let (_, accepted) = post(&format!("{}/materialize/g.mart/Out/rymd(20150101-20150102)", server.url)).await;
     let id = accepted["run"].as_str().unwrap().to_string();
     in_flight(&server.url, 2).await;
@@ -375,7 +361,7 @@ async fn graceful_shutdown_finishes_within_the_grace_period_or_cancels_and_loses
     for entry in std::fs::read_dir(project.join("data/raw/2015/01")).unwrap() {
         let _ = std::fs::remove_file(entry.unwrap().path().join("GO"));
     }
-    let server = Server::start(&cache, &project, &["--grace", "200ms"], &[]);
+    let server = Server::start(&project, &["--grace", "200ms"], &[]);
     let (_, accepted) = post(&format!("{}/materialize/{GATED}", server.url)).await;
     let id = accepted["run"].as_str().unwrap().to_string();
     let canceled = in_flight(&server.url, 2).await;
@@ -404,14 +390,10 @@ async fn graceful_shutdown_finishes_within_the_grace_period_or_cancels_and_loses
 
     // The next server converges.
     open_gates(&project);
-    let server = Server::start(&cache, &project, &[], &[]);
+    let server = Server::start(&project, &[], &[]);
     let (_, accepted) = post(&format!("{}/materialize/{GATED}", server.url)).await;
     let id = accepted["run"].as_str().unwrap().to_string();
-    let detail = eventually("the run to end", async || {
-        let (_, detail) = get(&format!("{}/runs/{id}", server.url)).await;
-        (detail["run"]["status"] == "finished").then_some(detail)
-    })
-    .await;
+    let detail = finished(&server.url, &id).await;
     assert_eq!(detail["run"]["termination"], "completed", "{detail}");
     let (_, overview) = get(&format!("{}/views/{GATED}?overview=true", server.url)).await;
     assert_eq!(overview["overview"]["materialized"], 10, "{overview}");
@@ -421,22 +403,17 @@ async fn graceful_shutdown_finishes_within_the_grace_period_or_cancels_and_loses
 #[tokio::test(flavor = "multi_thread")]
 async fn changes_need_the_token_and_no_token_means_loopback_only() {
     let dir = tempfile::tempdir().unwrap();
-    let cache = dir.path().join("cache");
-    let project = demo(dir.path(), &cache);
+    let project = demo(dir.path());
 
-    let refused = run(trellis(&cache)
-        .arg("serve")
-        .arg("-p")
-        .arg(&project)
-        .args(["--bind", "0.0.0.0:0"])
-        .env_remove("TRELLIS_TOKEN"));
+    let refused =
+        run(trellis().arg("serve").arg("-p").arg(&project).args(["--bind", "0.0.0.0:0"]).env_remove("TRELLIS_TOKEN"));
     assert_eq!(refused.code, 2);
     assert_eq!(
         refused.stderr.trim(),
         "error: refusing to listen on 0.0.0.0:0 without a token: set TRELLIS_TOKEN or --token-file, or bind to 127.0.0.1"
     );
 
-    let server = Server::start(&cache, &project, &[], &[("TRELLIS_TOKEN", "s3cret")]);
+    let server = Server::start(&project, &[], &[("TRELLIS_TOKEN", "s3cret")]);
     let url = &server.url;
     let (status, _) = get(&format!("{url}/views?overview=true")).await;
     assert_eq!(status, 200, "reads are open on loopback");
@@ -457,7 +434,7 @@ async fn changes_need_the_token_and_no_token_means_loopback_only() {
     // A token file does the same.
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, "from-a-file\n").unwrap();
-    let server = Server::start(&cache, &project, &["--token-file", token_file.to_str().unwrap()], &[]);
+    let server = Server::start(&project, &["--token-file", token_file.to_str().unwrap()], &[]);
     let (status, _) =
         call(reqwest::Method::POST, &format!("{}/invalidate/{MONTH}", server.url), Some("from-a-file")).await;
     assert_eq!(status, 200);
@@ -467,9 +444,8 @@ async fn changes_need_the_token_and_no_token_means_loopback_only() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_event_stream_resumes_after_a_disconnect_from_last_event_id() {
     let dir = tempfile::tempdir().unwrap();
-    let cache = dir.path().join("cache");
-    let project = demo(dir.path(), &cache);
-    let server = Server::start(&cache, &project, &[], &[]);
+    let project = demo(dir.path());
+    let server = Server::start(&project, &[], &[]);
     let url = &server.url;
     let (_, health) = get(&format!("{url}/health")).await;
     assert_eq!(health["status"], "ok");
@@ -510,9 +486,8 @@ async fn the_event_stream_resumes_after_a_disconnect_from_last_event_id() {
 #[tokio::test(flavor = "multi_thread")]
 async fn openapi_describes_every_route_and_hostile_values_never_get_a_500() {
     let dir = tempfile::tempdir().unwrap();
-    let cache = dir.path().join("cache");
-    let project = demo(dir.path(), &cache);
-    let server = Server::start(&cache, &project, &[], &[("TRELLIS_TOKEN", "t")]);
+    let project = demo(dir.path());
+    let server = Server::start(&project, &[], &[("TRELLIS_TOKEN", "t")]);
     let url = &server.url;
     let (status, spec) = get(&format!("{url}/openapi.json")).await;
     assert_eq!(status, 200);
@@ -579,7 +554,11 @@ async fn openapi_describes_every_route_and_hostile_values_never_get_a_500() {
 async fn materialize_and_wait(url: &str, pattern: &str) -> Value {
     let (status, accepted) = post(&format!("{url}/materialize/{pattern}")).await;
     assert_eq!(status, 202, "{accepted}");
-    let id = accepted["run"].as_str().unwrap().to_string();
+    finished(url, accepted["run"].as_str().unwrap()).await
+}
+
+/// Waits for run `id` to finish and returns its detail.
+async fn finished(url: &str, id: &str) -> Value {
     eventually("the run to end", async || {
         let (_, detail) = get(&format!("{url}/runs/{id}")).await;
         (detail["run"]["status"] == "finished").then_some(detail)
@@ -601,9 +580,8 @@ fn flows(detail: &Value) -> Vec<(String, String)> {
 #[tokio::test(flavor = "multi_thread")]
 async fn after_one_full_check_a_server_run_visits_only_what_may_have_changed() {
     let dir = tempfile::tempdir().unwrap();
-    let cache = dir.path().join("cache");
-    let project = demo(dir.path(), &cache);
-    let server = Server::start(&cache, &project, &[], &[]);
+    let project = demo(dir.path());
+    let server = Server::start(&project, &[], &[]);
     let url = &server.url;
 
     // The first run checks all 190 views; the next one only the view asked for.
@@ -663,8 +641,8 @@ async fn after_one_full_check_a_server_run_visits_only_what_may_have_changed() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_disabled_listener_re_enabled_over_http_runs_again_in_the_same_server() {
     use crate::listeners::{DAYS, listener, pattern, setup};
-    let (_temp, dir, cache) = setup(&listener("fixture", "behaviour = \"trap\"", "max_retries = 0"));
-    let server = Server::start(&cache, &dir, &[], &[]);
+    let (_temp, dir) = setup(&listener("fixture", "behaviour = \"trap\"", "max_retries = 0"));
+    let server = Server::start(&dir, &[], &[]);
     let url = &server.url;
     let state_of = async |url: &str| {
         let (_, listeners) = get(&format!("{url}/listeners")).await;
@@ -701,9 +679,8 @@ async fn a_disabled_listener_re_enabled_over_http_runs_again_in_the_same_server(
 #[tokio::test(flavor = "multi_thread")]
 async fn a_request_not_answered_in_time_gets_408() {
     let dir = tempfile::tempdir().unwrap();
-    let cache = dir.path().join("cache");
     let project = gated_project(dir.path(), 1);
-    let server = Server::start(&cache, &project, &["--request-timeout", "50ms"], &[]);
+    let server = Server::start(&project, &["--request-timeout", "50ms"], &[]);
     // Some 130,000 views to instantiate: far longer than 50 ms.
     let (status, body) = get(&format!("{}/views/g.mart/Out/rymd(20150101-22001231)?overview=true", server.url)).await;
     assert_eq!(status, 408, "{body}");
@@ -715,45 +692,15 @@ async fn a_request_not_answered_in_time_gets_408() {
 /// A chain: each day's `Out` depends on that day's input and on the day before.
 fn chain_project(dir: &Path) -> PathBuf {
     let project = dir.join("chain");
-    std::fs::create_dir_all(project.join("plugins")).unwrap();
-    std::fs::copy(crate::support::plugin_path("trivial"), project.join("plugins/trivial.wasm")).unwrap();
-    let toml = r#"
-[plugins]
-trivial = "plugins/trivial.wasm"
-
-[[view]]
-name = "c.raw/In"
-time = { frequency = "1d", initial = "2015-01-01" }
-path = "raw/${YEAR}/${MONTH}/${DAY}"
-
-[[view]]
-name = "c.mart/Out"
-time = { frequency = "1d", initial = "2015-01-01" }
-transformation = { plugin = "trivial" }
-
-[[view.dependency]]
-view = "c.raw/In"
-
-[[view.dependency]]
-name = "yesterday"
-view = "c.mart/Out"
-time = "current(-1)"
-"#;
-    std::fs::write(project.join("trellis.toml"), toml).unwrap();
-    for day in 1..=3 {
-        let raw = project.join(format!("data/raw/2015/01/{day:02}"));
-        std::fs::create_dir_all(&raw).unwrap();
-        std::fs::write(raw.join("_SUCCESS"), "").unwrap();
-    }
+    Daily::new("c", "trivial", 3).chained().write(&project);
     project
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn what_the_server_skips_is_never_outdated() {
     let dir = tempfile::tempdir().unwrap();
-    let cache = dir.path().join("cache");
     let project = chain_project(dir.path());
-    let server = Server::start(&cache, &project, &[], &[]);
+    let server = Server::start(&project, &[], &[]);
     let url = &server.url;
     let days = "c.mart/Out/rymd(20150101-20150103)";
     let out = |day: &str| format!("c.mart/Out/2015/01/{day}");
@@ -780,10 +727,9 @@ async fn what_the_server_skips_is_never_outdated() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_view_whose_run_was_stopped_is_not_taken_as_up_to_date() {
     let dir = tempfile::tempdir().unwrap();
-    let cache = dir.path().join("cache");
     let project = gated_project(dir.path(), 2);
     open_gates(&project);
-    let server = Server::start(&cache, &project, &[], &[]);
+    let server = Server::start(&project, &[], &[]);
     let url = &server.url;
     let day = "g.mart/Out/2015/01/01";
     let first = materialize_and_wait(url, day).await;
@@ -797,11 +743,7 @@ async fn a_view_whose_run_was_stopped_is_not_taken_as_up_to_date() {
     in_flight(url, 1).await;
     let (status, _) = post(&format!("{url}/runs/{id}/stop")).await;
     assert_eq!(status, 202);
-    eventually("the run to end", async || {
-        let (_, detail) = get(&format!("{url}/runs/{id}")).await;
-        (detail["run"]["status"] == "finished").then_some(())
-    })
-    .await;
+    finished(url, &id).await;
 
     // Still outdated: the next run transforms it.
     open_gates(&project);

@@ -1,4 +1,5 @@
-//! Shared test helpers: the built plugins, a runtime, and the binary.
+//! Shared test helpers: the built plugins, a runtime, the binary, one
+//! compile cache for the whole test binary, and the daily test project.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -17,7 +18,32 @@ pub fn plugin_path(name: &str) -> PathBuf {
 /// shares it between views: a test that breaks it breaks the others.
 pub fn runtime() -> &'static Runtime {
     static RUNTIME: OnceLock<Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| Runtime::new(RuntimeOptions::default()).expect("runtime starts"))
+    RUNTIME.get_or_init(|| {
+        let options = RuntimeOptions { cache_dir: Some(compile_cache().to_path_buf()), ..RuntimeOptions::default() };
+        Runtime::new(options).expect("runtime starts")
+    })
+}
+
+/// The compile cache of this test binary: created at first use, shared by
+/// every test and every `trellis` it starts, so that each plugin is compiled
+/// about once per run instead of once per test. Tests about the cache
+/// itself give their runtime a directory of their own.
+pub fn compile_cache() -> &'static Path {
+    static CACHE: OnceLock<tempfile::TempDir> = OnceLock::new();
+    // A static is never dropped, so the directory is removed at exit instead.
+    extern "C" fn remove() {
+        if let Some(dir) = CACHE.get() {
+            let _ = std::fs::remove_dir_all(dir.path());
+        }
+    }
+    CACHE
+        .get_or_init(|| {
+            let dir = tempfile::Builder::new().prefix("trellis-it-cache-").tempdir().expect("a temporary directory");
+            // SAFETY: registers a function that takes nothing and returns nothing.
+            assert_eq!(unsafe { libc::atexit(remove) }, 0, "atexit");
+            dir
+        })
+        .path()
 }
 
 pub async fn load(name: &str) -> Plugin {
@@ -46,10 +72,10 @@ pub fn request(inputs: &[(&str, &Path)], output: &Path, config: &[(&str, &str)])
     }
 }
 
-/// The `trellis` binary with a private compile cache.
-pub fn trellis(cache: &Path) -> Command {
+/// The `trellis` binary with the test binary's compile cache.
+pub fn trellis() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_trellis"));
-    command.env("TRELLIS_CACHE_DIR", cache).env_remove("TRELLIS_LOG");
+    command.env("TRELLIS_CACHE_DIR", compile_cache()).env_remove("TRELLIS_LOG");
     command
 }
 
@@ -60,12 +86,25 @@ pub struct Run {
 }
 
 pub fn run(command: &mut Command) -> Run {
-    let Output { status, stdout, stderr } = command.output().expect("trellis runs");
-    Run {
-        code: status.code().expect("exited, not killed"),
-        stdout: String::from_utf8_lossy(&stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+    Run::from(command.output().expect("trellis runs"))
+}
+
+impl From<Output> for Run {
+    fn from(Output { status, stdout, stderr }: Output) -> Run {
+        Run {
+            code: status.code().expect("exited, not killed"),
+            stdout: String::from_utf8_lossy(&stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        }
     }
+}
+
+/// `trellis demo` into `dir/demo`: the sample shop, materialized.
+pub fn demo(dir: &Path) -> PathBuf {
+    let project = dir.join("demo");
+    let result = run(trellis().arg("demo").arg(&project));
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    project
 }
 
 /// A tiny deterministic generator, so that test data is varied but the
@@ -95,13 +134,14 @@ pub struct Server {
 
 impl Server {
     /// Starts `trellis serve -p project ARGS` with `env` (and neither a
-    /// token nor a server from the test's own environment).
-    pub fn start(cache: &Path, project: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
+    /// token nor a server from the test's own environment). Its log goes
+    /// next to the project, in the test's own directory.
+    pub fn start(project: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
         use std::io::BufRead;
         static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let log = cache.with_file_name(format!("serve-{n}.log"));
-        let mut command = trellis(cache);
+        let log = project.with_file_name(format!("serve-{n}.log"));
+        let mut command = trellis();
         command.args(["serve", "--bind", "127.0.0.1:0", "-p"]).arg(project).args(args);
         command.env_remove("TRELLIS_TOKEN").env_remove("TRELLIS_SERVER").env("TRELLIS_LOG", "info");
         for (key, value) in env {
@@ -150,36 +190,9 @@ impl Drop for Server {
 /// A project whose transformations (one per day, `days` of them) wait for
 /// a `GO` file in their input, so that a run stays in flight until the
 /// test says (`open_gates`).
-pub fn gated_project(dir: &Path, days: u32) -> PathBuf {
+pub fn gated_project(dir: &Path, days: usize) -> PathBuf {
     let project = dir.join("gated");
-    std::fs::create_dir_all(project.join("plugins")).unwrap();
-    std::fs::copy(plugin_path("trivial"), project.join("plugins/trivial.wasm")).unwrap();
-    let toml = r#"
-[defaults]
-concurrency = 2
-
-[plugins]
-trivial = { file = "plugins/trivial.wasm", deadline = "600s" }
-
-[[view]]
-name = "g.raw/In"
-time = { frequency = "1d", initial = "2015-01-01" }
-path = "raw/${YEAR}/${MONTH}/${DAY}"
-
-[[view]]
-name = "g.mart/Out"
-time = { frequency = "1d", initial = "2015-01-01" }
-transformation = { plugin = "trivial", config = { gate = "GO" } }
-
-[[view.dependency]]
-view = "g.raw/In"
-"#;
-    std::fs::write(project.join("trellis.toml"), toml).unwrap();
-    for day in 1..=days {
-        let raw = project.join(format!("data/raw/2015/01/{day:02}"));
-        std::fs::create_dir_all(&raw).unwrap();
-        std::fs::write(raw.join("_SUCCESS"), "").unwrap();
-    }
+    Daily::new("g", "trivial", days).concurrency(2).deadline("600s").config(r#"gate = "GO""#).write(&project);
     project
 }
 
@@ -187,5 +200,145 @@ view = "g.raw/In"
 pub fn open_gates(project: &Path) {
     for entry in std::fs::read_dir(project.join("data/raw/2015/01")).unwrap() {
         std::fs::write(entry.unwrap().path().join("GO"), "").unwrap();
+    }
+}
+
+/// The daily test project: external input `<ns>.raw/In` under
+/// `data/raw/YYYY/MM/DD`, one day after another from 2015-01-01, each with
+/// its done flag, and `<ns>.mart/Out`, each day transformed from that day's
+/// input by one built plugin. The options are what tests vary.
+pub struct Daily {
+    namespace: &'static str,
+    plugin: &'static str,
+    days: usize,
+    concurrency: Option<u32>,
+    deadline: Option<&'static str>,
+    config: Option<&'static str>,
+    chained: bool,
+    part: Option<String>,
+    copies: Vec<&'static str>,
+    plugins: String,
+    tail: String,
+}
+
+impl Daily {
+    /// `days` days of input (no file but the done flag), transformed by
+    /// the built plugin `plugin` (crate name), declared under that name.
+    pub fn new(namespace: &'static str, plugin: &'static str, days: usize) -> Daily {
+        Daily {
+            namespace,
+            plugin,
+            days,
+            concurrency: None,
+            deadline: None,
+            config: None,
+            chained: false,
+            part: None,
+            copies: Vec::new(),
+            plugins: String::new(),
+            tail: String::new(),
+        }
+    }
+
+    /// `[defaults] concurrency`.
+    pub fn concurrency(mut self, concurrency: u32) -> Daily {
+        self.concurrency = Some(concurrency);
+        self
+    }
+
+    /// The transformation plugin's deadline.
+    pub fn deadline(mut self, deadline: &'static str) -> Daily {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// The transformation's configuration: the inside of its inline table.
+    pub fn config(mut self, config: &'static str) -> Daily {
+        self.config = Some(config);
+        self
+    }
+
+    /// Each day's `Out` also depends on the day before's.
+    pub fn chained(mut self) -> Daily {
+        self.chained = true;
+        self
+    }
+
+    /// Each day's input also holds `part.csv` with `content`.
+    pub fn part(mut self, content: &str) -> Daily {
+        self.part = Some(content.to_string());
+        self
+    }
+
+    /// Copies more built plugins (crate names) into `plugins/` and adds
+    /// `declarations` to `[plugins]`.
+    pub fn plugins(mut self, copies: &[&'static str], declarations: &str) -> Daily {
+        self.copies.extend(copies);
+        self.plugins.push_str(declarations);
+        self
+    }
+
+    /// TOML after the views (`[events]`, `[[listener]]`s).
+    pub fn tail(mut self, toml: &str) -> Daily {
+        self.tail.push_str(toml);
+        self
+    }
+
+    /// Writes the project into `dir`.
+    pub fn write(&self, dir: &Path) {
+        let Daily { namespace: ns, plugin, .. } = *self;
+        std::fs::create_dir_all(dir.join("plugins")).unwrap();
+        for name in std::iter::once(&plugin).chain(&self.copies) {
+            std::fs::copy(plugin_path(name), dir.join(format!("plugins/{name}.wasm"))).unwrap();
+        }
+        let mut toml = String::new();
+        if let Some(concurrency) = self.concurrency {
+            toml.push_str(&format!("[defaults]\nconcurrency = {concurrency}\n\n"));
+        }
+        let file = format!("\"plugins/{plugin}.wasm\"");
+        let declaration = match self.deadline {
+            Some(deadline) => format!("{{ file = {file}, deadline = \"{deadline}\" }}"),
+            None => file,
+        };
+        toml.push_str(&format!("[plugins]\n{plugin} = {declaration}\n{}", self.plugins));
+        let config = self.config.map(|config| format!(", config = {{ {config} }}")).unwrap_or_default();
+        toml.push_str(&format!(
+            r#"
+[[view]]
+name = "{ns}.raw/In"
+time = {{ frequency = "1d", initial = "2015-01-01" }}
+path = "raw/${{YEAR}}/${{MONTH}}/${{DAY}}"
+
+[[view]]
+name = "{ns}.mart/Out"
+time = {{ frequency = "1d", initial = "2015-01-01" }}
+transformation = {{ plugin = "{plugin}"{config} }}
+
+[[view.dependency]]
+view = "{ns}.raw/In"
+"#
+        ));
+        if self.chained {
+            toml.push_str(&format!(
+                r#"
+[[view.dependency]]
+name = "yesterday"
+view = "{ns}.mart/Out"
+time = "current(-1)"
+"#
+            ));
+        }
+        toml.push_str(&self.tail);
+        std::fs::write(dir.join("trellis.toml"), toml).unwrap();
+        let mut day = chrono::NaiveDate::from_ymd_opt(2015, 1, 1).unwrap();
+        for _ in 0..self.days {
+            let path = dir.join(format!("data/raw/{}", day.format("%Y/%m/%d")));
+            std::fs::create_dir_all(&path).unwrap();
+            if let Some(part) = &self.part {
+                std::fs::write(path.join("part.csv"), part).unwrap();
+            }
+            std::fs::write(path.join("_SUCCESS"), "").unwrap();
+            day = day.succ_opt().unwrap();
+        }
     }
 }
