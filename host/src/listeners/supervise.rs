@@ -14,7 +14,7 @@ pub const MIN_BACKOFF: Duration = Duration::from_millis(1);
 
 /// A failed delivery or start.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure {
+pub struct ListenerFailure {
     /// Restart and replay the latest event of every view (else drop the event).
     pub retryable: bool,
     pub message: String,
