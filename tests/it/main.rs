@@ -1,6 +1,7 @@
 //! The integration tests: real WASM plugins built from plugins/, a real
 //! `trellis` binary, real directories. One crate, one module per area.
 
+mod inprocess;
 mod support;
 
 mod cli;
@@ -11,4 +12,5 @@ mod remote;
 mod runtime;
 mod sandbox;
 mod scenarios;
+mod scheduler;
 mod server;
