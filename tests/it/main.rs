@@ -4,6 +4,7 @@
 mod inprocess;
 mod support;
 
+mod api;
 mod cli;
 mod crash;
 mod csv_aggregate;
