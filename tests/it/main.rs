@@ -1,8 +1,10 @@
 //! The integration tests: real WASM plugins built from plugins/, a real
 //! `trellis` binary, real directories. One crate, one module per area.
 
+mod inprocess;
 mod support;
 
+mod api;
 mod cli;
 mod crash;
 mod csv_aggregate;
@@ -11,4 +13,5 @@ mod remote;
 mod runtime;
 mod sandbox;
 mod scenarios;
+mod scheduler;
 mod server;

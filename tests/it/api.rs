@@ -1,0 +1,219 @@
+//! The API's router in process, driven with `tower::ServiceExt::oneshot`
+//! over a real scheduler service (real metastore, plugins and
+//! directories): the error contract (status codes, and every error a
+//! one-line JSON `{"error": ...}`), acceptance of a run, and the conflict
+//! of invalidating a view in flight.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
+use serde_json::Value;
+use tower::ServiceExt;
+use trellis::api::{AppState, Settings};
+use trellis::metastore::Metastore;
+use trellis::model::ViewState;
+use trellis::scheduler::Service;
+
+use crate::inprocess::{Project, finished, logged, now_millis, open, runtime};
+
+const TOKEN: &str = "s3cret";
+const HELD: &str = "t.gate/Held/2015/01/01";
+
+/// The router of `trellis serve` over a service on `project`, as
+/// `cli/serve.rs` assembles it, without listeners.
+struct App {
+    router: axum::Router,
+    store: Arc<Metastore>,
+    /// Kept open: event streams end when it says so.
+    _shutdown: tokio::sync::watch::Sender<bool>,
+}
+
+impl App {
+    async fn new(project: &Project, token: Option<&str>) -> App {
+        let catalog: &'static _ = Box::leak(Box::new(project.catalog("v1")));
+        let plugins = Arc::new(trellis::plugins::Plugins::load(runtime(), catalog).await);
+        let scheduler = open(catalog).await;
+        let (permits, store) = (scheduler.permits(), scheduler.metastore());
+        let (service, handle) = Service::new(scheduler);
+        tokio::spawn(service.run());
+        let (shutdown_sender, shutdown) = tokio::sync::watch::channel(false);
+        let state = Arc::new(AppState {
+            handle,
+            store: store.clone(),
+            catalog,
+            listeners: tokio::sync::Mutex::new(None),
+            plugins,
+            plugin_statuses: Vec::new(),
+            permits,
+            settings: Settings {
+                token: token.map(str::to_string),
+                request_timeout: Duration::from_secs(60),
+                loopback: true,
+            },
+            shutdown,
+            started: now_millis(),
+        });
+        App { router: trellis::api::router(state), store, _shutdown: shutdown_sender }
+    }
+
+    /// Sends one request; returns its status, headers and body.
+    async fn send(&self, request: Request<Body>) -> (StatusCode, header::HeaderMap, Vec<u8>) {
+        let response = self.router.clone().oneshot(request).await.expect("the router answers");
+        let (parts, body) = response.into_parts();
+        let body = axum::body::to_bytes(body, usize::MAX).await.expect("the body is read");
+        (parts.status, parts.headers, body.to_vec())
+    }
+
+    async fn call(&self, method: Method, uri: &str, token: Option<&str>) -> (StatusCode, Value) {
+        let (status, _, body) = self.send(request(method, uri, token, Body::empty())).await;
+        let json = serde_json::from_slice(&body).unwrap_or_else(|e| {
+            panic!("{uri} answered {status} with {:?}, not JSON: {e}", String::from_utf8_lossy(&body))
+        });
+        (status, json)
+    }
+
+    /// A request that must fail with `status` and a JSON body that is
+    /// `{"error": "..."}` with one line; returns the headers and the error.
+    async fn error(
+        &self,
+        method: Method,
+        uri: &str,
+        token: Option<&str>,
+        status: StatusCode,
+    ) -> (header::HeaderMap, String) {
+        let (got, headers, body) = self.send(request(method.clone(), uri, token, Body::empty())).await;
+        let text = String::from_utf8_lossy(&body);
+        assert_eq!(got, status, "{method} {uri}: {text}");
+        let content_type = headers.get(header::CONTENT_TYPE).map(|v| v.as_bytes());
+        assert_eq!(content_type, Some(&b"application/json"[..]), "{method} {uri}");
+        let body: Value = serde_json::from_slice(&body).unwrap_or_else(|e| panic!("{method} {uri}: {text:?}: {e}"));
+        assert_eq!(body.as_object().map(|o| o.len()), Some(1), "{method} {uri}: {body}");
+        (headers, one_line_error(&body))
+    }
+}
+
+fn request(method: Method, uri: &str, token: Option<&str>, body: Body) -> Request<Body> {
+    let mut request = Request::builder().method(method).uri(uri);
+    if let Some(token) = token {
+        request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+    }
+    request.body(body).expect("the request is well formed")
+}
+
+/// The body's `error`, checked to be one non-empty line.
+fn one_line_error(body: &Value) -> String {
+    let error = body["error"].as_str().unwrap_or_else(|| panic!("no error string in {body}"));
+    assert!(!error.is_empty() && !error.contains('\n'), "not one line: {error:?}");
+    error.to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn errors_have_their_status_and_one_line_of_json() {
+    let project = Project::new(&[1]);
+    let app = App::new(&project, Some(TOKEN)).await;
+
+    let (status, health) = app.call(Method::GET, "/health", None).await;
+    assert_eq!((status, &health["status"]), (StatusCode::OK, &Value::from("ok")), "{health}");
+
+    let cases: &[(Method, &str, Option<&str>, StatusCode, &str)] = &[
+        // An unknown view type, read or written, and the closest name offered.
+        (Method::GET, "/views/t.mart/Dialy/2015/01/01", None, StatusCode::NOT_FOUND, "Daily"),
+        (Method::GET, "/plan/t.no/Such", None, StatusCode::NOT_FOUND, "t.no/Such"),
+        (Method::POST, "/materialize/t.no/Such", Some(TOKEN), StatusCode::NOT_FOUND, "t.no/Such"),
+        // Patterns that do not parse or do not fit their view type.
+        (
+            Method::GET,
+            "/views/t.mart/Daily/rymd(2015",
+            None,
+            StatusCode::BAD_REQUEST,
+            "invalid view pattern at column 18",
+        ),
+        (Method::GET, "/plan/t.mart/Daily/2015/01", None, StatusCode::BAD_REQUEST, "takes 3 values"),
+        (Method::POST, "/invalidate/Daily", Some(TOKEN), StatusCode::BAD_REQUEST, "invalid view pattern"),
+        // Bad query values.
+        (Method::GET, "/views?limit=0", None, StatusCode::BAD_REQUEST, "limit"),
+        (Method::GET, "/views?status=asleep", None, StatusCode::BAD_REQUEST, "asleep"),
+        (Method::POST, "/materialize/t.mart/Daily/2015/01/01?mode=LAZY", Some(TOKEN), StatusCode::BAD_REQUEST, "LAZY"),
+        // What is not there.
+        (Method::GET, "/nowhere", None, StatusCode::NOT_FOUND, "/nowhere"),
+        (Method::GET, "/runs/no-such-run", None, StatusCode::NOT_FOUND, "no-such-run"),
+        (Method::POST, "/runs/no-such-run/stop", Some(TOKEN), StatusCode::NOT_FOUND, "no-such-run"),
+        // Mutating requests need the token; reads on loopback do not.
+        (Method::POST, "/materialize/t.mart/Daily/2015/01/01", None, StatusCode::UNAUTHORIZED, "Bearer"),
+        (Method::POST, "/materialize/t.mart/Daily/2015/01/01", Some("wrong"), StatusCode::UNAUTHORIZED, "wrong"),
+        (Method::POST, "/invalidate/t.mart/Daily/2015/01/01", None, StatusCode::UNAUTHORIZED, "Bearer"),
+        (Method::POST, "/runs/no-such-run/stop", None, StatusCode::UNAUTHORIZED, "Bearer"),
+        (Method::POST, "/listeners/audit/enable", None, StatusCode::UNAUTHORIZED, "Bearer"),
+    ];
+    for (method, uri, token, status, mentions) in cases {
+        let (headers, error) = app.error(method.clone(), uri, *token, *status).await;
+        assert!(error.contains(mentions), "{method} {uri}: {error}");
+        if *status == StatusCode::UNAUTHORIZED {
+            assert_eq!(headers.get(header::WWW_AUTHENTICATE).map(|v| v.as_bytes()), Some(&b"Bearer"[..]));
+        }
+    }
+    // Nothing unauthorized was done.
+    assert!(app.store.runs().unwrap().is_empty());
+    let (status, _) = app.call(Method::GET, "/views/t.mart/Daily/2015/01/01", None).await;
+    assert_eq!(status, StatusCode::OK, "a read needs no token on loopback");
+
+    // A URI over the limit.
+    let long = format!("/views/t.mart/Daily/{}", "x".repeat(trellis::api::URI_LIMIT));
+    let (_, error) = app.error(Method::GET, &long, None, StatusCode::URI_TOO_LONG).await;
+    assert!(error.contains("limit"), "{error}");
+
+    // A route asked with the wrong method. (Its body is not JSON yet.)
+    for (method, uri) in [(Method::GET, "/materialize/t.mart/Daily/2015/01/01"), (Method::POST, "/health")] {
+        let (status, _, _) = app.send(request(method.clone(), uri, Some(TOKEN), Body::empty())).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{method} {uri}");
+    }
+
+    // A body over the limit, refused before it is read. (Its body is not JSON yet.)
+    let big = vec![b'x'; trellis::api::BODY_LIMIT + 1];
+    let mut oversized =
+        request(Method::POST, "/materialize/t.mart/Daily/2015/01/01", Some(TOKEN), Body::from(big.clone()));
+    oversized.headers_mut().insert(header::CONTENT_LENGTH, big.len().into());
+    let (status, _, _) = app.send(oversized).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(app.store.runs().unwrap().is_empty(), "nothing was materialized");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_is_accepted_and_invalidating_a_view_in_flight_conflicts() {
+    let project = Project::new(&[1]);
+    let app = App::new(&project, Some(TOKEN)).await;
+
+    let (status, accepted) = app.call(Method::POST, &format!("/materialize/{HELD}"), Some(TOKEN)).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    let run = accepted["run"].as_str().expect("a run id").to_string();
+    assert!(!run.is_empty());
+    assert_eq!(accepted["queued_behind"], 0);
+    assert_eq!(accepted["views"], serde_json::json!([{ "view": HELD, "state": "receive" }]));
+    logged(&app.store, HELD, ViewState::Transforming).await;
+
+    // In flight: left alone, with the reason as one line.
+    let (status, refused) = app.call(Method::POST, &format!("/invalidate/{HELD}"), Some(TOKEN)).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+    let error = one_line_error(&refused);
+    assert!(error.contains(HELD), "{error}");
+    assert_eq!(refused["invalidated"], serde_json::json!([]));
+    assert_eq!(refused["refused"][0]["view"], HELD);
+    let (status, detail) = app.call(Method::GET, &format!("/runs/{run}"), None).await;
+    assert_eq!((status, &detail["run"]["status"]), (StatusCode::OK, &Value::from("running")), "{detail}");
+
+    project.open_gate(1);
+    finished(&app.store, &run).await;
+    let (status, detail) = app.call(Method::GET, &format!("/runs/{run}"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(detail["run"]["termination"], "completed", "{detail}");
+    assert!(detail["flows"].as_array().unwrap().contains(&serde_json::json!({ "view": HELD, "status": "SUCCESSFUL" })));
+
+    // Settled, it can be invalidated; a finished run cannot be stopped.
+    let (status, done) = app.call(Method::POST, &format!("/invalidate/{HELD}"), Some(TOKEN)).await;
+    assert_eq!(status, StatusCode::OK, "{done}");
+    assert_eq!(done["invalidated"], serde_json::json!([HELD]));
+    let (_, error) = app.error(Method::POST, &format!("/runs/{run}/stop"), Some(TOKEN), StatusCode::CONFLICT).await;
+    assert!(error.contains("already finished"), "{error}");
+}

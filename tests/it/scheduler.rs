@@ -1,0 +1,413 @@
+//! The scheduler in process, through the library: a real sled metastore,
+//! real plugins, real directories. Each test drives a small project
+//! (`inprocess.rs`) through the semantics users rely on and asserts on run
+//! summaries, view records and the event log; the last drives the
+//! long-lived `Service` through its `Handle`.
+
+use std::time::Duration;
+
+use trellis::lattice;
+use trellis::metastore::{Metastore, ViewRecord};
+use trellis::model::{FlowStatus, Termination, ViewState};
+use trellis::scheduler::{Error, Handle, Mode, RunSummary, Scheduler, Service, Stopping};
+
+use crate::inprocess::{Project, SUMMARY, clock_past, events, finished, logged, open};
+
+const DAYS: [&str; 3] = ["2015/01/01", "2015/01/02", "2015/01/03"];
+
+fn record(store: &Metastore, view: &str) -> ViewRecord {
+    store.view(view).expect("the metastore reads").unwrap_or_else(|| panic!("{view} has a record"))
+}
+
+fn in_(day: &str) -> String {
+    format!("t.raw/In/{day}")
+}
+
+fn daily(day: &str) -> String {
+    format!("t.mart/Daily/{day}")
+}
+
+/// A run's flows as the summary lists them: by view.
+fn expected<S: AsRef<str>>(views: &[(S, FlowStatus)]) -> Vec<(String, FlowStatus)> {
+    let mut views: Vec<(String, FlowStatus)> = views.iter().map(|(v, s)| (v.as_ref().to_string(), *s)).collect();
+    views.sort_by(|a, b| a.0.cmp(&b.0));
+    views
+}
+
+/// Flows where every view of `views` was transformed successfully.
+fn successful<S: AsRef<str>>(views: &[S]) -> Vec<(String, FlowStatus)> {
+    expected(&views.iter().map(|view| (view.as_ref(), FlowStatus::Successful)).collect::<Vec<_>>())
+}
+
+async fn materialize(scheduler: &mut Scheduler<'_>, pattern: &str, mode: Mode) -> RunSummary {
+    scheduler.materialize(pattern, mode).await.unwrap_or_else(|e| panic!("materialize {pattern}: {e}"))
+}
+
+/// The newest timestamp recorded among `views`.
+fn newest(store: &Metastore, views: &[String]) -> i64 {
+    views.iter().filter_map(|view| record(store, view).timestamp).max().expect("some view has a timestamp")
+}
+
+/// The summary and all below it: three days of In and Daily.
+fn cone() -> Vec<String> {
+    let mut views: Vec<String> = DAYS.iter().flat_map(|day| [in_(day), daily(day)]).collect();
+    views.push(SUMMARY.to_string());
+    views
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cold_run_materializes_dependencies_first_and_an_unchanged_run_transforms_nothing() {
+    let project = Project::new(&[1, 2, 3]);
+    let catalog = project.catalog("v1");
+    let mut scheduler = open(&catalog).await;
+    let store = scheduler.metastore();
+
+    let cold = materialize(&mut scheduler, SUMMARY, Mode::Default).await;
+    assert_eq!(cold.flows, successful(&cone()));
+    assert_eq!((cold.idle, cold.termination.clone()), (0, Termination::Completed));
+    assert!(cold.failures.is_empty() && cold.incomplete.is_empty() && cold.with_errors.is_empty(), "{cold:?}");
+    // The run's record and flows say what the summary says.
+    let run = store.run(&cold.id).unwrap().expect("the run is recorded");
+    assert_eq!(run.termination, Some(Termination::Completed));
+    let mut stored = store.flows(&cold.id).unwrap();
+    stored.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(stored, cold.flows);
+
+    // Each view was recorded materialized after everything it depends on.
+    let log = events(&store);
+    let materialized = |view: &str| {
+        log.iter()
+            .find(|e| &*e.event.view == view && e.event.actions.iter().any(|a| a == "record-materialized"))
+            .unwrap_or_else(|| panic!("{view} was recorded materialized"))
+            .sequence
+    };
+    for day in DAYS {
+        assert!(materialized(&in_(day)) < materialized(&daily(day)), "{day}");
+        assert!(materialized(&daily(day)) < materialized(SUMMARY), "{day}");
+    }
+    for view in cone() {
+        let record = record(&store, &view);
+        assert_eq!(record.state, ViewState::Materialized, "{view}");
+        assert!(record.timestamp.is_some() && record.version_checksum.is_some(), "{view}: {record:?}");
+        assert!(project.data(&view).join("_SUCCESS").exists(), "{view} has its data and done flag");
+    }
+    // External data is as new as its done flag.
+    assert_eq!(record(&store, &in_(DAYS[0])).timestamp, Some(1_420_113_600_000));
+
+    // Nothing changed: nothing is transformed, and no record is written.
+    let before: Vec<ViewRecord> = cone().iter().map(|view| record(&store, view)).collect();
+    let unchanged = materialize(&mut scheduler, SUMMARY, Mode::Default).await;
+    assert_eq!((unchanged.flows.len(), unchanged.idle), (0, 7), "{unchanged:?}");
+    assert_eq!(unchanged.termination, Termination::Completed);
+    assert_eq!(store.run(&unchanged.id).unwrap().unwrap().idle, 7);
+    let after: Vec<ViewRecord> = cone().iter().map(|view| record(&store, view)).collect();
+    assert_eq!(before, after);
+
+    // What an up-to-date lattice plans is nothing.
+    let plan = scheduler.plan(SUMMARY).unwrap();
+    assert_eq!(plan.len(), 7);
+    assert!(plan.iter().all(|(_, line)| line == "up to date"), "{plan:?}");
+    assert_eq!(plan.last().map(|(view, _)| view.as_str()), Some(SUMMARY), "dependencies come first");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_newer_upstream_rematerializes_exactly_its_cone() {
+    let project = Project::new(&[1, 2, 3]);
+    let catalog = project.catalog("v1");
+    let mut scheduler = open(&catalog).await;
+    let store = scheduler.metastore();
+    materialize(&mut scheduler, SUMMARY, Mode::Default).await;
+    let before: Vec<(String, ViewRecord)> =
+        cone().into_iter().map(|view| (view.clone(), record(&store, &view))).collect();
+
+    // Day 2 is delivered again: its done flag is written anew.
+    project.redeliver(2, newest(&store, &cone()));
+    let plan = scheduler.plan(SUMMARY).unwrap();
+    let line = |view: &str| plan.iter().find(|(v, _)| v == view).map(|(_, line)| line.clone()).unwrap();
+    assert_eq!(line(&in_(DAYS[1])), "transform: new external data");
+    assert_eq!(line(&daily(DAYS[1])), format!("transform: dependency {} will be rematerialized", in_(DAYS[1])));
+    assert_eq!(line(SUMMARY), format!("transform: dependency {} will be rematerialized", daily(DAYS[1])));
+    assert_eq!(line(&daily(DAYS[0])), "up to date");
+
+    let run = materialize(&mut scheduler, SUMMARY, Mode::Default).await;
+    let cone_of_day_2 = [in_(DAYS[1]), daily(DAYS[1]), SUMMARY.to_string()];
+    assert_eq!(run.flows, successful(&cone_of_day_2));
+    assert_eq!((run.idle, run.termination), (4, Termination::Completed));
+    for (view, old) in before {
+        let new = record(&store, &view);
+        if cone_of_day_2.contains(&view) {
+            assert!(new.timestamp > old.timestamp, "{view} is newer: {old:?} -> {new:?}");
+        } else {
+            assert_eq!(new, old, "{view} is untouched");
+        }
+    }
+    // And it settles: the next run transforms nothing.
+    let again = materialize(&mut scheduler, SUMMARY, Mode::Default).await;
+    assert_eq!((again.flows.len(), again.idle), (0, 7), "{again:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_changed_configuration_rematerializes_that_types_views() {
+    let project = Project::new(&[1, 2, 3]);
+    let first = project.catalog("v1");
+    let (versions, newest_before) = {
+        let mut scheduler = open(&first).await;
+        let store = scheduler.metastore();
+        materialize(&mut scheduler, SUMMARY, Mode::Default).await;
+        let versions: Vec<Option<String>> = cone().iter().map(|view| record(&store, view).version_checksum).collect();
+        (versions, newest(&store, &cone()))
+        // The scheduler closes here: sled admits one opener of the metastore.
+    };
+    clock_past(newest_before);
+
+    // Daily's configuration changed; its schema did not.
+    let second = project.catalog("v2");
+    let mut scheduler = open(&second).await;
+    let store = scheduler.metastore();
+    let plan = scheduler.plan(SUMMARY).unwrap();
+    for (view, line) in &plan {
+        let expected = match view.split('/').take(2).collect::<Vec<_>>().join("/").as_str() {
+            "t.mart/Daily" => "transform: version changed ",
+            "t.mart/Summary" => "transform: dependency t.mart/Daily/",
+            _ => "up to date",
+        };
+        assert!(line.starts_with(expected), "{view}: {line}");
+    }
+
+    let run = materialize(&mut scheduler, SUMMARY, Mode::Default).await;
+    let rebuilt: Vec<String> = DAYS.iter().map(|day| daily(day)).chain([SUMMARY.to_string()]).collect();
+    assert_eq!(run.flows, successful(&rebuilt));
+    assert_eq!((run.idle, run.termination), (3, Termination::Completed));
+    // Only Daily's version checksum changed: Summary was rebuilt for its
+    // newer inputs, with its own version as it was.
+    for (view, old) in cone().iter().zip(versions) {
+        let new = record(&store, view).version_checksum;
+        assert_eq!(new != old, view.starts_with("t.mart/Daily/"), "{view}: {old:?} -> {new:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_invalidated_view_is_rematerialized_with_what_depends_on_it() {
+    let project = Project::new(&[1, 2, 3]);
+    let catalog = project.catalog("v1");
+    let mut scheduler = open(&catalog).await;
+    let store = scheduler.metastore();
+    materialize(&mut scheduler, SUMMARY, Mode::Default).await;
+
+    let done = scheduler.invalidate(&daily(DAYS[1]), false, None).unwrap();
+    assert_eq!((done.invalidated, done.refused), (vec![daily(DAYS[1])], vec![]));
+    let invalidated = record(&store, &daily(DAYS[1]));
+    assert_eq!((invalidated.state, invalidated.invalidated), (ViewState::Invalidated, true));
+    // Its data stays until it is rebuilt.
+    assert!(project.data(&daily(DAYS[1])).join("_SUCCESS").exists());
+    let plan = scheduler.plan(SUMMARY).unwrap();
+    let transforming: Vec<(&str, &str)> =
+        plan.iter().filter(|(_, line)| line != "up to date").map(|(v, l)| (v.as_str(), l.as_str())).collect();
+    let summary_line = format!("transform: dependency {} will be rematerialized", daily(DAYS[1]));
+    assert_eq!(transforming, [(daily(DAYS[1]).as_str(), "transform: invalidated"), (SUMMARY, summary_line.as_str())]);
+
+    clock_past(newest(&store, &cone()));
+    let run = materialize(&mut scheduler, SUMMARY, Mode::Default).await;
+    assert_eq!(run.flows, successful(&[daily(DAYS[1]).as_str(), SUMMARY]));
+    assert_eq!(run.idle, 5);
+    let rebuilt = record(&store, &daily(DAYS[1]));
+    assert_eq!((rebuilt.state, rebuilt.invalidated), (ViewState::Materialized, false));
+
+    // With its dependencies, a view and everything below it.
+    let mut done = scheduler.invalidate(&daily(DAYS[0]), true, None).unwrap();
+    done.invalidated.sort();
+    assert_eq!(done.invalidated, [daily(DAYS[0]), in_(DAYS[0])]);
+    clock_past(newest(&store, &cone()));
+    let run = materialize(&mut scheduler, SUMMARY, Mode::Default).await;
+    let rebuilt = [in_(DAYS[0]), daily(DAYS[0]), SUMMARY.to_string()];
+    assert_eq!(run.flows, successful(&rebuilt));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_transformation_terminates_with_error_and_flags_its_dependents() {
+    let project = Project::new(&[1]);
+    let catalog = project.catalog("v1");
+    let mut scheduler = open(&catalog).await;
+    let store = scheduler.metastore();
+    let (broken, above) = ("t.bad/Broken/2015/01/01", "t.bad/Above/2015/01/01");
+
+    let run = materialize(&mut scheduler, above, Mode::Default).await;
+    assert_eq!(
+        run.flows,
+        expected(&[
+            (above, FlowStatus::Successful),
+            (broken, FlowStatus::TerminatedWithError),
+            (&in_(DAYS[0]), FlowStatus::Successful),
+        ])
+    );
+    assert_eq!(run.termination, Termination::CompletedWithFailures(1));
+    // A panic is retryable: with `retries = 1` it ran twice.
+    let [(view, error)] = run.failures.as_slice() else { panic!("one failure: {:?}", run.failures) };
+    assert_eq!(view, broken);
+    assert!(error.contains("deliberate panic") && error.ends_with("gave up after 2 attempts"), "{error}");
+    let retried =
+        events(&store).iter().filter(|e| &*e.event.view == broken && e.event.current == ViewState::Retrying).count();
+    assert_eq!(retried, 1);
+    // Its dependent is built all the same, and says so.
+    assert_eq!(run.with_errors, [above]);
+    let failed = record(&store, broken);
+    assert_eq!((failed.state, failed.last_error.as_deref()), (ViewState::Failed, Some(error.as_str())));
+    assert!(!project.data(broken).exists(), "a failed transformation publishes nothing");
+    let built = record(&store, above);
+    assert_eq!((built.state, built.errors, built.incomplete), (ViewState::Materialized, true, false));
+
+    // Failed is not sticky: the next request tries again; its dependent,
+    // with nothing newer below it, stays as it is.
+    let again = materialize(&mut scheduler, above, Mode::Default).await;
+    assert_eq!(again.flows, expected(&[(broken, FlowStatus::TerminatedWithError)]));
+    assert_eq!((again.idle, again.termination), (2, Termination::CompletedWithFailures(1)));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_data_propagates_and_a_view_built_without_it_is_incomplete_until_it_comes() {
+    // Day 3 has not been delivered.
+    let project = Project::new(&[1, 2]);
+    let catalog = project.catalog("v1");
+    let mut scheduler = open(&catalog).await;
+    let store = scheduler.metastore();
+
+    let run = materialize(&mut scheduler, SUMMARY, Mode::Default).await;
+    assert_eq!(run.termination, Termination::Completed);
+    assert_eq!(run.incomplete, [SUMMARY]);
+    for view in [in_(DAYS[2]), daily(DAYS[2])] {
+        let record = record(&store, &view);
+        assert_eq!((record.state, record.timestamp), (ViewState::NoData, None), "{view}");
+        assert!(!project.data(&view).join("_SUCCESS").exists(), "{view}");
+    }
+    let summary = record(&store, SUMMARY);
+    assert_eq!((summary.state, summary.incomplete), (ViewState::Materialized, true));
+    let plan = scheduler.plan(SUMMARY).unwrap();
+    let line = |view: &str| plan.iter().find(|(v, _)| v == view).map(|(_, line)| line.clone()).unwrap();
+    assert_eq!(line(&in_(DAYS[2])), "no data (no done flag)");
+    assert_eq!(line(&daily(DAYS[2])), "no data (no dependency has data)");
+    assert_eq!(line(SUMMARY), "up to date");
+
+    // Still no data is nothing new.
+    let unchanged = materialize(&mut scheduler, SUMMARY, Mode::Default).await;
+    assert_eq!((unchanged.flows.len(), unchanged.idle), (0, 7), "{unchanged:?}");
+
+    // The data comes: the view built without it is built again, complete.
+    clock_past(newest(&store, &cone()));
+    project.deliver(3);
+    let run = materialize(&mut scheduler, SUMMARY, Mode::Default).await;
+    let rebuilt = [in_(DAYS[2]), daily(DAYS[2]), SUMMARY.to_string()];
+    assert_eq!(run.flows, successful(&rebuilt));
+    assert!(run.incomplete.is_empty(), "{run:?}");
+    assert!(!record(&store, SUMMARY).incomplete);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn set_only_marks_views_materialized_and_keeps_their_timestamps() {
+    let project = Project::new(&[1, 2, 3]);
+    let catalog = project.catalog("v1");
+    let mut scheduler = open(&catalog).await;
+    let store = scheduler.metastore();
+    materialize(&mut scheduler, SUMMARY, Mode::Default).await;
+    let before = record(&store, &daily(DAYS[1]));
+    clock_past(newest(&store, &cone()));
+
+    // A materialized view keeps its timestamp, so nothing above it is outdated.
+    let run = materialize(&mut scheduler, &daily(DAYS[1]), Mode::SetOnly).await;
+    assert_eq!(run.flows, successful(&[daily(DAYS[1])]));
+    assert_eq!(record(&store, &daily(DAYS[1])), before);
+    let unchanged = materialize(&mut scheduler, SUMMARY, Mode::Default).await;
+    assert_eq!((unchanged.flows.len(), unchanged.idle), (0, 7), "{unchanged:?}");
+
+    // One never materialized is marked so, without asking its dependencies
+    // and without a transformation: it has no data.
+    let fourth = daily("2015/01/04");
+    let run = materialize(&mut scheduler, &fourth, Mode::SetOnly).await;
+    assert_eq!(run.flows, successful(&[&fourth]));
+    let marked = record(&store, &fourth);
+    assert_eq!(marked.state, ViewState::Materialized);
+    assert!(marked.timestamp.is_some());
+    assert!(store.view(&in_("2015/01/04")).unwrap().is_none(), "its dependency was not asked");
+    assert!(!project.data(&fourth).exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_service_answers_during_a_run_queues_stops_and_shuts_down() {
+    let project = Project::new(&[1, 2]);
+    // A service lives as long as its catalog: here, the rest of the process.
+    let catalog: &'static _ = Box::leak(Box::new(project.catalog("v1")));
+    let scheduler = open(catalog).await;
+    let store = scheduler.metastore();
+    let (service, handle) = Service::new(scheduler);
+    let service = tokio::spawn(service.run());
+    let (held, input) = ("t.gate/Held/2015/01/01", in_(DAYS[0]));
+
+    let first = handle.materialize(held.into(), Mode::Default).await.unwrap();
+    assert_eq!(first.queued_behind, 0);
+    assert_eq!(first.views, [(held.to_string(), ViewState::Receive)]);
+    logged(&store, held, ViewState::Transforming).await;
+
+    // Requests are answered while the run waits on its transformation.
+    let refused = handle.invalidate(held.into(), false).await.unwrap();
+    assert!(refused.invalidated.is_empty());
+    assert_eq!(refused.refused.len(), 1);
+    assert_eq!(refused.refused[0].0, held);
+    assert!(refused.refused[0].1.contains("transforming"), "{:?}", refused.refused);
+    // Its input was settled by this run already, which took it as it is.
+    let settled = handle.invalidate(input.clone(), false).await.unwrap();
+    assert_eq!(settled.refused.iter().map(|(view, _)| view.as_str()).collect::<Vec<_>>(), [input.as_str()]);
+    let plan = handle.plan(held.into()).await.unwrap();
+    assert_eq!(plan.iter().map(|(view, _)| view.as_str()).collect::<Vec<_>>(), [input.as_str(), held]);
+
+    // A second request waits behind the first; stopping it dequeues it.
+    let second = handle.materialize("t.gate/Held/2015/01/02".into(), Mode::Default).await.unwrap();
+    assert_eq!(second.queued_behind, 1);
+    assert_eq!(handle.table.read().unwrap().queued_runs, std::slice::from_ref(&second.run));
+    assert_eq!(handle.stop(second.run.clone()).await.unwrap(), Stopping::Dequeued);
+    assert_eq!(finished(&store, &second.run).await.termination, Some(Termination::Dequeued));
+
+    // Stopping the first cancels its transformation once it holds its permits.
+    permits_held(&handle, held).await;
+    assert_eq!(handle.stop(first.run.clone()).await.unwrap(), Stopping::Stopping);
+    assert_eq!(finished(&store, &first.run).await.termination, Some(Termination::Stopped));
+    let flows = store.flows(&first.run).unwrap();
+    assert_eq!(flows, expected(&[(held, FlowStatus::Canceled), (&input, FlowStatus::Successful)]));
+    assert_eq!(store.view(held).unwrap().map(|r| r.state).unwrap_or_default(), ViewState::Receive);
+    assert!(!project.data(held).exists(), "a canceled transformation publishes nothing");
+
+    // With the gate open, the next run completes.
+    project.open_gate(1);
+    let third = handle.materialize(held.into(), Mode::Default).await.unwrap();
+    assert_eq!(finished(&store, &third.run).await.termination, Some(Termination::Completed));
+    assert_eq!(store.flows(&third.run).unwrap(), [(held.to_string(), FlowStatus::Successful)]);
+    assert!(project.data(held).join("_SUCCESS").exists());
+    {
+        let table = handle.table.read().unwrap();
+        let row = table.views().iter().find(|row| &*row.url == held).expect("the table has the view");
+        assert_eq!(row.state, ViewState::Materialized);
+    }
+    assert_eq!(handle.stop(third.run.clone()).await.unwrap(), Stopping::Finished(Termination::Completed));
+    assert_eq!(handle.stop("no-such-run".into()).await.unwrap(), Stopping::Unknown);
+    let unknown = handle.materialize("t.no/Such".into(), Mode::Default).await;
+    assert!(matches!(unknown, Err(Error::Lattice(lattice::Error::UnknownViewType { .. }))), "{unknown:?}");
+
+    handle.shutdown(Duration::ZERO);
+    service.await.expect("the service task ends").expect("the service ends cleanly");
+    let after = handle.materialize(held.into(), Mode::Default).await;
+    assert!(matches!(after, Err(Error::Gone)), "a service that ended takes nothing: {after:?}");
+}
+
+/// Waits until `view`'s transformation holds its permits, as the service's
+/// table shows. The table learns it when the loop takes the task's report,
+/// which no commit announces, so this looks again after each yield: the
+/// wait ends on the fact, never on a duration.
+async fn permits_held(handle: &Handle, view: &str) {
+    let holds = || handle.table.read().unwrap().running.values().any(|running| &*running.view == view);
+    let wait = async {
+        while !holds() {
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(120), wait)
+        .await
+        .unwrap_or_else(|_| panic!("{view}'s transformation never held its permits"));
+}
