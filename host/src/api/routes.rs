@@ -16,11 +16,11 @@ use axum::{Json, Router};
 use futures_util::Stream;
 use serde::de::DeserializeOwned;
 
-use super::wire::{self, ErrorBody};
+use super::wire::{self, ErrorBody, StreamEvent};
 use super::{ApiError, AppState};
 use crate::listeners::{self, Listeners};
-use crate::metastore::Metastore;
-use crate::model::{FlowStatus, ViewState, wire_name};
+use crate::metastore::{Metastore, RunRecord};
+use crate::model::{FlowStatus, Issue, RunStatus, StopEffect, Termination, ViewState, wire_name};
 use crate::scheduler::Mode;
 use crate::scheduler::Stopping;
 use crate::scheduler::table::Table;
@@ -153,26 +153,11 @@ struct Selection {
     issue: Option<Issue>,
 }
 
-#[derive(Clone, Copy)]
-enum Issue {
-    Errors,
-    Incomplete,
-}
-
 impl Selection {
     fn of(query: &wire::ViewsQuery) -> Result<Selection, ApiError> {
-        let status = query.status.as_deref().map(str::parse::<ViewState>).transpose().map_err(ApiError::bad_request)?;
         let filter =
             query.filter.as_deref().map(crate::model::view_filter).transpose().map_err(ApiError::bad_request)?;
-        let issue = match query.issue.as_deref() {
-            None => None,
-            Some("errors") => Some(Issue::Errors),
-            Some("incomplete") => Some(Issue::Incomplete),
-            Some(other) => {
-                return Err(ApiError::bad_request(format!("`{other}` is not an issue (errors, incomplete)")));
-            }
-        };
-        Ok(Selection { status, filter, issue })
+        Ok(Selection { status: query.status, filter, issue: query.issue })
     }
 
     fn is_everything(&self) -> bool {
@@ -217,6 +202,8 @@ async fn views_of(state: &AppState, pattern: Option<String>, query: wire::ViewsQ
         None => Box::new(0..table.views().len()),
     };
     if query.overview == Some(true) {
+        // Keyed by the states' names (not the states), so that the JSON
+        // object lists them in the order of their names, as it always has.
         // Every view, unfiltered: the table keeps the counts.
         if addressed.is_none() && selection.is_everything() {
             let overview: BTreeMap<String, usize> = table
@@ -253,7 +240,7 @@ async fn views_of(state: &AppState, pattern: Option<String>, query: wire::ViewsQ
         views.push(wire::View {
             view: row.url.to_string(),
             view_type: row.view_type.to_string(),
-            state: row.state.as_str().to_string(),
+            state: row.state,
             timestamp: row.timestamp,
             incomplete: row.incomplete,
             errors: row.errors,
@@ -283,11 +270,7 @@ async fn materialize(
     within_limit(&pattern)?;
     let events_from = state.store.next_sequence()?;
     let accepted = state.handle.materialize(pattern, mode).await?;
-    let views = accepted
-        .views
-        .into_iter()
-        .map(|(view, view_state)| wire::ViewState { view, state: view_state.as_str().to_string() })
-        .collect();
+    let views = accepted.views.into_iter().map(|(view, state)| wire::AcceptedView { view, state }).collect();
     Ok((
         StatusCode::ACCEPTED,
         Json(wire::Accepted { run: accepted.run, queued_behind: accepted.queued_behind, events_from, views }),
@@ -325,26 +308,32 @@ async fn invalidate(
     Ok((status, Json(wire::Invalidated { invalidated: done.invalidated, refused, error })))
 }
 
-/// A run as the API shows it, with what the service says of its progress.
-fn run_of(record: crate::metastore::RunRecord, table: &Table, server_started: i64) -> wire::Run {
-    let status = if record.termination.is_some() {
-        "finished"
+/// Where a recorded run stands: its record says whether it finished, the
+/// service's table whether it runs or waits. A run an earlier process
+/// recorded and never finished was interrupted.
+fn status_of(record: &RunRecord, table: &Table, server_started: i64) -> RunStatus {
+    if record.termination.is_some() {
+        RunStatus::Finished
     } else if table.current_run.as_deref() == Some(&record.id) {
-        "running"
+        RunStatus::Running
     } else if table.queued_runs.contains(&record.id) || record.started >= server_started {
         // A run of this server that is in neither is between being
         // recorded and being queued, or between the queue and the start.
-        "queued"
+        RunStatus::Queued
     } else {
-        "interrupted"
-    };
+        RunStatus::Interrupted
+    }
+}
+
+/// A run as the API shows it, with what the service says of its progress.
+fn run_of(record: RunRecord, table: &Table, server_started: i64) -> wire::Run {
     wire::Run {
+        status: status_of(&record, table, server_started),
         id: record.id,
         pattern: record.pattern,
         mode: record.mode,
         started: record.started,
         finished: record.finished,
-        status: status.to_string(),
         termination: record.termination,
         idle: record.idle,
     }
@@ -384,7 +373,7 @@ fn run_detail(state: &AppState, id: &str) -> Result<wire::RunDetail, ApiError> {
         match status {
             FlowStatus::TerminatedWithError => {
                 let error = state.store.view(&view)?.and_then(|record| record.last_error).unwrap_or_default();
-                detail.failures.push(wire::Failure { view: view.clone(), error });
+                detail.failures.push(wire::FailedView { view: view.clone(), error });
             }
             FlowStatus::Successful => {
                 if let Some(record) = state.store.view(&view)? {
@@ -398,7 +387,7 @@ fn run_detail(state: &AppState, id: &str) -> Result<wire::RunDetail, ApiError> {
             }
             _ => {}
         }
-        detail.flows.push(wire::Flow { view, status: wire_name(&status) });
+        detail.flows.push(wire::Flow { view, status });
     }
     Ok(detail)
 }
@@ -409,15 +398,15 @@ fn run_detail(state: &AppState, id: &str) -> Result<wire::RunDetail, ApiError> {
               (status = 401, body = ErrorBody)),
     security(("bearer" = [])))]
 async fn stop(State(state): Shared, Path(id): Path) -> Result<(StatusCode, Json<wire::StopOutcome>), ApiError> {
-    let outcome = state.handle.stop(id.clone()).await?;
-    match outcome {
-        Stopping::Stopping => Ok((StatusCode::ACCEPTED, Json(wire::StopOutcome { outcome: "stopping".into() }))),
-        Stopping::Dequeued => Ok((StatusCode::ACCEPTED, Json(wire::StopOutcome { outcome: "dequeued".into() }))),
+    let outcome = match state.handle.stop(id.clone()).await? {
+        Stopping::Stopping => StopEffect::Stopping,
+        Stopping::Dequeued => StopEffect::Dequeued,
         Stopping::Finished(termination) => {
-            Err(ApiError::new(StatusCode::CONFLICT, format!("run {id} has already finished: {termination}")))
+            return Err(ApiError::new(StatusCode::CONFLICT, format!("run {id} has already finished: {termination}")));
         }
-        Stopping::Unknown => Err(unknown_run(&id)),
-    }
+        Stopping::Unknown => return Err(unknown_run(&id)),
+    };
+    Ok((StatusCode::ACCEPTED, Json(wire::StopOutcome { outcome })))
 }
 
 #[utoipa::path(get, path = "/plan/{pattern}", params(("pattern" = String, Path, description = "A view pattern")),
@@ -447,20 +436,17 @@ fn listener_status(state: &AppState) -> Result<Vec<wire::Listener>, ApiError> {
     let statuses = listeners::status(state.catalog, &state.store).map_err(listener_error)?;
     Ok(statuses
         .into_iter()
-        .map(|status| {
-            let (state, reason) = status.state.parts();
-            wire::Listener {
-                state: state.to_string(),
-                reason: reason.map(str::to_string),
-                name: status.name,
-                plugin: status.plugin,
-                cursor: status.cursor,
-                behind: status.behind,
-                oldest_undelivered_ms: status.oldest_undelivered_ms,
-                restarts: status.restarts,
-                delivered: status.delivered,
-                last_error: status.last_error,
-            }
+        .map(|status| wire::Listener {
+            state: status.state.kind(),
+            reason: status.state.reason().map(str::to_string),
+            name: status.name,
+            plugin: status.plugin,
+            cursor: status.cursor,
+            behind: status.behind,
+            oldest_undelivered_ms: status.oldest_undelivered_ms,
+            restarts: status.restarts,
+            delivered: status.delivered,
+            last_error: status.last_error,
         })
         .collect())
 }
@@ -558,6 +544,20 @@ async fn events(
     Ok(Sse::new(futures_util::stream::unfold(follow, Follow::next)).keep_alive(KeepAlive::default()))
 }
 
+/// An SSE event of this kind with this data, after its id if it has one
+/// (the fields are written in the order they are set).
+fn event(id: Option<u64>, kind: StreamEvent, data: String) -> SseEvent {
+    let event = match id {
+        Some(id) => SseEvent::default().id(id.to_string()),
+        None => SseEvent::default(),
+    };
+    event.event(wire_name(&kind)).data(data)
+}
+
+fn json(data: &impl serde::Serialize) -> String {
+    serde_json::to_string(data).unwrap_or_default()
+}
+
 /// An event stream's position in the log.
 struct Follow {
     table: crate::scheduler::table::SharedTable,
@@ -581,7 +581,7 @@ impl Follow {
                 return None;
             }
             if let Err(e) = self.fill() {
-                self.pending.push_back(SseEvent::default().event("error").data(e.to_string()));
+                self.pending.push_back(event(None, StreamEvent::Error, e.to_string()));
                 self.done = true;
                 continue;
             }
@@ -606,19 +606,24 @@ impl Follow {
         // followers are told so rather than kept waiting.
         let finished = match &self.run {
             Some(run) => self.store.run(run)?.and_then(|record| {
-                let table = self.table.read().unwrap_or_else(|poisoned| poisoned.into_inner());
-                let run = run_of(record, &table, self.server_started);
-                match run.status.as_str() {
-                    "interrupted" => Some(crate::model::Termination::Interrupted),
-                    _ => run.termination,
+                match status_of(
+                    &record,
+                    &self.table.read().unwrap_or_else(|poisoned| poisoned.into_inner()),
+                    self.server_started,
+                ) {
+                    RunStatus::Interrupted => Some(Termination::Interrupted),
+                    _ => record.termination,
                 }
             }),
             None => None,
         };
         let first = self.store.first_sequence()?;
         if self.cursor < first {
-            let gap = serde_json::json!({ "from": self.cursor, "to": first - 1 });
-            self.pending.push_back(SseEvent::default().event("gap").data(gap.to_string()));
+            self.pending.push_back(event(
+                None,
+                StreamEvent::Gap,
+                json(&wire::Gap { from: self.cursor, to: first - 1 }),
+            ));
             self.cursor = first;
         }
         // Pages until something is queued or the log's end is reached:
@@ -626,18 +631,17 @@ impl Follow {
         const PAGE: usize = 256;
         loop {
             let batch = self.store.events_from(self.cursor, PAGE)?;
-            for event in &batch {
-                self.cursor = event.sequence + 1;
-                if self.run.as_deref().is_some_and(|run| event.event.run_id.as_deref() != Some(run)) {
+            for logged in &batch {
+                self.cursor = logged.sequence + 1;
+                if self.run.as_deref().is_some_and(|run| logged.event.run_id.as_deref() != Some(run)) {
                     continue;
                 }
-                let data = serde_json::to_string(event).unwrap_or_default();
-                self.pending.push_back(SseEvent::default().id(event.sequence.to_string()).event("view").data(data));
+                self.pending.push_back(event(Some(logged.sequence), StreamEvent::View, json(logged)));
             }
             if batch.len() < PAGE {
                 if let (Some(run), Some(termination)) = (&self.run, &finished) {
-                    let end = serde_json::json!({ "run": run, "termination": termination });
-                    self.pending.push_back(SseEvent::default().event("end").data(end.to_string()));
+                    let end = wire::End { run: run.clone(), termination: termination.clone() };
+                    self.pending.push_back(event(None, StreamEvent::End, json(&end)));
                     self.done = true;
                 }
                 return Ok(());
