@@ -10,6 +10,13 @@ pub fn wire_name(value: &impl serde::Serialize) -> String {
     serde_json::to_value(value).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
 }
 
+/// The variant written `text` (the inverse of `wire_name`), for names that
+/// arrive as bare text rather than inside JSON, such as a Server-Sent
+/// Event's kind.
+pub fn from_wire_name<T: serde::de::DeserializeOwned>(text: &str) -> Option<T> {
+    serde_json::from_value(serde_json::Value::String(text.to_string())).ok()
+}
+
 /// A view's scheduling state. It outlives runs and is kept in the metastore.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -96,6 +103,50 @@ pub enum FlowStatus {
     Idle,
     /// Running when the run was stopped.
     Canceled,
+}
+
+/// Where a run stands, as the API reports it: its record says whether it
+/// finished, the service whether it runs or waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// Accepted, and waiting for the runs ahead of it.
+    Queued,
+    Running,
+    /// Its record holds how it ended.
+    Finished,
+    /// Recorded by a process that ended during the run: it never will finish.
+    Interrupted,
+}
+
+/// What a stop request did to a run that had not finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StopEffect {
+    /// It was executing and is being stopped.
+    Stopping,
+    /// It was queued, and is taken off the queue unstarted.
+    Dequeued,
+}
+
+/// A flag a view takes from its dependencies, by which views are selected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Issue {
+    /// A dependency failed.
+    Errors,
+    /// A dependency had no data.
+    Incomplete,
+}
+
+/// Whether a listener takes events: the name of a `listeners::State`,
+/// without its reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ListenerStateKind {
+    Enabled,
+    Disabled,
+    Unavailable,
 }
 
 /// How a run ended. Written as one line of text (the metastore and the
@@ -194,7 +245,24 @@ impl TryFrom<String> for Termination {
 
 #[cfg(test)]
 mod tests {
-    use super::Termination;
+    use super::*;
+
+    /// Each name is spelled once, by serde; these are the strings the API
+    /// and the metastore have always written.
+    #[test]
+    fn names_are_spelled_as_they_always_were() {
+        for state in ViewState::ALL {
+            assert_eq!(wire_name(&state), state.as_str());
+            assert_eq!(from_wire_name::<ViewState>(state.as_str()), Some(state));
+        }
+        let runs = [RunStatus::Queued, RunStatus::Running, RunStatus::Finished, RunStatus::Interrupted];
+        assert_eq!(runs.map(|s| wire_name(&s)), ["queued", "running", "finished", "interrupted"]);
+        assert_eq!([StopEffect::Stopping, StopEffect::Dequeued].map(|s| wire_name(&s)), ["stopping", "dequeued"]);
+        assert_eq!([Issue::Errors, Issue::Incomplete].map(|s| wire_name(&s)), ["errors", "incomplete"]);
+        let listeners = [ListenerStateKind::Enabled, ListenerStateKind::Disabled, ListenerStateKind::Unavailable];
+        assert_eq!(listeners.map(|s| wire_name(&s)), ["enabled", "disabled", "unavailable"]);
+        assert_eq!(from_wire_name::<Issue>("warnings"), None);
+    }
 
     #[test]
     fn a_termination_reads_back_as_it_was_written() {

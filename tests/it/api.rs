@@ -32,9 +32,9 @@ struct App {
 
 impl App {
     async fn new(project: &Project, token: Option<&str>) -> App {
-        let catalog: &'static _ = Box::leak(Box::new(project.catalog("v1")));
-        let plugins = Arc::new(trellis::plugins::Plugins::load(runtime(), catalog).await);
-        let scheduler = open(catalog).await;
+        let catalog = project.catalog("v1");
+        let plugins = Arc::new(trellis::plugins::Plugins::load(runtime(), &catalog).await);
+        let scheduler = open(&catalog).await;
         let (permits, store) = (scheduler.permits(), scheduler.metastore());
         let (service, handle) = Service::new(scheduler);
         tokio::spawn(service.run());

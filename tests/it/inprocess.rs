@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use std::sync::Arc;
+
 use trellis::catalog::Catalog;
 use trellis::metastore::{Event, Metastore, RunRecord};
 use trellis::plugins::Plugins;
@@ -119,12 +121,12 @@ impl Project {
     }
 
     /// The catalog, with `label` as Daily's configuration.
-    pub fn catalog(&self, label: &str) -> Catalog {
+    pub fn catalog(&self, label: &str) -> Arc<Catalog> {
         let text = PROJECT
             .replace("TRIVIAL", &plugin("trivial").display().to_string())
             .replace("PANIC", &plugin("hostile_panic").display().to_string())
             .replace("LABEL", label);
-        trellis::catalog::parse(&text, self.root()).unwrap_or_else(|e| panic!("the project is valid: {e}"))
+        Arc::new(trellis::catalog::parse(&text, self.root()).unwrap_or_else(|e| panic!("the project is valid: {e}")))
     }
 
     /// A view's data directory, by URL path (every type but In uses the
@@ -171,9 +173,9 @@ impl Project {
 
 /// Loads the catalog's plugins and opens a scheduler on it, as `trellis
 /// materialize` does (without listeners).
-pub async fn open(catalog: &Catalog) -> Scheduler<'_> {
+pub async fn open(catalog: &Arc<Catalog>) -> Scheduler {
     let plugins = Plugins::load(runtime(), catalog).await;
-    Scheduler::open(catalog, &plugins).await.unwrap_or_else(|e| panic!("the scheduler opens: {e}"))
+    Scheduler::open(catalog.clone(), &plugins).await.unwrap_or_else(|e| panic!("the scheduler opens: {e}"))
 }
 
 pub fn now_millis() -> i64 {

@@ -39,7 +39,7 @@ fn successful<S: AsRef<str>>(views: &[S]) -> Vec<(String, FlowStatus)> {
     expected(&views.iter().map(|view| (view.as_ref(), FlowStatus::Successful)).collect::<Vec<_>>())
 }
 
-async fn materialize(scheduler: &mut Scheduler<'_>, pattern: &str, mode: Mode) -> RunSummary {
+async fn materialize(scheduler: &mut Scheduler, pattern: &str, mode: Mode) -> RunSummary {
     scheduler.materialize(pattern, mode).await.unwrap_or_else(|e| panic!("materialize {pattern}: {e}"))
 }
 
@@ -194,7 +194,7 @@ async fn an_invalidated_view_is_rematerialized_with_what_depends_on_it() {
     let store = scheduler.metastore();
     materialize(&mut scheduler, SUMMARY, Mode::Default).await;
 
-    let done = scheduler.invalidate(&daily(DAYS[1]), false, None).unwrap();
+    let done = scheduler.invalidate(&daily(DAYS[1]), false, |_| false).unwrap();
     assert_eq!((done.invalidated, done.refused), (vec![daily(DAYS[1])], vec![]));
     let invalidated = record(&store, &daily(DAYS[1]));
     assert_eq!((invalidated.state, invalidated.invalidated), (ViewState::Invalidated, true));
@@ -214,7 +214,7 @@ async fn an_invalidated_view_is_rematerialized_with_what_depends_on_it() {
     assert_eq!((rebuilt.state, rebuilt.invalidated), (ViewState::Materialized, false));
 
     // With its dependencies, a view and everything below it.
-    let mut done = scheduler.invalidate(&daily(DAYS[0]), true, None).unwrap();
+    let mut done = scheduler.invalidate(&daily(DAYS[0]), true, |_| false).unwrap();
     done.invalidated.sort();
     assert_eq!(done.invalidated, [daily(DAYS[0]), in_(DAYS[0])]);
     clock_past(newest(&store, &cone()));
@@ -333,9 +333,8 @@ async fn set_only_marks_views_materialized_and_keeps_their_timestamps() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_service_answers_during_a_run_queues_stops_and_shuts_down() {
     let project = Project::new(&[1, 2]);
-    // A service lives as long as its catalog: here, the rest of the process.
-    let catalog: &'static _ = Box::leak(Box::new(project.catalog("v1")));
-    let scheduler = open(catalog).await;
+    let catalog = project.catalog("v1");
+    let scheduler = open(&catalog).await;
     let store = scheduler.metastore();
     let (service, handle) = Service::new(scheduler);
     let service = tokio::spawn(service.run());

@@ -1,7 +1,10 @@
 //! The HTTP API: axum routes over the scheduler service, the metastore and
 //! the listeners, for `trellis serve`.
 //!
-//! - `routes`: the handlers, each with its OpenAPI description;
+//! - `routes`: `ROUTES` and the router wiring each to its handler;
+//! - `extract`: what handlers take from a request (with one-line 400s);
+//! - `views`, `runs`, `events`, `status`: the handlers by concern, each
+//!   with its OpenAPI description;
 //! - `openapi`: `/openapi.json`, derived from the handlers and `wire`;
 //! - `wire`: the JSON both the server and the remote CLI speak.
 //!
@@ -11,12 +14,17 @@
 //! run. Every failure is a status and a one-line JSON error; bad input is
 //! a 4xx, never a 500.
 
+mod events;
+mod extract;
 mod openapi;
 mod routes;
+mod runs;
+mod status;
+mod views;
 pub mod wire;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, RwLockReadGuard};
 use std::time::Duration;
 
 use axum::Router;
@@ -29,6 +37,7 @@ use crate::catalog::Catalog;
 use crate::listeners::Listeners;
 use crate::metastore::Metastore;
 use crate::scheduler::service::Handle;
+use crate::scheduler::table::{SharedTable, Table};
 
 pub use openapi::spec;
 pub use routes::ROUTES;
@@ -66,6 +75,19 @@ pub struct AppState {
     /// When the server started, in milliseconds since the Unix epoch: a run
     /// recorded earlier and never finished was interrupted.
     pub started: i64,
+}
+
+impl AppState {
+    /// The service's table, read without waiting for the loop.
+    fn table(&self) -> RwLockReadGuard<'_, Table> {
+        read(&self.handle.table)
+    }
+}
+
+/// A table's rows as the loop last wrote them; a panic that poisoned the
+/// lock does not take every later request with it.
+fn read(table: &SharedTable) -> RwLockReadGuard<'_, Table> {
+    table.read().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Refuses to start where anyone could reach a server without a token.

@@ -5,28 +5,28 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{routes, wire};
+use super::{events, runs, status, views, wire};
 
 #[derive(OpenApi)]
 #[openapi(
     info(title = "trellis", description = "Administration of a trellis server: views, runs, listeners, plugins, events."),
     paths(
-        routes::health,
-        routes::list_views,
-        routes::pattern_views,
-        routes::materialize,
-        routes::invalidate,
-        routes::runs,
-        routes::run,
-        routes::stop,
-        routes::plan,
-        routes::transformations,
-        routes::list_listeners,
-        routes::enable_listener,
-        routes::plugins,
-        routes::events,
-        routes::metrics,
-        routes::openapi,
+        status::health,
+        views::list_views,
+        views::pattern_views,
+        runs::materialize,
+        views::invalidate,
+        runs::runs,
+        runs::run,
+        runs::stop,
+        views::plan,
+        status::transformations,
+        status::list_listeners,
+        status::enable_listener,
+        status::plugins,
+        events::events,
+        status::metrics,
+        status::openapi,
     ),
     components(schemas(wire::ErrorBody)),
     modifiers(&BearerToken)

@@ -4,12 +4,15 @@
 //!
 //! Invariant: plain serde data, no axum and no I/O; a field added here is
 //! optional or defaulted, so that an older client still reads a newer
-//! server's answers.
+//! server's answers. A state, status or outcome is its `model` enum,
+//! written as its serde name, never a string that code would compare.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
+
+use crate::model::{FlowStatus, Issue, ListenerStateKind, RunStatus, StopEffect, Termination, ViewState};
 
 /// Every error: one line saying what was wrong and where.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -22,12 +25,14 @@ pub struct ErrorBody {
 pub struct ViewsQuery {
     /// Only views in this state (receive, invalidated, no-data, waiting,
     /// transforming, materialized, retrying, failed).
-    pub status: Option<String>,
+    #[param(value_type = Option<String>)]
+    pub status: Option<ViewState>,
     /// Only views whose URL path matches this regular expression.
     pub filter: Option<String>,
     /// Only views with this issue: `errors` (a dependency failed) or
     /// `incomplete` (a dependency had no data).
-    pub issue: Option<String>,
+    #[param(value_type = Option<String>)]
+    pub issue: Option<Issue>,
     /// Also list each view's dependencies.
     pub dependencies: Option<bool>,
     /// With a pattern: the views it addresses and, transitively, all they
@@ -46,7 +51,8 @@ pub struct View {
     pub view: String,
     #[serde(rename = "type")]
     pub view_type: String,
-    pub state: String,
+    #[schema(value_type = String)]
+    pub state: ViewState,
     /// Milliseconds since the Unix epoch.
     pub timestamp: Option<i64>,
     pub incomplete: bool,
@@ -79,10 +85,14 @@ pub struct MaterializeQuery {
     pub mode: Option<String>,
 }
 
+// A view a run addresses, with its state when the run was accepted. (A
+// doc comment would change the schema's description in /openapi.json.)
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct ViewState {
+#[schema(as = ViewState)]
+pub struct AcceptedView {
     pub view: String,
-    pub state: String,
+    #[schema(value_type = String)]
+    pub state: ViewState,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -93,7 +103,7 @@ pub struct Accepted {
     /// The sequence number of the next event: `GET /events` from there
     /// follows this run.
     pub events_from: u64,
-    pub views: Vec<ViewState>,
+    pub views: Vec<AcceptedView>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, IntoParams)]
@@ -127,9 +137,10 @@ pub struct Run {
     pub finished: Option<i64>,
     /// `queued`, `running` or `finished`; `interrupted` for a run whose
     /// process ended during it.
-    pub status: String,
+    #[schema(value_type = String)]
+    pub status: RunStatus,
     #[schema(value_type = Option<String>)]
-    pub termination: Option<crate::model::Termination>,
+    pub termination: Option<Termination>,
     /// Views found up to date (counted, not listed among the flows).
     #[serde(default)]
     pub idle: usize,
@@ -138,11 +149,15 @@ pub struct Run {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Flow {
     pub view: String,
-    pub status: String,
+    #[schema(value_type = String)]
+    pub status: FlowStatus,
 }
 
+// A view that failed in a run, with its error (not `Failure`: the runtime
+// and the listeners' supervision have one each). The schema keeps its name.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct Failure {
+#[schema(as = Failure)]
+pub struct FailedView {
     pub view: String,
     pub error: String,
 }
@@ -154,7 +169,7 @@ pub struct RunDetail {
     pub run: Run,
     pub flows: Vec<Flow>,
     pub idle: usize,
-    pub failures: Vec<Failure>,
+    pub failures: Vec<FailedView>,
     pub incomplete: Vec<String>,
     pub with_errors: Vec<String>,
 }
@@ -162,7 +177,8 @@ pub struct RunDetail {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct StopOutcome {
     /// `stopping`, `dequeued`.
-    pub outcome: String,
+    #[schema(value_type = String)]
+    pub outcome: StopEffect,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -198,7 +214,8 @@ pub struct Listener {
     pub name: String,
     pub plugin: Option<String>,
     /// `enabled`, `disabled` or `unavailable`.
-    pub state: String,
+    #[schema(value_type = String)]
+    pub state: ListenerStateKind,
     pub reason: Option<String>,
     pub cursor: u64,
     pub behind: u64,
@@ -240,4 +257,91 @@ pub struct Health {
     pub status: String,
     pub current_run: Option<String>,
     pub views: usize,
+}
+
+/// The kinds of Server-Sent Event `GET /events` sends (its `event:` field).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamEvent {
+    /// An event of the log, its sequence number as the id.
+    View,
+    /// Events retention removed: a `Gap`.
+    Gap,
+    /// The run followed has finished: an `End`.
+    End,
+    /// The stream failed, and why (plain text).
+    Error,
+}
+
+/// A `gap` event: the sequence numbers retention removed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Gap {
+    pub from: u64,
+    pub to: u64,
+}
+
+/// An `end` event: the run followed has finished, this way.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct End {
+    pub run: String,
+    pub termination: Termination,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(value: &impl Serialize) -> String {
+        serde_json::to_string(value).unwrap()
+    }
+
+    /// The typed fields are written as the strings they were before they
+    /// were typed: the JSON is the API's contract, not the Rust.
+    #[test]
+    fn typed_fields_keep_their_json() {
+        let run = Run {
+            id: "r".into(),
+            pattern: "p".into(),
+            mode: "DEFAULT".into(),
+            started: 1,
+            finished: None,
+            status: RunStatus::Interrupted,
+            termination: Some(Termination::Dequeued),
+            idle: 0,
+        };
+        assert_eq!(
+            json(&run),
+            r#"{"id":"r","pattern":"p","mode":"DEFAULT","started":1,"finished":null,"status":"interrupted","termination":"stopped by request before it started","idle":0}"#
+        );
+        let flow = Flow { view: "v".into(), status: FlowStatus::TerminatedWithError };
+        assert_eq!(json(&flow), r#"{"view":"v","status":"TERMINATED_WITH_ERROR"}"#);
+        let failed = FailedView { view: "v".into(), error: "e".into() };
+        assert_eq!(json(&failed), r#"{"view":"v","error":"e"}"#);
+        assert_eq!(json(&StopOutcome { outcome: StopEffect::Dequeued }), r#"{"outcome":"dequeued"}"#);
+        assert_eq!(
+            json(&AcceptedView { view: "v".into(), state: ViewState::NoData }),
+            r#"{"view":"v","state":"no-data"}"#
+        );
+        let listener = Listener {
+            name: "l".into(),
+            plugin: None,
+            state: ListenerStateKind::Enabled,
+            reason: None,
+            cursor: 1,
+            behind: 0,
+            oldest_undelivered_ms: None,
+            restarts: 0,
+            delivered: 0,
+            last_error: None,
+        };
+        assert_eq!(
+            json(&listener),
+            r#"{"name":"l","plugin":null,"state":"enabled","reason":null,"cursor":1,"behind":0,"oldest_undelivered_ms":null,"restarts":0,"delivered":0,"last_error":null}"#
+        );
+        assert_eq!(json(&Gap { from: 3, to: 9 }), r#"{"from":3,"to":9}"#);
+        let end = End { run: "r".into(), termination: Termination::CompletedWithFailures(2) };
+        assert_eq!(json(&end), r#"{"run":"r","termination":"completed with 2 failed views"}"#);
+        let kinds = [StreamEvent::View, StreamEvent::Gap, StreamEvent::End, StreamEvent::Error];
+        assert_eq!(kinds.map(|kind| crate::model::wire_name(&kind)), ["view", "gap", "end", "error"]);
+    }
 }

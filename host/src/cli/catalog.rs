@@ -188,7 +188,7 @@ pub(super) fn views(args: &ViewsArgs) -> anyhow::Result<Status> {
 /// `--deps`, gathers the closure, in the order embedded mode lists it.
 pub(super) async fn views_remote(args: &ViewsArgs, server: &Server) -> anyhow::Result<Status> {
     let query = wire::ViewsQuery {
-        status: args.status.map(|state| state.as_str().to_string()),
+        status: args.status,
         filter: args.filter.as_ref().map(|regex| regex.as_str().to_string()),
         closure: args.deps.then_some(true),
         ..wire::ViewsQuery::default()
@@ -204,15 +204,13 @@ pub(super) async fn views_remote(args: &ViewsArgs, server: &Server) -> anyhow::R
         counts.sort();
         return print_views(&Listing::Overview { counts, total: overview.total }, args);
     }
-    let mut rows = Vec::new();
-    for view in server.views(&args.views, query).await? {
-        rows.push(view_row(view)?);
-    }
+    let rows = server
+        .views(&args.views, query)
+        .await?
+        .into_iter()
+        .map(|view| ViewRow { view: view.view, state: view.state, data_path: view.data_path })
+        .collect();
     print_views(&Listing::Views(rows), args)
-}
-
-fn view_row(view: wire::View) -> anyhow::Result<ViewRow> {
-    Ok(ViewRow { state: view.state.parse().map_err(anyhow::Error::msg)?, view: view.view, data_path: view.data_path })
 }
 
 /// One line of `trellis views`.
@@ -307,8 +305,7 @@ pub(super) async fn runs_remote(args: &RunsArgs, server: &Server) -> anyhow::Res
         }
         Some(id) => {
             let detail = run_detail(server, id).await?;
-            let flows = flows_of(&detail)?;
-            print_run(&run_record(detail.run), &flows, args.project.json)
+            print_run(&run_record(detail.run), &flows_of(detail.flows), args.project.json)
         }
     }
 }
@@ -330,17 +327,9 @@ fn run_record(run: wire::Run) -> RunRecord {
     }
 }
 
-/// A run's flows with their statuses read back from their wire names.
-pub(super) fn flows_of(detail: &wire::RunDetail) -> anyhow::Result<Vec<(String, FlowStatus)>> {
-    detail
-        .flows
-        .iter()
-        .map(|flow| {
-            let status = serde_json::from_value(serde_json::Value::from(flow.status.as_str()))
-                .map_err(|_| anyhow::anyhow!("the server sent an unknown flow status `{}`", flow.status))?;
-            Ok((flow.view.clone(), status))
-        })
-        .collect()
+/// A run's flows as the printing functions take them.
+pub(super) fn flows_of(flows: Vec<wire::Flow>) -> Vec<(String, FlowStatus)> {
+    flows.into_iter().map(|flow| (flow.view, flow.status)).collect()
 }
 
 fn time(ms: i64) -> String {

@@ -9,6 +9,7 @@ use super::remote::{self, Server};
 use crate::api::wire;
 use crate::listeners::{self, State};
 use crate::metastore::Metastore;
+use crate::model::wire_name;
 
 #[derive(Debug, Args)]
 pub(super) struct ListenersArgs {
@@ -48,28 +49,25 @@ pub(super) async fn run_remote(args: &ListenersArgs, server: &Server) -> anyhow:
         }
         None => {
             let listed: Vec<wire::Listener> = server.get("listeners", remote::NO_QUERY).await?;
-            let statuses = listed.into_iter().map(status_of).collect::<anyhow::Result<Vec<_>>>()?;
+            let statuses: Vec<listeners::Status> = listed.into_iter().map(status_of).collect();
             print_statuses(&statuses, args.project.json)
         }
     }
 }
 
 /// A listener's status as the library gives it, from the server's account.
-fn status_of(listener: wire::Listener) -> anyhow::Result<listeners::Status> {
-    let Some(state) = State::from_parts(&listener.state, listener.reason) else {
-        anyhow::bail!("the server sent an unknown listener state `{}`", listener.state);
-    };
-    Ok(listeners::Status {
+fn status_of(listener: wire::Listener) -> listeners::Status {
+    listeners::Status {
         name: listener.name,
         plugin: listener.plugin,
-        state,
+        state: State::new(listener.state, listener.reason),
         cursor: listener.cursor,
         behind: listener.behind,
         oldest_undelivered_ms: listener.oldest_undelivered_ms,
         restarts: listener.restarts,
         delivered: listener.delivered,
         last_error: listener.last_error,
-    })
+    }
 }
 
 /// `resumes` says when: a server restarts its listeners at once, an
@@ -92,7 +90,7 @@ fn print_statuses(statuses: &[listeners::Status], json: bool) -> anyhow::Result<
         println!("no listeners (the monitor is off and trellis.toml declares none)");
     }
     for status in statuses {
-        let (state, reason) = status.state.parts();
+        let (state, reason) = (wire_name(&status.state.kind()), status.state.reason());
         let plugin = status.plugin.as_deref().unwrap_or("(built in)");
         let age = status
             .oldest_undelivered_ms
@@ -119,4 +117,38 @@ fn print_statuses(statuses: &[listeners::Status], json: bool) -> anyhow::Result<
         }
     }
     Ok(Status::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--json` writes a state's reason only when it has one, and a
+    /// server's account of a listener comes back as the status it was.
+    #[test]
+    fn a_status_is_written_and_read_back_as_it_was() {
+        let listener = |state: &str, reason: Option<&str>| wire::Listener {
+            name: "l".into(),
+            plugin: None,
+            state: crate::model::from_wire_name(state).unwrap(),
+            reason: reason.map(String::from),
+            cursor: 4,
+            behind: 0,
+            oldest_undelivered_ms: None,
+            restarts: 3,
+            delivered: 2,
+            last_error: None,
+        };
+        let enabled = status_of(listener("enabled", None));
+        assert_eq!(enabled.state, State::Enabled);
+        assert_eq!(
+            serde_json::to_string(&enabled).unwrap(),
+            r#"{"name":"l","plugin":null,"state":"enabled","cursor":4,"behind":0,"oldest_undelivered_ms":null,"restarts":3,"delivered":2,"last_error":null}"#
+        );
+        let disabled = status_of(listener("disabled", Some("too many restarts")));
+        assert_eq!(disabled.state, State::Disabled("too many restarts".into()));
+        let json = serde_json::to_value(&disabled).unwrap();
+        assert_eq!((&json["state"], &json["reason"]), (&"disabled".into(), &"too many restarts".into()));
+        assert_eq!(status_of(listener("unavailable", None)).state, State::Unavailable(String::new()));
+    }
 }

@@ -14,8 +14,8 @@ use reqwest::{Method, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::api::wire;
-use crate::model::ViewState;
+use crate::api::wire::{self, StreamEvent};
+use crate::model::{Termination, ViewState, from_wire_name};
 
 /// What a URL path segment may not hold literally. `/` is not here: a
 /// pattern's segments stay path segments. `%` is, so that a pattern's own
@@ -150,7 +150,7 @@ impl Server {
         run: &str,
         from: Option<u64>,
         mut on_view: impl FnMut(ViewEvent),
-    ) -> anyhow::Result<String> {
+    ) -> anyhow::Result<Termination> {
         let query = wire::EventsQuery { from, run: Some(run.to_string()) };
         let mut last_id: Option<String> = None;
         let mut attempts = 0;
@@ -178,20 +178,21 @@ impl Server {
                             if let Some(id) = event.id {
                                 last_id = Some(id);
                             }
-                            match event.kind.as_str() {
-                                "view" => {
+                            match from_wire_name::<StreamEvent>(&event.kind) {
+                                Some(StreamEvent::View) => {
                                     let view: ViewEvent = serde_json::from_str(&event.data)
                                         .with_context(|| format!("{url}: an event that is not a view's"))?;
                                     on_view(view);
                                 }
-                                "end" => {
-                                    let end: End = serde_json::from_str(&event.data)
+                                Some(StreamEvent::End) => {
+                                    let end: wire::End = serde_json::from_str(&event.data)
                                         .with_context(|| format!("{url}: an end event without a termination"))?;
                                     return Ok(end.termination);
                                 }
-                                "error" => bail!("the server's event stream failed: {}", event.data),
-                                // `gap`: events retention removed; progress only misses them.
-                                _ => {}
+                                Some(StreamEvent::Error) => bail!("the server's event stream failed: {}", event.data),
+                                // Events retention removed, which progress only misses;
+                                // or a kind this client does not know.
+                                Some(StreamEvent::Gap) | None => {}
                             }
                         }
                     }
@@ -218,11 +219,6 @@ impl Server {
 pub(super) struct ViewEvent {
     pub(super) view: String,
     pub(super) current: ViewState,
-}
-
-#[derive(Debug, serde::Deserialize)]
-struct End {
-    termination: String,
 }
 
 /// An answer, read whole.

@@ -167,8 +167,7 @@ pub(super) async fn materialize_remote(args: &MaterializeArgs, server: &Server) 
         .await;
     bar.finish_and_clear();
     followed?;
-    let detail = catalog::run_detail(server, &accepted.run).await?;
-    let summary = summary_of(detail)?;
+    let summary = summary_of(catalog::run_detail(server, &accepted.run).await?);
     print_summary(&summary, args.project.json)?;
     Ok(outcome(&summary))
 }
@@ -199,19 +198,17 @@ impl RemoteProgress {
 }
 
 /// The summary an embedded run returns, from the server's record of a run.
-fn summary_of(detail: wire::RunDetail) -> anyhow::Result<RunSummary> {
-    let flows = catalog::flows_of(&detail)?;
-    // Followed to its end: a run with no termination recorded was interrupted.
-    let termination = detail.run.termination.unwrap_or(Termination::Interrupted);
-    Ok(RunSummary {
+fn summary_of(detail: wire::RunDetail) -> RunSummary {
+    RunSummary {
         id: detail.run.id,
-        flows,
+        flows: catalog::flows_of(detail.flows),
         idle: detail.idle,
-        failures: detail.failures.into_iter().map(|failure| (failure.view, failure.error)).collect(),
+        failures: detail.failures.into_iter().map(|failed| (failed.view, failed.error)).collect(),
         incomplete: detail.incomplete,
         with_errors: detail.with_errors,
-        termination,
-    })
+        // Followed to its end: a run with no termination recorded was interrupted.
+        termination: detail.run.termination.unwrap_or(Termination::Interrupted),
+    }
 }
 
 fn print_summary(summary: &RunSummary, json: bool) -> anyhow::Result<()> {

@@ -17,7 +17,7 @@ use super::remote::{self, Server};
 use crate::api::wire;
 use crate::catalog::Catalog;
 use crate::metastore::Metastore;
-use crate::model::Termination;
+use crate::model::{StopEffect, Termination};
 
 #[derive(Debug, Args)]
 pub(super) struct StopArgs {
@@ -128,7 +128,7 @@ pub(super) async fn stop_remote(args: &StopArgs, server: &Server) -> anyhow::Res
         return Ok(not_running(&id, run_detail(server, &id).await?.run.termination));
     }
     let outcome: wire::StopOutcome = reply.json()?;
-    if outcome.outcome == "dequeued" {
+    if outcome.outcome == StopEffect::Dequeued {
         println!("run {id} was queued; it will not start");
         return Ok(Status::Success);
     }

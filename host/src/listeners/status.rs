@@ -9,8 +9,7 @@ use crate::metastore::{self, ListenerRecord, Metastore};
 use super::Error;
 
 /// Whether a listener takes events.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case", tag = "state", content = "reason")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum State {
     Enabled,
     /// Restarted more often than `max_retries` allows; `listeners enable` undoes it.
@@ -20,25 +19,49 @@ pub enum State {
 }
 
 impl State {
-    /// Its name (`enabled`, `disabled`, `unavailable`) and its reason: the
-    /// one spelling for the CLI's text and the API's JSON.
-    pub fn parts(&self) -> (&'static str, Option<&str>) {
+    /// Its name, whose serde spelling is the one for the CLI's text and
+    /// the API's JSON.
+    pub fn kind(&self) -> crate::model::ListenerStateKind {
+        use crate::model::ListenerStateKind as Kind;
         match self {
-            State::Enabled => ("enabled", None),
-            State::Disabled(reason) => ("disabled", Some(reason)),
-            State::Unavailable(reason) => ("unavailable", Some(reason)),
+            State::Enabled => Kind::Enabled,
+            State::Disabled(_) => Kind::Disabled,
+            State::Unavailable(_) => Kind::Unavailable,
         }
     }
 
-    /// The state `parts` spelled, if it names one.
-    pub fn from_parts(name: &str, reason: Option<String>) -> Option<State> {
-        let reason = || reason.unwrap_or_default();
-        match name {
-            "enabled" => Some(State::Enabled),
-            "disabled" => Some(State::Disabled(reason())),
-            "unavailable" => Some(State::Unavailable(reason())),
-            _ => None,
+    /// Why it is disabled or unavailable.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            State::Enabled => None,
+            State::Disabled(reason) | State::Unavailable(reason) => Some(reason),
         }
+    }
+
+    /// The state named `kind`, with `reason` (empty if missing) when it takes one.
+    pub fn new(kind: crate::model::ListenerStateKind, reason: Option<String>) -> State {
+        use crate::model::ListenerStateKind as Kind;
+        let reason = || reason.unwrap_or_default();
+        match kind {
+            Kind::Enabled => State::Enabled,
+            Kind::Disabled => State::Disabled(reason()),
+            Kind::Unavailable => State::Unavailable(reason()),
+        }
+    }
+}
+
+/// `state` (its kind's name) and, when there is one, `reason`: so a
+/// status that flattens it reads `"state": "disabled", "reason": "..."`.
+impl serde::Serialize for State {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut fields = serializer.serialize_struct("State", 2)?;
+        fields.serialize_field("state", &self.kind())?;
+        match self.reason() {
+            Some(reason) => fields.serialize_field("reason", reason)?,
+            None => fields.skip_field("reason")?,
+        }
+        fields.end()
     }
 }
 

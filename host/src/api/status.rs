@@ -1,0 +1,178 @@
+//! What the server is doing and has: health, running transformations and
+//! permits, listeners (and re-enabling one), plugins, the Prometheus
+//! metrics, and the API's own description.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use super::extract::{Path, Shared};
+use super::wire::{self, ErrorBody};
+use super::{ApiError, AppState};
+use crate::listeners::{self, Listeners};
+
+#[utoipa::path(get, path = "/health", responses((status = 200, body = wire::Health)))]
+pub(super) async fn health(State(state): Shared) -> Json<wire::Health> {
+    let table = state.table();
+    Json(wire::Health { status: "ok".into(), current_run: table.current_run.clone(), views: table.views().len() })
+}
+
+#[utoipa::path(get, path = "/transformations", responses((status = 200, body = wire::Transformations)))]
+pub(super) async fn transformations(State(state): Shared) -> Json<wire::Transformations> {
+    let running = state
+        .table()
+        .running
+        .values()
+        .map(|r| wire::RunningTransformation { view: r.view.to_string(), plugin: r.plugin.clone(), since: r.since })
+        .collect();
+    let permits = state
+        .permits
+        .iter()
+        .map(|p| wire::Permits { plugin: p.plugin.clone(), in_use: p.in_use(), limit: p.limit })
+        .collect();
+    Json(wire::Transformations { running, permits })
+}
+
+fn listener_status(state: &AppState) -> Result<Vec<wire::Listener>, ApiError> {
+    let statuses = listeners::status(&state.catalog, &state.store).map_err(listener_error)?;
+    Ok(statuses
+        .into_iter()
+        .map(|status| wire::Listener {
+            state: status.state.kind(),
+            reason: status.state.reason().map(str::to_string),
+            name: status.name,
+            plugin: status.plugin,
+            cursor: status.cursor,
+            behind: status.behind,
+            oldest_undelivered_ms: status.oldest_undelivered_ms,
+            restarts: status.restarts,
+            delivered: status.delivered,
+            last_error: status.last_error,
+        })
+        .collect())
+}
+
+fn listener_error(error: listeners::Error) -> ApiError {
+    let status = match error {
+        listeners::Error::Unknown { .. } => StatusCode::NOT_FOUND,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    ApiError::new(status, error.to_string())
+}
+
+#[utoipa::path(get, path = "/listeners", responses((status = 200, body = [wire::Listener])))]
+pub(super) async fn list_listeners(State(state): Shared) -> Result<Json<Vec<wire::Listener>>, ApiError> {
+    Ok(Json(listener_status(&state)?))
+}
+
+#[utoipa::path(post, path = "/listeners/{name}/enable", params(("name" = String, Path, description = "A listener's name")),
+    responses((status = 200, body = wire::Enabled), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn enable_listener(State(state): Shared, Path(name): Path) -> Result<Json<wire::Enabled>, ApiError> {
+    let was_disabled = listeners::enable(&state.catalog, &state.store, &name).map_err(listener_error)?;
+    // Listeners read their records when they start: a restart of all of
+    // them (each from its stored cursor) brings this one back. It runs as a
+    // task of its own, so that a request timing out or a client hanging up
+    // cannot leave the listeners stopped; and it also runs when an earlier
+    // restart failed and left none running.
+    let restart = {
+        let state = state.clone();
+        tokio::spawn(async move {
+            let mut running = state.listeners.lock().await;
+            if !was_disabled && running.is_some() {
+                return Ok(());
+            }
+            if let Some(old) = running.take() {
+                old.shutdown().await;
+            }
+            *running = Some(Listeners::start(&state.catalog, &state.plugins, state.store.clone()).await?);
+            Ok::<(), listeners::Error>(())
+        })
+    };
+    match restart.await {
+        Ok(started) => started.map_err(listener_error)?,
+        Err(e) => {
+            return Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("restarting the listeners: {e}")));
+        }
+    }
+    Ok(Json(wire::Enabled { name, was_disabled }))
+}
+
+#[utoipa::path(get, path = "/plugins", responses((status = 200, body = [wire::PluginStatus])))]
+pub(super) async fn plugins(State(state): Shared) -> Json<Vec<wire::PluginStatus>> {
+    Json(state.plugin_statuses.clone())
+}
+
+#[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
+pub(super) async fn metrics(State(state): Shared) -> Result<Response, ApiError> {
+    use std::fmt::Write;
+    let listeners = listener_status(&state)?;
+    let next_sequence = state.store.next_sequence()?;
+    let mut text = String::new();
+    {
+        let table = state.table();
+        let counters = table.counters;
+        let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, u64)]| {
+            let _ = writeln!(text, "# HELP trellis_{name} {help}\n# TYPE trellis_{name} {kind}");
+            for (labels, value) in samples {
+                let _ = writeln!(text, "trellis_{name}{labels} {value}");
+            }
+        };
+        metric(
+            "runs_finished_total",
+            "counter",
+            "Runs finished since the server started.",
+            &[(String::new(), counters.runs_finished)],
+        );
+        metric(
+            "runs_queued",
+            "gauge",
+            "Runs accepted and waiting.",
+            &[(String::new(), table.queued_runs.len() as u64)],
+        );
+        metric(
+            "run_views_pending",
+            "gauge",
+            "Views of the current run not settled yet.",
+            &[(String::new(), table.current_run_pending as u64)],
+        );
+        metric(
+            "transformations_total",
+            "counter",
+            "Transformations ended since the server started, by outcome.",
+            &[
+                ("{outcome=\"succeeded\"}".into(), counters.succeeded),
+                ("{outcome=\"failed\"}".into(), counters.failed),
+                ("{outcome=\"retried\"}".into(), counters.retried),
+                ("{outcome=\"canceled\"}".into(), counters.canceled),
+            ],
+        );
+        metric(
+            "transformations_running",
+            "gauge",
+            "Transformations running (holding their permits).",
+            &[(String::new(), table.running.len() as u64)],
+        );
+        let states: Vec<(String, u64)> =
+            table.overview().into_iter().map(|(s, n)| (format!("{{state=\"{s}\"}}"), n as u64)).collect();
+        metric("views", "gauge", "Instantiated views by state.", &states);
+        metric(
+            "events_next_sequence",
+            "counter",
+            "The sequence number the next event will get.",
+            &[(String::new(), next_sequence)],
+        );
+        let lag: Vec<(String, u64)> = listeners
+            .iter()
+            .map(|l| (format!("{{listener=\"{}\"}}", l.name.replace(['"', '\\', '\n'], "_")), l.behind))
+            .collect();
+        metric("listener_behind_events", "gauge", "Events each listener has not received yet.", &lag);
+    }
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
+}
+
+#[utoipa::path(get, path = "/openapi.json", responses((status = 200, description = "This description")))]
+pub(super) async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], super::spec()).into_response()
+}

@@ -1,0 +1,180 @@
+//! The views: listed (all instantiated, or those a pattern addresses,
+//! selected and paged, or counted per state), invalidated, and planned.
+
+use std::collections::{BTreeMap, HashSet};
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+use super::extract::{Path, Query, Shared, within_limit};
+use super::wire::{self, ErrorBody};
+use super::{ApiError, AppState};
+use crate::model::{Issue, ViewState};
+use crate::scheduler::table::ViewRow;
+
+#[utoipa::path(get, path = "/views", params(wire::ViewsQuery),
+    responses((status = 200, description = "A page of views, or with `overview` their counts per state", body = wire::ViewsPage),
+              (status = 400, body = ErrorBody)))]
+pub(super) async fn list_views(
+    State(state): Shared,
+    Query(query): Query<wire::ViewsQuery>,
+) -> Result<Response, ApiError> {
+    views_of(&state, None, query).await
+}
+
+#[utoipa::path(get, path = "/views/{pattern}", params(("pattern" = String, Path, description = "A view pattern"), wire::ViewsQuery),
+    responses((status = 200, body = wire::ViewsPage), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub(super) async fn pattern_views(
+    State(state): Shared,
+    Path(pattern): Path,
+    Query(query): Query<wire::ViewsQuery>,
+) -> Result<Response, ApiError> {
+    views_of(&state, Some(pattern), query).await
+}
+
+/// What a views request selects, checked before anything is done.
+struct Selection {
+    status: Option<ViewState>,
+    filter: Option<regex::Regex>,
+    issue: Option<Issue>,
+}
+
+impl Selection {
+    fn of(query: &wire::ViewsQuery) -> Result<Selection, ApiError> {
+        let filter =
+            query.filter.as_deref().map(crate::model::view_filter).transpose().map_err(ApiError::bad_request)?;
+        Ok(Selection { status: query.status, filter, issue: query.issue })
+    }
+
+    fn is_everything(&self) -> bool {
+        self.status.is_none() && self.filter.is_none() && self.issue.is_none()
+    }
+
+    fn selects(&self, row: &ViewRow) -> bool {
+        self.status.is_none_or(|status| status == row.state)
+            && self.issue.is_none_or(|issue| match issue {
+                Issue::Errors => row.errors,
+                Issue::Incomplete => row.incomplete,
+            })
+            && self.filter.as_ref().is_none_or(|filter| filter.is_match(&row.url))
+    }
+}
+
+const DEFAULT_PAGE: usize = 1000;
+const MAX_PAGE: usize = 10_000;
+
+async fn views_of(state: &AppState, pattern: Option<String>, query: wire::ViewsQuery) -> Result<Response, ApiError> {
+    let selection = Selection::of(&query)?;
+    let limit = query.limit.unwrap_or(DEFAULT_PAGE);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ApiError::bad_request(format!("limit {limit} is not between 1 and {MAX_PAGE}")));
+    }
+    // A pattern is instantiated by the service (so its views are in the
+    // table); without one, every instantiated view is listed.
+    let addressed: Option<Vec<u32>> = match pattern {
+        Some(pattern) => {
+            within_limit(&pattern)?;
+            let closure = query.closure == Some(true);
+            let mut ids = state.handle.instantiate(pattern, closure).await?;
+            let mut seen = HashSet::new();
+            ids.retain(|id| seen.insert(*id));
+            Some(ids)
+        }
+        None => None,
+    };
+    let table = state.table();
+    let candidates: Box<dyn Iterator<Item = usize>> = match &addressed {
+        Some(ids) => Box::new(ids.iter().map(|&id| id as usize)),
+        None => Box::new(0..table.views().len()),
+    };
+    if query.overview == Some(true) {
+        // Keyed by the states' names (not the states), so that the JSON
+        // object lists them in the order of their names, as it always has.
+        // Every view, unfiltered: the table keeps the counts.
+        if addressed.is_none() && selection.is_everything() {
+            let overview: BTreeMap<String, usize> = table
+                .overview()
+                .into_iter()
+                .filter(|(_, n)| *n > 0)
+                .map(|(s, n)| (s.as_str().to_string(), n))
+                .collect();
+            return Ok(Json(wire::Overview { overview, total: table.views().len() }).into_response());
+        }
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        let mut total = 0;
+        for row in candidates.filter_map(|index| table.views().get(index)).filter(|row| selection.selects(row)) {
+            *counts.entry(row.state.as_str().to_string()).or_default() += 1;
+            total += 1;
+        }
+        return Ok(Json(wire::Overview { overview: counts, total }).into_response());
+    }
+    let start = query.cursor.unwrap_or(0);
+    let mut views = Vec::new();
+    let mut next = None;
+    for (position, index) in candidates.enumerate().skip(start) {
+        let Some(row) = table.views().get(index) else { continue };
+        if !selection.selects(row) {
+            continue;
+        }
+        if views.len() == limit {
+            next = Some(position);
+            break;
+        }
+        let dependencies = (query.dependencies == Some(true)).then(|| {
+            row.dependencies.iter().filter_map(|&d| table.views().get(d as usize)).map(|d| d.url.to_string()).collect()
+        });
+        views.push(wire::View {
+            view: row.url.to_string(),
+            view_type: row.view_type.to_string(),
+            state: row.state,
+            timestamp: row.timestamp,
+            incomplete: row.incomplete,
+            errors: row.errors,
+            last_error: row.last_error.clone(),
+            data_path: row.data_path.display().to_string(),
+            dependencies,
+        });
+    }
+    Ok(Json(wire::ViewsPage { views, next }).into_response())
+}
+
+#[utoipa::path(post, path = "/invalidate/{pattern}",
+    params(("pattern" = String, Path, description = "A view pattern"), wire::InvalidateQuery),
+    responses((status = 200, body = wire::Invalidated),
+              (status = 409, description = "Some views are in flight and were left alone", body = wire::Invalidated),
+              (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn invalidate(
+    State(state): Shared,
+    Path(pattern): Path,
+    Query(query): Query<wire::InvalidateQuery>,
+) -> Result<(StatusCode, Json<wire::Invalidated>), ApiError> {
+    within_limit(&pattern)?;
+    let dependencies = query.dependencies.unwrap_or(false);
+    let done = state.handle.invalidate(pattern, dependencies).await?;
+    let refused: Vec<wire::Refusal> =
+        done.refused.into_iter().map(|(view, reason)| wire::Refusal { view, reason }).collect();
+    let (status, error) = match refused.len() {
+        0 => (StatusCode::OK, None),
+        n => (
+            StatusCode::CONFLICT,
+            Some(format!(
+                "{n} view{} left alone, {}: {}",
+                if n == 1 { " was" } else { "s were" },
+                refused[0].view,
+                refused[0].reason
+            )),
+        ),
+    };
+    Ok((status, Json(wire::Invalidated { invalidated: done.invalidated, refused, error })))
+}
+
+#[utoipa::path(get, path = "/plan/{pattern}", params(("pattern" = String, Path, description = "A view pattern")),
+    responses((status = 200, body = [wire::PlanLine]), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub(super) async fn plan(State(state): Shared, Path(pattern): Path) -> Result<Json<Vec<wire::PlanLine>>, ApiError> {
+    within_limit(&pattern)?;
+    let plan = state.handle.plan(pattern).await?;
+    Ok(Json(plan.into_iter().map(|(view, plan)| wire::PlanLine { view, plan }).collect()))
+}
