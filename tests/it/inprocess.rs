@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use std::sync::Arc;
 
 use trellis::catalog::Catalog;
-use trellis::metastore::{Event, Metastore, RunRecord};
+use trellis::metastore::{LoggedEvent, Metastore, RunRecord};
 use trellis::plugins::Plugins;
 use trellis::runtime::{Runtime, RuntimeOptions};
 use trellis::scheduler::Scheduler;
@@ -219,13 +219,13 @@ pub async fn finished(store: &Metastore, run: &str) -> RunRecord {
 }
 
 /// Every event of the log.
-pub fn events(store: &Metastore) -> Vec<Event> {
+pub fn events(store: &Metastore) -> Vec<LoggedEvent> {
     store.events_from(0, usize::MAX).expect("the metastore reads")
 }
 
 /// Waits until `view` has been logged entering `state`: once committed,
 /// the scheduler holds it in that state for every request after.
-pub async fn logged(store: &Metastore, view: &str, state: trellis::model::ViewState) -> Event {
+pub async fn logged(store: &Metastore, view: &str, state: trellis::model::ViewState) -> LoggedEvent {
     committed(store, &format!("{view} to be {state}"), |store| {
         events(store).into_iter().find(|e| &*e.event.view == view && e.event.current == state)
     })

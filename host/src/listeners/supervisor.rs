@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::catalog::{Catalog, ListenerDecl};
-use crate::metastore::{Event, ListenerRecord, Metastore};
+use crate::metastore::{ListenerRecord, LoggedEvent, Metastore};
 use crate::plugins::Plugins;
 use crate::runtime::{FailureKind, ListenerEvent, ListenerInstance, Plugin};
 
@@ -69,7 +69,7 @@ fn one_line(message: &str) -> String {
     message.split(['\n', '\r']).map(str::trim).filter(|part| !part.is_empty()).collect::<Vec<_>>().join(" / ")
 }
 
-fn listener_event(event: &Event) -> ListenerEvent {
+fn listener_event(event: &LoggedEvent) -> ListenerEvent {
     let e = &event.event;
     ListenerEvent::Transition {
         sequence: event.sequence,
@@ -321,7 +321,7 @@ impl Supervisor {
     /// views with an event still in the log can be replayed; the log keeps
     /// `[events] history` events beyond what every listener has received.
     fn latest_per_view(&self, upto: u64) -> Result<Vec<ListenerEvent>, Error> {
-        let mut latest: HashMap<Arc<str>, Event> = HashMap::new();
+        let mut latest: HashMap<Arc<str>, LoggedEvent> = HashMap::new();
         let mut from = self.store.first_sequence()?;
         'scan: loop {
             let events = self.store.events_from(from, PAGE)?;
@@ -334,7 +334,7 @@ impl Supervisor {
                 latest.insert(event.event.view.clone(), event);
             }
         }
-        let mut events: Vec<Event> = latest.into_values().collect();
+        let mut events: Vec<LoggedEvent> = latest.into_values().collect();
         events.sort_by_key(|event| event.sequence);
         Ok(events.iter().map(listener_event).collect())
     }

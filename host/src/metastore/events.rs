@@ -27,7 +27,7 @@ pub struct NewEvent {
 
 /// An event of the log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Event {
+pub struct LoggedEvent {
     pub sequence: u64,
     #[serde(flatten)]
     pub event: NewEvent,
@@ -41,7 +41,7 @@ const SEQUENCE_KEY: &[u8] = b"next-sequence";
 /// cheap to write.
 const EVENTS_PER_CHUNK: usize = 256;
 
-/// An event as written, borrowed from the commit; read back as [`Event`].
+/// An event as written, borrowed from the commit; read back as [`LoggedEvent`].
 #[derive(Serialize)]
 struct StoredEvent<'a> {
     sequence: u64,
@@ -105,7 +105,7 @@ impl Metastore {
     }
 
     /// Up to `limit` events with a sequence number of at least `from`.
-    pub fn events_from(&self, from: u64, limit: usize) -> Result<Vec<Event>, Error> {
+    pub fn events_from(&self, from: u64, limit: usize) -> Result<Vec<LoggedEvent>, Error> {
         // Start with the chunk that holds `from`, if any.
         let start = match self.events.range(..=from.to_be_bytes()).next_back() {
             Some(entry) => entry?.0,
@@ -114,7 +114,7 @@ impl Metastore {
         let mut found = Vec::new();
         for entry in self.events.range(start..) {
             let (key, bytes) = entry?;
-            let chunk: Vec<Event> = decode(&key, &bytes)?;
+            let chunk: Vec<LoggedEvent> = decode(&key, &bytes)?;
             found.extend(chunk.into_iter().filter(|event| event.sequence >= from).take(limit - found.len()));
             if found.len() >= limit {
                 break;
@@ -153,8 +153,9 @@ impl Metastore {
                 continue;
             }
             // The last chunk before `before` may reach past it.
-            let chunk: Vec<Event> = decode(&key, &bytes)?;
-            let (gone, kept): (Vec<Event>, Vec<Event>) = chunk.into_iter().partition(|e| e.sequence < before);
+            let chunk: Vec<LoggedEvent> = decode(&key, &bytes)?;
+            let (gone, kept): (Vec<LoggedEvent>, Vec<LoggedEvent>) =
+                chunk.into_iter().partition(|e| e.sequence < before);
             removed += gone.len();
             if let Some(first_kept) = kept.first() {
                 let stored: Vec<StoredEvent<'_>> =

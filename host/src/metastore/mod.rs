@@ -25,7 +25,7 @@ mod runs;
 mod views;
 
 pub use commit::Commit;
-pub use events::{Event, NewEvent};
+pub use events::{LoggedEvent, NewEvent};
 pub use format::FORMAT;
 pub use listeners::ListenerRecord;
 pub use runs::RunRecord;

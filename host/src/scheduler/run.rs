@@ -432,7 +432,7 @@ impl Scheduler {
         if !commit.views.is_empty() || !commit.events.is_empty() {
             self.store.commit(&commit)?;
         }
-        self.publish_views(deferred.iter().map(|(id, _)| *id));
+        self.refresh_table(deferred.iter().map(|(id, _)| *id));
         for (id, actions) in deferred {
             for action in actions {
                 self.execute_action(run, id, action);

@@ -248,7 +248,7 @@ impl Scheduler {
             slot.record = record;
             slot.url = url;
         }
-        self.publish_views((known..self.slots.len()).map(|index| ViewId(index as u32)));
+        self.refresh_table((known..self.slots.len()).map(|index| ViewId(index as u32)));
         if let Some(memo) = &mut self.memo {
             memo.grow(&self.lattice);
         }
@@ -273,13 +273,13 @@ impl Scheduler {
     /// readers that must not wait for the loop.
     pub fn share_table(&mut self) -> SharedTable {
         let table = self.table.get_or_insert_with(SharedTable::default).clone();
-        self.publish_views(self.lattice.ids());
+        self.refresh_table(self.lattice.ids());
         table
     }
 
     /// Copies the views' slots into the shared table, adding rows for new
     /// views (which come in lattice order, as the table's rows do).
-    pub(super) fn publish_views(&self, ids: impl IntoIterator<Item = ViewId>) {
+    pub(super) fn refresh_table(&self, ids: impl IntoIterator<Item = ViewId>) {
         let Some(table) = &self.table else { return };
         let mut table = table.write().unwrap_or_else(|poisoned| poisoned.into_inner());
         for id in ids {
