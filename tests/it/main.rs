@@ -1,5 +1,7 @@
-//! The integration tests: real WASM plugins built from plugins/, a real
-//! `trellis` binary, real directories. One crate, one module per area.
+//! The integration tests: real WASM plugins built from plugins/, real
+//! directories and a real metastore; the library in process at the middle
+//! boundary (`scheduler`, `api`), the real `trellis` binary where only real
+//! processes prove it. One crate, one module per area.
 
 mod inprocess;
 mod support;
