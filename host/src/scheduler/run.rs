@@ -567,6 +567,12 @@ impl Scheduler {
                     }
                 }
             }
+            // Once a stop is asked nothing new starts: the view is skipped
+            // when the stop takes effect. Otherwise a run whose transformations
+            // keep reporting could start new ones until it ended.
+            Action::Transform if run.stop.is_some() => {
+                run.flows.insert(id, FlowStatus::Skipped);
+            }
             Action::Transform => {
                 let started = Arc::new(AtomicBool::new(false));
                 let task = self.start_transformation(id, run.reports.clone(), started.clone());
