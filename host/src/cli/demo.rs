@@ -13,7 +13,7 @@ use crate::bundled::SAMPLES;
 use crate::catalog;
 use crate::model::FlowStatus;
 use crate::runtime::Runtime;
-use crate::scheduler::Mode;
+use crate::scheduler::{Mode, RunSummary, Scheduler};
 use crate::session::Session;
 
 #[derive(Debug, Args)]
@@ -56,36 +56,11 @@ impl DemoArgs {
 
         let catalog = super::catalog::load(dir)?;
         let mut session = Session::open(catalog.clone(), runtime).await?;
-        let scheduler = &mut session.scheduler;
-        println!("\n$ trellis materialize -v {PATTERN}");
-        let first = scheduler.materialize(PATTERN, Mode::Default).await?;
-        println!(
-            "{} views: {} materialized or found without data, {} failed; {} incomplete (days without orders)",
-            first.views(),
-            first.count(FlowStatus::Successful),
-            first.failures.len(),
-            first.incomplete.len()
-        );
-        for (view, error) in &first.failures {
-            println!("failed: {view}: {error}");
-        }
-        for file in ["MonthlyTotal/2015/05", "MonthlySales/SHOP10/2015/05", "DailySales/SHOP10/2015/05/01"] {
-            let path = dir.join("data/shop/datamart").join(file).join("part-00000.csv");
-            if let Ok(text) = std::fs::read_to_string(&path) {
-                println!("\n{}:\n{}", path.display(), text.trim_end());
-            }
-        }
-
-        println!("\n$ trellis materialize -v {PATTERN}   # again: nothing changed");
-        let second = scheduler.materialize(PATTERN, Mode::Default).await?;
-        println!(
-            "{} views: {} transformed, {} up to date",
-            second.views(),
-            second.count(FlowStatus::Successful),
-            second.count(FlowStatus::Idle)
-        );
-
-        session.close(catalog.settings.events.drain).await?;
+        // The listeners are shut down whatever the runs did; they catch up only after runs that ended.
+        let runs = two_runs(&mut session.scheduler, dir).await;
+        let drain = if runs.is_ok() { catalog.settings.events.drain } else { std::time::Duration::ZERO };
+        session.close(drain).await?;
+        let (first, second) = runs?;
         if let Some(stats) = listener_stats(&crate::listeners::state_dir(&catalog, "stats").join("stats.json")) {
             println!("\nthe stats listener followed both runs: {stats}");
         }
@@ -100,6 +75,39 @@ impl DemoArgs {
         );
         Ok(if ok { Status::Success } else { Status::Failed })
     }
+}
+
+/// The demo's two materializations, with what each printed: the first
+/// builds everything, the second finds nothing to do.
+async fn two_runs(scheduler: &mut Scheduler, dir: &Path) -> anyhow::Result<(RunSummary, RunSummary)> {
+    println!("\n$ trellis materialize -v {PATTERN}");
+    let first = scheduler.materialize(PATTERN, Mode::Default).await?;
+    println!(
+        "{} views: {} materialized or found without data, {} failed; {} incomplete (days without orders)",
+        first.views(),
+        first.count(FlowStatus::Successful),
+        first.failures.len(),
+        first.incomplete.len()
+    );
+    for (view, error) in &first.failures {
+        println!("failed: {view}: {error}");
+    }
+    for file in ["MonthlyTotal/2015/05", "MonthlySales/SHOP10/2015/05", "DailySales/SHOP10/2015/05/01"] {
+        let path = dir.join("data/shop/datamart").join(file).join("part-00000.csv");
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            println!("\n{}:\n{}", path.display(), text.trim_end());
+        }
+    }
+
+    println!("\n$ trellis materialize -v {PATTERN}   # again: nothing changed");
+    let second = scheduler.materialize(PATTERN, Mode::Default).await?;
+    println!(
+        "{} views: {} transformed, {} up to date",
+        second.views(),
+        second.count(FlowStatus::Successful),
+        second.count(FlowStatus::Idle)
+    );
+    Ok((first, second))
 }
 
 /// A line about what the sample stats listener counted, from its file.

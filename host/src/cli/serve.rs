@@ -38,6 +38,11 @@ pub(super) struct ServeArgs {
 pub(super) async fn serve(args: &ServeArgs, token: Option<String>, runtime: &Runtime) -> anyhow::Result<Status> {
     api::check_bind(&args.bind, token.as_deref()).map_err(anyhow::Error::msg)?;
     let catalog = load(&args.project.project)?;
+    // Bound before anything starts: a port in use fails the command with
+    // nothing to shut down.
+    let listener = std::net::TcpListener::bind(args.bind).with_context(|| format!("binding {}", args.bind))?;
+    listener.set_nonblocking(true)?;
+    let address = listener.local_addr()?;
     let mut session = Session::open(catalog.clone(), runtime).await?;
     let listeners = session.take_listeners();
     let Session { scheduler, plugins, .. } = session;
@@ -63,9 +68,6 @@ pub(super) async fn serve(args: &ServeArgs, token: Option<String>, runtime: &Run
         shutdown,
         started: chrono::Utc::now().timestamp_millis(),
     });
-    let listener = std::net::TcpListener::bind(args.bind).with_context(|| format!("binding {}", args.bind))?;
-    listener.set_nonblocking(true)?;
-    let address = listener.local_addr()?;
     if token.is_none() {
         tracing::warn!("no token: anyone who can reach {address} can materialize, invalidate and stop runs");
     }
