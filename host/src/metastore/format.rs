@@ -42,7 +42,7 @@ impl Metastore {
     pub fn open(dir: &Path) -> Result<Metastore, Error> {
         let open_error = |e: &dyn std::fmt::Display| Error::Open { path: dir.to_path_buf(), reason: e.to_string() };
         std::fs::create_dir_all(dir).map_err(|e| open_error(&e))?;
-        let db = sled::Config::new().path(dir).mode(sled::Mode::HighThroughput).open().map_err(|e| open_error(&e))?;
+        let db = open_db(dir).map_err(|e| open_error(&e))?;
         let tree = |name: &str| db.open_tree(name).map_err(|e| open_error(&e));
         let store = Metastore {
             meta: tree("meta")?,
@@ -69,6 +69,27 @@ impl Metastore {
         }
         store.appended.send_replace(store.next_sequence()?);
         Ok(store)
+    }
+}
+
+/// How long an open waits for the database's file lock. sled's background
+/// threads let go of it a moment after the last handle in this process is
+/// dropped; a reopen in that moment waits rather than fails. A lock another
+/// process holds is still refused, after this wait.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+fn open_db(dir: &Path) -> sled::Result<sled::Db> {
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match sled::Config::new().path(dir).mode(sled::Mode::HighThroughput).open() {
+            // sled says so only in the message (its kind is `Other`).
+            Err(sled::Error::Io(e))
+                if e.to_string().starts_with("could not acquire lock") && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            opened => return opened,
+        }
     }
 }
 
