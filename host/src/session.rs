@@ -37,7 +37,7 @@ impl Session {
     /// listeners, which follow the event log from their cursors.
     pub async fn open(catalog: Arc<Catalog>, runtime: &Runtime) -> Result<Session, Error> {
         let plugins = Arc::new(Plugins::load(runtime, &catalog).await);
-        let scheduler = Scheduler::open(catalog.clone(), &plugins).await?;
+        let scheduler = Scheduler::open(catalog.clone(), plugins.clone()).await?;
         let listeners = Listeners::start(&catalog, &plugins, scheduler.metastore()).await?;
         Ok(Session { catalog, plugins, scheduler, listeners: Some(listeners) })
     }
@@ -58,10 +58,7 @@ impl Session {
     /// receive the rest from their cursor next time.
     pub async fn close(mut self, drain: Duration) -> Result<Vec<String>, Error> {
         let Some(mut listeners) = self.listeners.take() else { return Ok(Vec::new()) };
-        let behind = match drain.is_zero() {
-            true => Ok(Vec::new()),
-            false => listeners.drain(drain).await,
-        };
+        let behind = if drain.is_zero() { Ok(Vec::new()) } else { listeners.drain(drain).await };
         listeners.shutdown().await;
         Ok(behind?)
     }

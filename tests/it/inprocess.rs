@@ -174,8 +174,8 @@ impl Project {
 /// Loads the catalog's plugins and opens a scheduler on it, as `trellis
 /// materialize` does (without listeners).
 pub async fn open(catalog: &Arc<Catalog>) -> Scheduler {
-    let plugins = Plugins::load(runtime(), catalog).await;
-    Scheduler::open(catalog.clone(), &plugins).await.unwrap_or_else(|e| panic!("the scheduler opens: {e}"))
+    let plugins = Arc::new(Plugins::load(runtime(), catalog).await);
+    Scheduler::open(catalog.clone(), plugins).await.unwrap_or_else(|e| panic!("the scheduler opens: {e}"))
 }
 
 pub fn now_millis() -> i64 {

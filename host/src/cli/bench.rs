@@ -83,8 +83,8 @@ pub(super) async fn bench(args: &BenchArgs, runtime: &Runtime) -> anyhow::Result
     }
     write_project(&dir, args.shops, start, last, "").context("writing the benchmark project")?;
     let catalog = super::catalog::load(&dir)?;
-    let plugins = Plugins::load(runtime, &catalog).await;
-    let mut scheduler = Scheduler::open(catalog.clone(), &plugins).await?;
+    let plugins = std::sync::Arc::new(Plugins::load(runtime, &catalog).await);
+    let mut scheduler = Scheduler::open(catalog.clone(), plugins).await?;
     let pattern = format!("bench.mart/MonthlyTotal/rym({}-{})", start.format("%Y%m"), last.format("%Y%m"));
 
     let measure = async |label: &str, scheduler: &mut Scheduler| -> anyhow::Result<()> {

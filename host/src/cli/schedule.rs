@@ -289,8 +289,8 @@ fn print_invalidation(invalidated: &[String], refused: &[(String, String)]) -> S
 
 pub(super) async fn plan(args: &PlanArgs, runtime: &Runtime) -> anyhow::Result<Status> {
     let catalog = load(&args.project.project)?;
-    let plugins = Plugins::load(runtime, &catalog).await;
-    let mut scheduler = Scheduler::open(catalog.clone(), &plugins).await.context("opening the scheduler")?;
+    let plugins = std::sync::Arc::new(Plugins::load(runtime, &catalog).await);
+    let mut scheduler = Scheduler::open(catalog.clone(), plugins).await.context("opening the scheduler")?;
     print_plan(&scheduler.plan(&args.views)?, args.project.json)
 }
 

@@ -689,11 +689,15 @@ impl Scheduler {
                 let _ = results.send(result);
             });
         };
-        let Some(plugin) = self.transformations.as_ref().and_then(|t| t.plugins.get(plugin_name)).cloned() else {
-            let message = format!("plugin {plugin_name} is not loaded");
-            return tokio::spawn(async move {
-                let _ = results.send(TaskReport::Failed { view: id, retryable: false, message });
-            });
+        let plugin =
+            self.transformations().map_err(|e| e.to_string()).and_then(|t| t.plugins.get(plugin_name).cloned());
+        let plugin = match plugin {
+            Ok(plugin) => plugin,
+            Err(message) => {
+                return tokio::spawn(async move {
+                    let _ = results.send(TaskReport::Failed { view: id, retryable: false, message });
+                });
+            }
         };
         let own_timestamp = self.slots[id.0 as usize].record.timestamp;
         // Inputs: the dependencies that have data, in declaration order.

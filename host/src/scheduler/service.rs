@@ -181,8 +181,9 @@ impl Service {
             }
             if let Some(run) = &mut self.run {
                 let steps = self.scheduler.step(run);
-                if steps.is_err() || run.is_over() {
-                    let run = self.run.take().expect("a run is executing");
+                if (steps.is_err() || run.is_over())
+                    && let Some(run) = self.run.take()
+                {
                     log_summary(self.scheduler.finish(run, steps));
                     continue;
                 }

@@ -20,7 +20,6 @@ use crate::lattice::{self, Lattice, Resolution, ViewId};
 use crate::metastore::{Commit, Metastore, RunRecord, SchemaChange, ViewRecord};
 use crate::model::{Termination, ViewState};
 use crate::plugins::Plugins;
-use crate::runtime::Plugin;
 
 /// What the scheduler keeps per view between runs.
 #[derive(Debug, Clone, Default)]
@@ -43,7 +42,7 @@ pub struct Invalidation {
 /// What transformations need: the plugins and each type's version checksum.
 /// A scheduler opened without them can instantiate and invalidate only.
 pub(super) struct Transformations {
-    pub plugins: HashMap<String, Plugin>,
+    pub plugins: Arc<Plugins>,
     pub versions: HashMap<ViewTypeId, String>,
 }
 
@@ -112,13 +111,11 @@ impl Scheduler {
     /// metadata of types whose schema changed), makes sure every plugin the
     /// view types use is loaded and fits, and computes each type's version
     /// checksum.
-    pub async fn open(catalog: Arc<Catalog>, plugins: &Plugins) -> Result<Scheduler, Error> {
+    pub async fn open(catalog: Arc<Catalog>, plugins: Arc<Plugins>) -> Result<Scheduler, Error> {
         plugins.ready_for(&catalog)?;
         let versions = plugins.versions(&catalog).await?;
-        let used =
-            catalog.plugins.keys().filter_map(|name| Some((name.clone(), plugins.get(name).ok()?.clone()))).collect();
         let mut scheduler = Scheduler::open_records(catalog)?;
-        scheduler.transformations = Some(Transformations { plugins: used, versions });
+        scheduler.transformations = Some(Transformations { plugins, versions });
         Ok(scheduler)
     }
 
