@@ -410,3 +410,27 @@ async fn permits_held(handle: &Handle, view: &str) {
         .await
         .unwrap_or_else(|_| panic!("{view}'s transformation never held its permits"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_service_s_request_queue_is_bounded_and_a_shutdown_still_gets_through() {
+    use futures_util::FutureExt;
+    use trellis::scheduler::service::REQUEST_QUEUE;
+    let project = Project::new(&[1]);
+    let catalog = project.catalog("v1");
+    let (service, handle) = Service::new(open(&catalog).await);
+    // The service is not running yet: each request, polled once, is queued
+    // and waits (its answer is never awaited).
+    for _ in 0..REQUEST_QUEUE {
+        assert!(handle.plan(SUMMARY.into()).now_or_never().is_none(), "queued, not answered");
+    }
+    let refused = handle.instantiate(SUMMARY.into(), false).now_or_never().expect("answered at once");
+    assert!(matches!(refused, Err(Error::Busy { queued: REQUEST_QUEUE })), "{refused:?}");
+    assert_eq!(
+        refused.unwrap_err().to_string(),
+        format!("the scheduler has {REQUEST_QUEUE} requests waiting, its limit; try again in a moment")
+    );
+    // A full queue does not hold up a shutdown: it comes on its own channel.
+    handle.shutdown(Duration::ZERO);
+    let service = tokio::spawn(service.run());
+    service.await.expect("the service task ends").expect("the service ends cleanly");
+}

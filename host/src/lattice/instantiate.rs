@@ -9,8 +9,9 @@ impl Lattice {
     /// The views a pattern addresses, added with all their dependencies.
     pub fn instantiate(&mut self, pattern: &Pattern, resolution: &Resolution<'_>) -> Result<Vec<ViewId>, Error> {
         let count = pattern.count().saturating_mul(pattern.view_types.len());
-        if count > PATTERN_LIMIT {
-            return Err(Error::TooMany { count, limit: PATTERN_LIMIT });
+        let limit = self.capacity.per_call.min(PATTERN_LIMIT);
+        if count > limit {
+            return Err(Error::TooMany { count, limit });
         }
         // Its own handle on the catalog: the types found are used while views are added.
         let catalog = self.catalog.clone();
@@ -30,9 +31,10 @@ impl Lattice {
                 for values in pattern.parameter_lists() {
                     let (params, instance) = parse_values(view_type, &values)?;
                     addressed.push(self.intern(view_type.id, params, instance));
+                    self.within_capacity(mark)?;
                 }
             }
-            self.resolve_pending(resolution)?;
+            self.resolve_pending(resolution, mark)?;
             Ok(addressed)
         })();
         if result.is_err() {
@@ -144,5 +146,28 @@ parameters = { n = "${label}" }
         assert_eq!(lattice.len(), 4);
         let count = lattice.dependencies(again[1])[0];
         assert_eq!(lattice.url_path(count), "t.a/Count/8");
+    }
+
+    #[test]
+    fn capacity_counts_dependencies_and_what_the_lattice_holds() {
+        use crate::lattice::{Capacity, Error};
+        let catalog = catalog::parse(PROJECT, std::path::Path::new("/p")).unwrap();
+        let mut lattice = Lattice::new(std::sync::Arc::new(catalog));
+        lattice.set_capacity(Capacity { per_call: 3, total: 5 });
+        // Two labels name two views, but bring two counts with them.
+        let error = lattice.instantiate(&pattern::parse("t.a/Label/e(1,2)").unwrap(), &resolution()).unwrap_err();
+        assert_eq!(error, Error::TooManyWithDependencies { limit: 3 });
+        assert_eq!(lattice.len(), 0, "views of the refused call were kept");
+        lattice.instantiate(&pattern::parse("t.a/Label/1").unwrap(), &resolution()).unwrap();
+        lattice.instantiate(&pattern::parse("t.a/Label/2").unwrap(), &resolution()).unwrap();
+        assert_eq!(lattice.len(), 4);
+        // Views it holds cost nothing; a fifth and sixth view are one too many.
+        lattice.instantiate(&pattern::parse("t.a/Label/e(1,2)").unwrap(), &resolution()).unwrap();
+        let error = lattice.instantiate(&pattern::parse("t.a/Label/3").unwrap(), &resolution()).unwrap_err();
+        assert_eq!(error, Error::Full { held: 4, limit: 5 });
+        assert_eq!(error.to_string(), "the lattice would grow past its limit of 5 views (it holds 4)");
+        assert_eq!(lattice.len(), 4);
+        lattice.instantiate(&pattern::parse("t.a/Count/3").unwrap(), &resolution()).unwrap();
+        assert_eq!(lattice.len(), 5);
     }
 }

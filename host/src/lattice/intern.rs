@@ -2,7 +2,7 @@
 //! by every view with the same values), forgetting what was added since a
 //! mark, and the memory it takes.
 
-use super::{Lattice, ParamsId, ViewId, ViewKey};
+use super::{Capacity, Error, Lattice, ParamsId, ViewId, ViewKey};
 use crate::catalog::ViewTypeId;
 
 impl Lattice {
@@ -30,6 +30,18 @@ impl Lattice {
     /// Where the lattice stands, to undo a failed instantiation.
     pub(super) fn mark(&self) -> (usize, usize) {
         (self.views.len(), self.edges.len())
+    }
+
+    /// Whether the views added since `mark` keep within the lattice's capacity.
+    pub(super) fn within_capacity(&self, (before, _): (usize, usize)) -> Result<(), Error> {
+        let Capacity { per_call, total } = self.capacity;
+        if self.views.len() > total {
+            return Err(Error::Full { held: before, limit: total });
+        }
+        if self.views.len() - before > per_call {
+            return Err(Error::TooManyWithDependencies { limit: per_call });
+        }
+        Ok(())
     }
 
     /// Forgets every view added since `mark`, so that a failed

@@ -59,6 +59,12 @@ pub enum Error {
     BadInstance { view_type: String, time: String, reason: String },
     #[error("the pattern addresses {count} views, more than the limit of {limit}")]
     TooMany { count: usize, limit: usize },
+    #[error(
+        "the pattern's views and their dependencies come to more than {limit} new views, more than one call may add; address fewer at once"
+    )]
+    TooManyWithDependencies { limit: usize },
+    #[error("the lattice would grow past its limit of {limit} views (it holds {held})")]
+    Full { held: usize, limit: usize },
     #[error(transparent)]
     Pattern(crate::catalog::pattern::PatternError),
     #[error("`{url_path}` must name exactly one view, not a pattern")]
@@ -75,6 +81,21 @@ fn suggest(closest: &[String]) -> String {
 /// not try to instantiate the next thousand years.
 pub const PATTERN_LIMIT: usize = 10_000_000;
 
+/// How many views a lattice may hold, and how many one instantiation may
+/// add, dependencies included: a server that instantiates what any request
+/// addresses must not grow without bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capacity {
+    pub per_call: usize,
+    pub total: usize,
+}
+
+impl Default for Capacity {
+    fn default() -> Self {
+        Capacity { per_call: PATTERN_LIMIT, total: usize::MAX }
+    }
+}
+
 pub struct Lattice {
     /// Shared with the scheduler and the server, which outlive no catalog.
     catalog: Arc<Catalog>,
@@ -90,6 +111,7 @@ pub struct Lattice {
     edge_origin: Vec<u16>,
     /// Views added but whose dependencies are not resolved yet.
     resolved: usize,
+    capacity: Capacity,
 }
 
 impl Lattice {
@@ -104,7 +126,13 @@ impl Lattice {
             edges: Vec::new(),
             edge_origin: Vec::new(),
             resolved: 0,
+            capacity: Capacity::default(),
         }
+    }
+
+    /// Limits what the lattice holds from now on; views it holds already stay.
+    pub fn set_capacity(&mut self, capacity: Capacity) {
+        self.capacity = capacity;
     }
 
     pub fn catalog(&self) -> &Arc<Catalog> {

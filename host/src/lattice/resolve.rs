@@ -31,7 +31,9 @@ impl Lattice {
     /// Resolves the dependencies of every view not resolved yet, in order
     /// of addition; new dependencies join the end of the queue. Iterative,
     /// because a `current(-1)` chain can be thousands of views deep.
-    pub(super) fn resolve_pending(&mut self, resolution: &Resolution<'_>) -> Result<(), Error> {
+    /// Fails, before it has added much, once the views added since `mark`
+    /// are more than the lattice's capacity allows.
+    pub(super) fn resolve_pending(&mut self, resolution: &Resolution<'_>, mark: (usize, usize)) -> Result<(), Error> {
         let mut keys = Vec::new();
         while self.resolved < self.views.len() {
             let id = ViewId(self.resolved as u32);
@@ -44,6 +46,7 @@ impl Lattice {
                 self.edge_origin.push(origin);
             }
             self.resolved += 1;
+            self.within_capacity(mark)?;
         }
         Ok(())
     }

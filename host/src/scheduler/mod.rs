@@ -45,6 +45,8 @@ pub enum Error {
     Io(String),
     #[error("the server is shutting down and accepts no new runs")]
     Closing,
+    #[error("the scheduler has {queued} requests waiting, its limit; try again in a moment")]
+    Busy { queued: usize },
     #[error("the scheduler has shut down")]
     Gone,
 }

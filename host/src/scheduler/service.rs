@@ -15,7 +15,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use super::Error;
 use super::run::{Run, RunSummary, StopReason, TaskReport};
@@ -30,35 +30,16 @@ type Reply<T> = oneshot::Sender<Result<T, Error>>;
 
 /// What the service can be asked, through a [`Handle`].
 enum Request {
-    Instantiate {
-        pattern: String,
-        closure: bool,
-        reply: Reply<Vec<u32>>,
-    },
-    Materialize {
-        pattern: String,
-        mode: Mode,
-        reply: Reply<Accepted>,
-    },
-    Invalidate {
-        pattern: String,
-        dependencies: bool,
-        reply: Reply<Invalidation>,
-    },
-    Plan {
-        pattern: String,
-        reply: Reply<Vec<(String, String)>>,
-    },
-    Stop {
-        run: String,
-        reply: Reply<Stopping>,
-    },
-    /// Finishes the current run within `grace` (then stops it), ends the
-    /// queued ones unstarted, and ends the service.
-    Shutdown {
-        grace: Duration,
-    },
+    Instantiate { pattern: String, closure: bool, reply: Reply<Vec<u32>> },
+    Materialize { pattern: String, mode: Mode, reply: Reply<Accepted> },
+    Invalidate { pattern: String, dependencies: bool, reply: Reply<Invalidation> },
+    Plan { pattern: String, reply: Reply<Vec<(String, String)>> },
+    Stop { run: String, reply: Reply<Stopping> },
 }
+
+/// How many requests may wait for the service at once. Past it a request
+/// is refused at once ([`Error::Busy`]) rather than queued without bound.
+pub const REQUEST_QUEUE: usize = 256;
 
 /// Everything that can wake the service. (Coordinators will add their
 /// clock ticks and file-watch notifications here.)
@@ -69,6 +50,11 @@ enum Wakeup {
     Step,
     /// A task of the run executing reported back.
     Report(TaskReport),
+    /// A shutdown was asked: finish the current run within the grace
+    /// period (then stop it), end the queued ones unstarted, and end. It
+    /// comes on a channel of its own, so that a full request queue cannot
+    /// hold it up.
+    Shutdown(Duration),
     /// A shutdown's grace period is over.
     GraceOver,
 }
@@ -106,15 +92,20 @@ struct QueuedRun {
 /// The sending side, for the API. Cheap to clone.
 #[derive(Clone)]
 pub struct Handle {
-    requests: mpsc::UnboundedSender<Request>,
+    requests: mpsc::Sender<Request>,
+    shutdown: std::sync::Arc<watch::Sender<Option<Duration>>>,
     pub table: SharedTable,
 }
 
 impl Handle {
-    /// Sends a request built around a fresh reply channel and waits for the answer.
+    /// Sends a request built around a fresh reply channel and waits for the
+    /// answer; refuses it at once when [`REQUEST_QUEUE`] requests wait already.
     async fn ask<T>(&self, request: impl FnOnce(Reply<T>) -> Request) -> Result<T, Error> {
         let (reply, answer) = oneshot::channel();
-        self.requests.send(request(reply)).map_err(|_| Error::Gone)?;
+        self.requests.try_send(request(reply)).map_err(|error| match error {
+            mpsc::error::TrySendError::Full(_) => Error::Busy { queued: REQUEST_QUEUE },
+            mpsc::error::TrySendError::Closed(_) => Error::Gone,
+        })?;
         answer.await.map_err(|_| Error::Gone)?
     }
 
@@ -142,15 +133,18 @@ impl Handle {
         self.ask(|reply| Request::Stop { run, reply }).await
     }
 
+    /// Finishes the current run within `grace` (then stops it), ends the
+    /// queued ones unstarted, and ends the service.
     pub fn shutdown(&self, grace: Duration) {
-        let _ = self.requests.send(Request::Shutdown { grace });
+        self.shutdown.send_replace(Some(grace));
     }
 }
 
 /// One task owns this: the scheduler, the runs queued and the one executing.
 pub struct Service {
     scheduler: Scheduler,
-    requests: mpsc::UnboundedReceiver<Request>,
+    requests: mpsc::Receiver<Request>,
+    shutdown: watch::Receiver<Option<Duration>>,
     /// Some handle is still alive.
     requests_open: bool,
     queued: VecDeque<QueuedRun>,
@@ -164,12 +158,20 @@ impl Service {
     /// freshness between runs. Returns the service, to run on a task of
     /// its own, and its handle.
     pub fn new(mut scheduler: Scheduler) -> (Service, Handle) {
-        let (sender, requests) = mpsc::unbounded_channel();
+        let (sender, requests) = mpsc::channel(REQUEST_QUEUE);
+        let (shutdown_sender, shutdown) = watch::channel(None);
         let table = scheduler.share_table();
         scheduler.remember_freshness();
-        let service =
-            Service { scheduler, requests, requests_open: true, queued: VecDeque::new(), run: None, closing: None };
-        (service, Handle { requests: sender, table })
+        let service = Service {
+            scheduler,
+            requests,
+            shutdown,
+            requests_open: true,
+            queued: VecDeque::new(),
+            run: None,
+            closing: None,
+        };
+        (service, Handle { requests: sender, shutdown: std::sync::Arc::new(shutdown_sender), table })
     }
 
     /// Serves until a shutdown request (or until every handle is dropped),
@@ -216,8 +218,13 @@ impl Service {
     async fn next_event(&mut self) -> Wakeup {
         let busy = self.run.as_ref().is_some_and(Run::has_work);
         let grace = self.closing.filter(|_| self.run.as_ref().is_some_and(|run| !run.is_stopping()));
+        let closing = self.closing.is_some();
         tokio::select! {
             biased;
+            Ok(()) = self.shutdown.changed(), if !closing => match *self.shutdown.borrow_and_update() {
+                Some(grace) => Wakeup::Shutdown(grace),
+                None => Wakeup::Step,
+            },
             request = self.requests.recv(), if self.requests_open => Wakeup::Request(request),
             () = std::future::ready(()), if busy => Wakeup::Step,
             Some(report) = next_report(&mut self.run), if !busy => Wakeup::Report(report),
@@ -232,6 +239,9 @@ impl Service {
             // Nobody can ask any more: finish what was accepted.
             Wakeup::Request(None) => self.requests_open = false,
             Wakeup::Step => {}
+            Wakeup::Shutdown(grace) => {
+                self.closing.get_or_insert(tokio::time::Instant::now() + grace);
+            }
             Wakeup::Report(report) => {
                 if let Some(run) = &mut self.run {
                     self.scheduler.on_report(run, report);
@@ -269,9 +279,6 @@ impl Service {
             }
             Request::Stop { run, reply } => {
                 let _ = reply.send(self.stop(&run));
-            }
-            Request::Shutdown { grace } => {
-                self.closing.get_or_insert(tokio::time::Instant::now() + grace);
             }
         }
     }

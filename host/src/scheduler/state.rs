@@ -197,6 +197,12 @@ impl Scheduler {
         &self.lattice
     }
 
+    /// Limits how many views the scheduler holds, and how many one request
+    /// may add with their dependencies (a server's reads instantiate too).
+    pub fn set_capacity(&mut self, capacity: lattice::Capacity) {
+        self.lattice.set_capacity(capacity);
+    }
+
     /// Records a new run, not started yet, with an id that sorts by start
     /// time and never repeats, even for runs started in the same millisecond.
     pub fn new_run(&mut self, pattern_text: &str, mode: super::Mode) -> Result<RunRecord, Error> {
