@@ -12,11 +12,12 @@ use axum::http::{Method, Request, StatusCode, header};
 use serde_json::Value;
 use tower::ServiceExt;
 use trellis::api::{AppState, Settings};
+use trellis::lattice::Capacity;
 use trellis::metastore::Metastore;
 use trellis::model::ViewState;
 use trellis::scheduler::Service;
 
-use crate::inprocess::{Project, finished, logged, now_millis, open, runtime};
+use crate::inprocess::{Project, SUMMARY, finished, logged, now_millis, open, runtime};
 
 const TOKEN: &str = "s3cret";
 const HELD: &str = "t.gate/Held/2015/01/01";
@@ -32,9 +33,15 @@ struct App {
 
 impl App {
     async fn new(project: &Project, token: Option<&str>) -> App {
+        App::with_capacity(project, token, Capacity::default()).await
+    }
+
+    /// With a limit on the views the server holds, as `serve --max-views` sets it.
+    async fn with_capacity(project: &Project, token: Option<&str>, capacity: Capacity) -> App {
         let catalog = project.catalog("v1");
         let plugins = Arc::new(trellis::plugins::Plugins::load(runtime(), &catalog).await);
-        let scheduler = open(&catalog).await;
+        let mut scheduler = open(&catalog).await;
+        scheduler.set_capacity(capacity);
         let (permits, store) = (scheduler.permits(), scheduler.metastore());
         let (service, handle) = Service::new(scheduler);
         tokio::spawn(service.run());
@@ -119,18 +126,18 @@ async fn errors_have_their_status_and_one_line_of_json() {
 
     let cases: &[(Method, &str, Option<&str>, StatusCode, &str)] = &[
         // An unknown view type, read or written, and the closest name offered.
-        (Method::GET, "/views/t.mart/Dialy/2015/01/01", None, StatusCode::NOT_FOUND, "Daily"),
-        (Method::GET, "/plan/t.no/Such", None, StatusCode::NOT_FOUND, "t.no/Such"),
+        (Method::GET, "/views/t.mart/Dialy/2015/01/01", Some(TOKEN), StatusCode::NOT_FOUND, "Daily"),
+        (Method::GET, "/plan/t.no/Such", Some(TOKEN), StatusCode::NOT_FOUND, "t.no/Such"),
         (Method::POST, "/materialize/t.no/Such", Some(TOKEN), StatusCode::NOT_FOUND, "t.no/Such"),
         // Patterns that do not parse or do not fit their view type.
         (
             Method::GET,
             "/views/t.mart/Daily/rymd(2015",
-            None,
+            Some(TOKEN),
             StatusCode::BAD_REQUEST,
             "invalid view pattern at column 18",
         ),
-        (Method::GET, "/plan/t.mart/Daily/2015/01", None, StatusCode::BAD_REQUEST, "takes 3 values"),
+        (Method::GET, "/plan/t.mart/Daily/2015/01", Some(TOKEN), StatusCode::BAD_REQUEST, "takes 3 values"),
         (Method::POST, "/invalidate/Daily", Some(TOKEN), StatusCode::BAD_REQUEST, "invalid view pattern"),
         // Bad query values.
         (Method::GET, "/views?limit=0", None, StatusCode::BAD_REQUEST, "limit"),
@@ -140,7 +147,11 @@ async fn errors_have_their_status_and_one_line_of_json() {
         (Method::GET, "/nowhere", None, StatusCode::NOT_FOUND, "/nowhere"),
         (Method::GET, "/runs/no-such-run", None, StatusCode::NOT_FOUND, "no-such-run"),
         (Method::POST, "/runs/no-such-run/stop", Some(TOKEN), StatusCode::NOT_FOUND, "no-such-run"),
-        // Mutating requests need the token; reads on loopback do not.
+        // Mutating requests need the token, and so do reads that
+        // instantiate views; other reads on loopback do not.
+        (Method::GET, "/views/t.mart/Daily/2015/01/01", None, StatusCode::UNAUTHORIZED, "instantiates views"),
+        (Method::GET, "/plan/t.mart/Daily/2015/01/01", None, StatusCode::UNAUTHORIZED, "instantiates views"),
+        (Method::GET, "/views/t.mart/Daily/2015/01/01", Some("wrong"), StatusCode::UNAUTHORIZED, "wrong"),
         (Method::POST, "/materialize/t.mart/Daily/2015/01/01", None, StatusCode::UNAUTHORIZED, "Bearer"),
         (Method::POST, "/materialize/t.mart/Daily/2015/01/01", Some("wrong"), StatusCode::UNAUTHORIZED, "wrong"),
         (Method::POST, "/invalidate/t.mart/Daily/2015/01/01", None, StatusCode::UNAUTHORIZED, "Bearer"),
@@ -154,30 +165,89 @@ async fn errors_have_their_status_and_one_line_of_json() {
             assert_eq!(headers.get(header::WWW_AUTHENTICATE).map(|v| v.as_bytes()), Some(&b"Bearer"[..]));
         }
     }
-    // Nothing unauthorized was done.
+    // Nothing unauthorized was done, and nothing was instantiated.
     assert!(app.store.runs().unwrap().is_empty());
-    let (status, _) = app.call(Method::GET, "/views/t.mart/Daily/2015/01/01", None).await;
-    assert_eq!(status, StatusCode::OK, "a read needs no token on loopback");
+    let (status, listed) = app.call(Method::GET, "/views", None).await;
+    assert_eq!((status, &listed["views"]), (StatusCode::OK, &serde_json::json!([])), "{listed}");
+    let (status, _) = app.call(Method::GET, "/views/t.mart/Daily/2015/01/01", Some(TOKEN)).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, listed) = app.call(Method::GET, "/views", None).await;
+    assert_eq!(status, StatusCode::OK, "a read of what the server holds needs no token on loopback");
+    assert_eq!(listed["views"].as_array().map(Vec::len), Some(2), "{listed}");
 
     // A URI over the limit.
     let long = format!("/views/t.mart/Daily/{}", "x".repeat(trellis::api::URI_LIMIT));
     let (_, error) = app.error(Method::GET, &long, None, StatusCode::URI_TOO_LONG).await;
     assert!(error.contains("limit"), "{error}");
 
-    // A route asked with the wrong method. (Its body is not JSON yet.)
-    for (method, uri) in [(Method::GET, "/materialize/t.mart/Daily/2015/01/01"), (Method::POST, "/health")] {
-        let (status, _, _) = app.send(request(method.clone(), uri, Some(TOKEN), Body::empty())).await;
-        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{method} {uri}");
+    // A route asked with the wrong method: the methods it takes, in the
+    // header and in the error.
+    for (method, uri, allowed) in [
+        (Method::GET, "/materialize/t.mart/Daily/2015/01/01", "POST"),
+        (Method::POST, "/health", "GET,HEAD"),
+        (Method::DELETE, "/views", "GET,HEAD"),
+    ] {
+        let (headers, error) = app.error(method.clone(), uri, Some(TOKEN), StatusCode::METHOD_NOT_ALLOWED).await;
+        assert_eq!(headers.get(header::ALLOW).map(|v| v.to_str().unwrap()), Some(allowed), "{method} {uri}");
+        assert!(
+            error.contains(&format!("{method} is not allowed on")) && error.contains(&allowed.replace(",", ", ")),
+            "{error}"
+        );
     }
 
-    // A body over the limit, refused before it is read. (Its body is not JSON yet.)
+    // A body over the limit, refused before it is read, declared or not.
     let big = vec![b'x'; trellis::api::BODY_LIMIT + 1];
-    let mut oversized =
-        request(Method::POST, "/materialize/t.mart/Daily/2015/01/01", Some(TOKEN), Body::from(big.clone()));
-    oversized.headers_mut().insert(header::CONTENT_LENGTH, big.len().into());
-    let (status, _, _) = app.send(oversized).await;
-    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
-    assert!(app.store.runs().unwrap().is_empty(), "nothing was materialized");
+    for declared in [true, false] {
+        let body = Body::from_stream(futures_util::stream::iter([Ok::<_, std::io::Error>(big.clone())]));
+        let mut oversized = request(Method::POST, "/materialize/t.mart/Daily/2015/01/01", Some(TOKEN), body);
+        if declared {
+            oversized.headers_mut().insert(header::CONTENT_LENGTH, big.len().into());
+        }
+        let (got, headers, body) = app.send(oversized).await;
+        let text = String::from_utf8_lossy(&body);
+        if declared {
+            assert_eq!(got, StatusCode::PAYLOAD_TOO_LARGE, "{text}");
+            assert_eq!(headers.get(header::CONTENT_TYPE).map(|v| v.as_bytes()), Some(&b"application/json"[..]));
+            let error = one_line_error(&serde_json::from_slice(&body).unwrap());
+            assert!(error.contains("no endpoint takes a body"), "{error}");
+        } else {
+            // No endpoint reads a body: an undeclared one is never read.
+            assert_ne!(got, StatusCode::INTERNAL_SERVER_ERROR, "{text}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_holds_no_more_views_than_its_capacity_dependencies_counted() {
+    let project = Project::new(&[1, 2, 3]);
+    let capacity = Capacity { per_call: 5, total: 8 };
+    let app = App::with_capacity(&project, None, capacity).await;
+
+    // One view named, six more come with it: more than one request may add.
+    let (_, error) = app.error(Method::GET, &format!("/views/{SUMMARY}"), None, StatusCode::BAD_REQUEST).await;
+    assert!(error.contains("dependencies") && error.contains("5"), "{error}");
+    let (_, error) = app.error(Method::GET, &format!("/plan/{SUMMARY}"), None, StatusCode::BAD_REQUEST).await;
+    assert!(error.contains("dependencies"), "{error}");
+    let (status, listed) = app.call(Method::GET, "/views?overview=true", None).await;
+    assert_eq!((status, &listed["total"]), (StatusCode::OK, &Value::from(0)), "nothing was kept: {listed}");
+
+    // Two days with their inputs, then two more: the server is full.
+    let (status, _) = app.call(Method::GET, "/views/t.mart/Daily/rymd(20150101-20150102)", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = app.call(Method::GET, "/views/t.mart/Daily/rymd(20150102-20150103)", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, error) =
+        app.error(Method::POST, "/materialize/t.mart/Daily/rymd(20150104-20150105)", None, StatusCode::CONFLICT).await;
+    assert!(error.contains("--max-views") && error.contains("it holds 6"), "{error}");
+    let (_, error) = app.error(Method::GET, "/views/t.bad/Above/2015/01/04", None, StatusCode::CONFLICT).await;
+    assert!(error.contains("limit of 8 views"), "{error}");
+    // What it holds can still be read and materialized.
+    let (status, listed) = app.call(Method::GET, "/views/t.mart/Daily/rymd(20150101-20150103)", None).await;
+    assert_eq!((status, listed["views"].as_array().map(Vec::len)), (StatusCode::OK, Some(3)), "{listed}");
+    let (status, accepted) = app.call(Method::POST, "/materialize/t.mart/Daily/rymd(20150101-20150103)", None).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    finished(&app.store, accepted["run"].as_str().unwrap()).await;
+    assert_eq!(app.store.runs().unwrap().len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread")]

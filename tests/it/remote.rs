@@ -62,12 +62,20 @@ fn remote_commands_print_what_embedded_commands_print() {
     let project = demo(dir.path());
     let server = Server::start(&project, &[], &[("TRELLIS_TOKEN", TOKEN)]);
 
-    // Writes need the token; reads from loopback do not.
+    // Writes need the token, and so do reads that instantiate views; other
+    // reads from loopback do not.
     let refused = run(cli().arg("--server").arg(&server.url).args(["invalidate", "-v", DAILY]));
     assert_eq!(refused.code, 2, "{}", refused.stdout);
     assert_eq!(
         refused.stderr,
         "error: this request needs `Authorization: Bearer <token>` (the server's TRELLIS_TOKEN)\n"
+    );
+    let refused = run(cli().arg("--server").arg(&server.url).args(["views", "-v", DAILY]));
+    assert_eq!(refused.code, 2, "{}", refused.stdout);
+    assert!(
+        refused.stderr.contains("this request instantiates views, so it needs `Authorization"),
+        "{}",
+        refused.stderr
     );
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
@@ -150,7 +158,15 @@ fn remote_commands_print_what_embedded_commands_print() {
     .concat();
     let pattern_error = &output(&["views", "-v", "shop.datamart/DailySales/SHOP10/rymd(2015"]).stderr;
     // The shell's own --server wins over $TRELLIS_SERVER for every line.
-    let session = shell(cli().env("TRELLIS_SERVER", "http://127.0.0.1:9").arg("--server").arg(&server.url), &lines);
+    let session = shell(
+        cli()
+            .env("TRELLIS_SERVER", "http://127.0.0.1:9")
+            .arg("--server")
+            .arg(&server.url)
+            .arg("--token-file")
+            .arg(&token_file),
+        &lines,
+    );
     assert_eq!(session.code, 0, "{}", session.stderr);
     assert_eq!(session.stdout, shell_output);
     assert!(session.stderr.contains("error: unrecognized subcommand 'no-such-command'"), "{}", session.stderr);

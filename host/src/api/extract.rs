@@ -41,8 +41,10 @@ impl<S: Send + Sync> FromRequestParts<S> for Path {
     }
 }
 
-/// How many views one request's pattern may address. Reads instantiate
-/// too, and the lattice's own limit (ten million) is for the command line.
+/// How many views one request may add, dependencies included (the server
+/// gives its scheduler this per-call capacity; reads instantiate too),
+/// and so how many its pattern may name. The lattice's own limit (ten
+/// million) is for the command line.
 pub const REQUEST_PATTERN_LIMIT: usize = 1_000_000;
 
 /// Refuses a pattern that addresses more views than one request may. A

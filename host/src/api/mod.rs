@@ -19,6 +19,7 @@ mod extract;
 mod openapi;
 mod routes;
 mod runs;
+mod serve;
 mod status;
 mod views;
 pub mod wire;
@@ -39,8 +40,10 @@ use crate::metastore::Metastore;
 use crate::scheduler::service::Handle;
 use crate::scheduler::table::{SharedTable, Table};
 
+pub use extract::REQUEST_PATTERN_LIMIT;
 pub use openapi::spec;
 pub use routes::ROUTES;
+pub use serve::{ConnectionLimits, serve};
 
 /// Requests larger than this are refused with 413: no endpoint takes a body.
 pub const BODY_LIMIT: usize = 64 * 1024;
@@ -109,6 +112,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, timeout))
         .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT))
         .layer(tower_http::limit::RequestBodyLimitLayer::new(BODY_LIMIT))
+        .layer(middleware::from_fn(limit_declared_body))
+        .layer(middleware::from_fn(json_errors))
         .with_state(state)
 }
 
@@ -131,10 +136,15 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        if self.status.is_server_error() {
+        if self.status.is_server_error() && self.status != StatusCode::SERVICE_UNAVAILABLE {
             tracing::error!(status = %self.status, "{}", self.message);
         }
-        (self.status, axum::Json(wire::ErrorBody { error: self.message })).into_response()
+        let retry = matches!(self.status, StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE);
+        let mut response = (self.status, axum::Json(wire::ErrorBody { error: self.message })).into_response();
+        if retry {
+            response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+        }
+        response
     }
 }
 
@@ -144,7 +154,15 @@ impl From<crate::scheduler::Error> for ApiError {
         use crate::scheduler::Error;
         let status = match &error {
             Error::Lattice(Lattice::UnknownViewType { .. }) => StatusCode::NOT_FOUND,
+            // Not the request's fault: the server holds all it may.
+            Error::Lattice(Lattice::Full { .. }) => {
+                return ApiError::new(
+                    StatusCode::CONFLICT,
+                    format!("{error}; the server holds all the views it may (serve --max-views)"),
+                );
+            }
             Error::Pattern(_) | Error::Lattice(_) => StatusCode::BAD_REQUEST,
+            Error::Busy { .. } => StatusCode::TOO_MANY_REQUESTS,
             Error::Closing | Error::Gone => StatusCode::SERVICE_UNAVAILABLE,
             Error::Metastore(_) | Error::Plugins(_) | Error::NoPlugins | Error::Io(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
@@ -160,34 +178,120 @@ impl From<crate::metastore::Error> for ApiError {
     }
 }
 
-/// Mutating requests need the token when there is one; off loopback, every
-/// request does. The comparison takes the same time wherever the tokens differ.
+/// Requests that address a pattern, which the server instantiates (and
+/// keeps) to answer them.
+const INSTANTIATING: &[&str] = &["/views/{*pattern}", "/plan/{*pattern}"];
+
+/// Mutating requests need the token when there is one, and so do reads
+/// that instantiate views, since those grow what the server holds; off
+/// loopback, every request does. The comparison takes the same time
+/// wherever the tokens differ.
 async fn authorize(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
     let Some(token) = &state.settings.token else { return next.run(request).await };
     let mutating = request.method() != axum::http::Method::GET && request.method() != axum::http::Method::HEAD;
-    if !mutating && state.settings.loopback {
+    let instantiating = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .is_some_and(|matched| INSTANTIATING.contains(&matched.as_str()));
+    if !mutating && !instantiating && state.settings.loopback {
         return next.run(request).await;
     }
-    let given = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "));
-    let matches = given.is_some_and(|given| {
-        use subtle::ConstantTimeEq;
-        bool::from(given.as_bytes().ct_eq(token.as_bytes()))
-    });
-    if matches {
+    if bearer_matches(request.headers(), token) {
         return next.run(request).await;
     }
-    let message = if given.is_some() {
+    let message = if bearer(request.headers()).is_some() {
         "the bearer token is wrong"
+    } else if instantiating && !mutating {
+        "this request instantiates views, so it needs `Authorization: Bearer <token>` (the server's TRELLIS_TOKEN)"
     } else {
         "this request needs `Authorization: Bearer <token>` (the server's TRELLIS_TOKEN)"
     };
     let mut response = ApiError::new(StatusCode::UNAUTHORIZED, message).into_response();
     response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
     response
+}
+
+/// The token a request bears, if it bears one in a form we read.
+fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+}
+
+/// Whether a request bears `token`, compared in constant time.
+fn bearer_matches(headers: &axum::http::HeaderMap, token: &str) -> bool {
+    bearer(headers).is_some_and(|given| {
+        use subtle::ConstantTimeEq;
+        bool::from(given.as_bytes().ct_eq(token.as_bytes()))
+    })
+}
+
+/// A body declared larger than any endpoint takes is refused before it is
+/// read, with the API's error; one that grows past the limit unannounced
+/// is cut off by `RequestBodyLimitLayer`.
+async fn limit_declared_body(request: Request, next: Next) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.trim().parse::<u64>().ok());
+    if let Some(length) = declared.filter(|&length| length > BODY_LIMIT as u64) {
+        return ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "the request body is {length} bytes, more than the limit of {BODY_LIMIT} (no endpoint takes a body)"
+            ),
+        )
+        .into_response();
+    }
+    next.run(request).await
+}
+
+/// Every error is `{"error": "..."}`: answers that axum and tower-http
+/// make by themselves (405, a body cut off at its limit, a timeout's 408)
+/// get the API's JSON body in place of their own.
+async fn json_errors(request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let path = request.uri().path().to_string();
+    let matched = request.extensions().get::<axum::extract::MatchedPath>().map(|m| m.as_str().to_string());
+    let response = next.run(request).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let message = match status {
+        StatusCode::METHOD_NOT_ALLOWED => {
+            // axum adds its Allow header after this layer: the methods come from ROUTES.
+            let route = matched.map(|matched| matched.replace("{*", "{"));
+            let mut allowed: Vec<String> = ROUTES
+                .iter()
+                .filter(|(_, path)| route.as_deref() == Some(*path))
+                .map(|(method, _)| method.to_uppercase())
+                .collect();
+            if allowed.iter().any(|method| method == "GET") {
+                allowed.push("HEAD".into());
+            }
+            format!("{method} is not allowed on {path}; it takes {} (see /openapi.json)", allowed.join(", "))
+        }
+        StatusCode::PAYLOAD_TOO_LARGE => {
+            format!("the request body is larger than the limit of {BODY_LIMIT} bytes (no endpoint takes a body)")
+        }
+        StatusCode::REQUEST_TIMEOUT => "the request was not answered in time (serve --request-timeout)".to_string(),
+        other => other.canonical_reason().unwrap_or("the request failed").to_string(),
+    };
+    let mut answer = ApiError::new(status, message).into_response();
+    for name in [header::ALLOW, header::WWW_AUTHENTICATE, header::RETRY_AFTER] {
+        if let Some(value) = response.headers().get(&name) {
+            answer.headers_mut().insert(name, value.clone());
+        }
+    }
+    answer
 }
 
 async fn limit_uri(request: Request, next: Next) -> Response {

@@ -25,7 +25,10 @@ pub(super) async fn list_views(
 }
 
 #[utoipa::path(get, path = "/views/{pattern}", params(("pattern" = String, Path, description = "A view pattern"), wire::ViewsQuery),
-    responses((status = 200, body = wire::ViewsPage), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = wire::ViewsPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+              (status = 404, body = ErrorBody), (status = 409, description = "The server holds all the views it may", body = ErrorBody),
+              (status = 429, body = ErrorBody)),
+    security(("bearer" = [])))]
 pub(super) async fn pattern_views(
     State(state): Shared,
     Path(pattern): Path,
@@ -172,7 +175,10 @@ pub(super) async fn invalidate(
 }
 
 #[utoipa::path(get, path = "/plan/{pattern}", params(("pattern" = String, Path, description = "A view pattern")),
-    responses((status = 200, body = [wire::PlanLine]), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = [wire::PlanLine]), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+              (status = 404, body = ErrorBody), (status = 409, description = "The server holds all the views it may", body = ErrorBody),
+              (status = 429, body = ErrorBody)),
+    security(("bearer" = [])))]
 pub(super) async fn plan(State(state): Shared, Path(pattern): Path) -> Result<Json<Vec<wire::PlanLine>>, ApiError> {
     within_limit(&pattern)?;
     let plan = state.handle.plan(pattern).await?;

@@ -1,0 +1,484 @@
+//! Serving the router over TCP: HTTP/1.1 connections that must send a
+//! request's headers within a deadline, a cap on open connections with a
+//! reserve that keeps `/health` and the token holder's requests getting
+//! through when others hold every connection, and JSON bodies on the few
+//! errors hyper answers by itself.
+//!
+//! Why not `axum::serve`: it has no header-read deadline and no limit on
+//! connections, so a thousand clients that never finish their headers hold
+//! a thousand file descriptors until the process runs out of them and
+//! nobody, `/health` included, gets an answer.
+//!
+//! Admission, at each accepted connection (oldest first):
+//! 1. under `max_connections`: served as usual;
+//! 2. else the oldest *idle* connection (no request in flight: still
+//!    sending its headers, or kept alive between requests) is closed to
+//!    make room. Stalled clients are thus pushed out by new ones instead of
+//!    locking them out;
+//! 3. else, every connection being busy, up to `reserve` more are admitted,
+//!    on which only `/health` and requests bearing the token are served
+//!    (others get a 503 naming the limit);
+//! 4. else the new connection is closed at once.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderValue, Request, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{oneshot, watch};
+use tower::ServiceExt;
+
+use super::ApiError;
+
+/// How many connections the server keeps, and how long it waits for headers.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    /// Connections served as usual.
+    pub max_connections: usize,
+    /// Connections admitted past that while every other one is busy, on
+    /// which only `/health` and requests with the token are served.
+    pub reserve: usize,
+    /// A connection that has not sent a whole request head this long after
+    /// it started one (or after its previous response) is closed.
+    pub header_timeout: Duration,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        ConnectionLimits { max_connections: 512, reserve: 32, header_timeout: Duration::from_secs(10) }
+    }
+}
+
+/// What a connection was admitted as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Admission {
+    Normal,
+    /// Past `max_connections`: only `/health` and the token holder.
+    Reserved,
+}
+
+/// One open connection, as the accept loop sees it.
+struct Open {
+    admission: Admission,
+    /// Requests whose response has not been sent to its end.
+    in_flight: Arc<AtomicUsize>,
+    /// Closes the connection when sent (or dropped).
+    evict: oneshot::Sender<()>,
+}
+
+impl Open {
+    fn is_idle(&self) -> bool {
+        self.in_flight.load(Ordering::Acquire) == 0
+    }
+}
+
+/// The open connections, by id; ids grow with age.
+#[derive(Default)]
+struct Registry {
+    next_id: u64,
+    open: BTreeMap<u64, Open>,
+}
+
+/// A connection admitted: its id, what it may do, and what closes it.
+struct Admitted {
+    id: u64,
+    admission: Admission,
+    in_flight: Arc<AtomicUsize>,
+    evicted: oneshot::Receiver<()>,
+}
+
+impl Registry {
+    fn count(&self, admission: Admission) -> usize {
+        self.open.values().filter(|open| open.admission == admission).count()
+    }
+
+    /// Closes the oldest idle connection admitted as `admission`; false if
+    /// every one of them is busy. It leaves the registry at once, so that it
+    /// no longer counts, while its task closes the socket.
+    fn evict_oldest_idle(&mut self, admission: Admission) -> bool {
+        let oldest =
+            self.open.iter().find(|(_, open)| open.admission == admission && open.is_idle()).map(|(id, _)| *id);
+        let Some(evicted) = oldest.and_then(|id| self.open.remove(&id)) else { return false };
+        let _ = evicted.evict.send(());
+        true
+    }
+
+    /// Admits a new connection by the rules in the module's documentation,
+    /// or refuses it (`None`).
+    fn admit(&mut self, limits: &ConnectionLimits) -> Option<Admitted> {
+        let admission =
+            if self.count(Admission::Normal) < limits.max_connections || self.evict_oldest_idle(Admission::Normal) {
+                Admission::Normal
+            } else if self.count(Admission::Reserved) < limits.reserve || self.evict_oldest_idle(Admission::Reserved) {
+                Admission::Reserved
+            } else {
+                return None;
+            };
+        let id = self.next_id;
+        self.next_id += 1;
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let (evict, evicted) = oneshot::channel();
+        self.open.insert(id, Open { admission, in_flight: in_flight.clone(), evict });
+        Some(Admitted { id, admission, in_flight, evicted })
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown` completes; then stops
+/// accepting, lets every connection finish its response and returns.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    limits: ConnectionLimits,
+    token: Option<String>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let registry = Arc::new(Mutex::new(Registry::default()));
+    let token: Option<Arc<str>> = token.map(Into::into);
+    let (closing, closing_watch) = watch::channel(false);
+    let mut tasks = tokio::task::JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    on_accept_error(&registry, &error).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        while tasks.try_join_next().is_some() {}
+        let admitted = lock(&registry).admit(&limits);
+        let Some(admitted) = admitted else {
+            tracing::debug!("connection refused: every connection, the reserve included, is busy");
+            continue;
+        };
+        let connection = Connection {
+            router: router.clone(),
+            token: token.clone(),
+            registry: registry.clone(),
+            limits,
+            closing: closing_watch.clone(),
+        };
+        tasks.spawn(connection.serve(stream, admitted));
+    }
+    let _ = closing.send(true);
+    while tasks.join_next().await.is_some() {}
+}
+
+/// Out of file descriptors, an accept fails until one is closed: close the
+/// oldest idle connection, or wait a moment for one to end, rather than
+/// spin on the error.
+async fn on_accept_error(registry: &Mutex<Registry>, error: &io::Error) {
+    let out_of_files = matches!(error.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE));
+    if out_of_files {
+        let freed = {
+            let mut registry = lock(registry);
+            registry.evict_oldest_idle(Admission::Normal) || registry.evict_oldest_idle(Admission::Reserved)
+        };
+        tracing::warn!(freed, "accept: {error}");
+        if freed {
+            tokio::task::yield_now().await;
+            return;
+        }
+    } else {
+        tracing::debug!("accept: {error}");
+    }
+    tokio::time::sleep(Duration::from_millis(10)).await;
+}
+
+fn lock(registry: &Mutex<Registry>) -> std::sync::MutexGuard<'_, Registry> {
+    registry.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// What one connection's task needs.
+struct Connection {
+    router: Router,
+    token: Option<Arc<str>>,
+    registry: Arc<Mutex<Registry>>,
+    limits: ConnectionLimits,
+    closing: watch::Receiver<bool>,
+}
+
+/// Removes a connection from the registry when its task ends, however.
+struct Registered {
+    id: u64,
+    registry: Arc<Mutex<Registry>>,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        lock(&self.registry).open.remove(&self.id);
+    }
+}
+
+impl Connection {
+    async fn serve(mut self, stream: TcpStream, admitted: Admitted) {
+        let _registered = Registered { id: admitted.id, registry: self.registry.clone() };
+        let Admitted { admission, in_flight, mut evicted, .. } = admitted;
+        let (router, token) = (self.router.clone(), self.token.clone());
+        let service = hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
+            let guard = InFlight::new(&in_flight);
+            let (router, token) = (router.clone(), token.clone());
+            async move {
+                let request = request.map(Body::new);
+                let response = if admission == Admission::Reserved && !reserve_serves(&request, token.as_deref()) {
+                    busy()
+                } else {
+                    router.oneshot(request).await.unwrap_or_else(|never: Infallible| match never {})
+                };
+                Ok::<_, Infallible>(response.map(|body| Body::new(Guarded { body, _guard: guard })))
+            }
+        });
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder
+            .timer(TokioTimer::new())
+            .header_read_timeout(self.limits.header_timeout)
+            // One buffer per write, so that a response head hyper writes by
+            // itself is seen whole by `JsonErrors`.
+            .writev(false);
+        let connection = builder.serve_connection(TokioIo::new(JsonErrors::new(stream)), service);
+        tokio::pin!(connection);
+        loop {
+            tokio::select! {
+                result = connection.as_mut() => {
+                    if let Err(error) = result {
+                        tracing::debug!("connection: {error}");
+                    }
+                    return;
+                }
+                // Evicted: dropping the connection closes it.
+                _ = &mut evicted => return,
+                Ok(()) = self.closing.changed() => {
+                    if *self.closing.borrow() {
+                        connection.as_mut().graceful_shutdown();
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// On a reserved connection, only what an operator needs while the server
+/// is full: `/health`, and requests that carry the token.
+fn reserve_serves(request: &Request<Body>, token: Option<&str>) -> bool {
+    request.uri().path() == "/health" || token.is_some_and(|token| super::bearer_matches(request.headers(), token))
+}
+
+fn busy() -> Response {
+    let mut response = ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the server is at its limit of connections (serve --max-connections); \
+         until some close, only /health and requests with the token are served",
+    )
+    .into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+/// Counts a request as in flight from the moment it is read until its
+/// response has been sent, or abandoned.
+struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    fn new(count: &Arc<AtomicUsize>) -> InFlight {
+        count.fetch_add(1, Ordering::AcqRel);
+        InFlight(count.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A response body that keeps its request counted as in flight until it is
+/// sent to its end or dropped: an event stream is busy, not idle.
+struct Guarded {
+    body: Body,
+    _guard: InFlight,
+}
+
+impl http_body::Body for Guarded {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// The socket of a connection, with a JSON body given to the answers hyper
+/// writes by itself, without calling the router, to requests it cannot parse
+/// (a malformed request line or header: 400; headers too large: 431; a URI
+/// too long: 414). Those come with `content-length: 0`; every error the
+/// router answers has a JSON body, so a 4xx or 5xx head of length 0 can
+/// only be hyper's.
+struct JsonErrors<S> {
+    inner: S,
+    /// A replacement being written, and how far; once it is all written, the
+    /// original write is reported done.
+    replacing: Option<(Vec<u8>, usize)>,
+}
+
+impl<S> JsonErrors<S> {
+    fn new(inner: S) -> Self {
+        JsonErrors { inner, replacing: None }
+    }
+}
+
+/// The replacement for a bodiless error head, or `None` if `head` is not one.
+fn json_error_for(head: &[u8]) -> Option<Vec<u8>> {
+    let end = head.windows(4).position(|window| window == b"\r\n\r\n")?;
+    let text = std::str::from_utf8(&head[..end]).ok()?;
+    let (status_line, headers) = text.split_once("\r\n").unwrap_or((text, ""));
+    let mut parts = status_line.splitn(3, ' ');
+    let (version, code) = (parts.next()?, parts.next()?);
+    let status = StatusCode::from_bytes(code.as_bytes()).ok()?;
+    let empty = headers.split("\r\n").any(|line| line.eq_ignore_ascii_case("content-length: 0"));
+    if !version.starts_with("HTTP/1.") || !(status.is_client_error() || status.is_server_error()) || !empty {
+        return None;
+    }
+    let message = match status {
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => "the request's headers are too large",
+        StatusCode::URI_TOO_LONG => "the request's URI is too long",
+        _ => "the request is not valid HTTP/1.1: a malformed request line or header",
+    };
+    let body = serde_json::to_vec(&super::wire::ErrorBody { error: message.to_string() }).ok()?;
+    let mut replacement = format!(
+        "{status_line}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    replacement.extend_from_slice(&body);
+    Some(replacement)
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for JsonErrors<S> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for JsonErrors<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        if this.replacing.is_none() {
+            match json_error_for(buf) {
+                Some(replacement) => this.replacing = Some((replacement, 0)),
+                None => return Pin::new(&mut this.inner).poll_write(cx, buf),
+            }
+        }
+        // hyper writes the same buffer again after `Pending`, until told it
+        // was taken: the replacement goes out in its place.
+        let Some((replacement, written)) = &mut this.replacing else { unreachable!("set above") };
+        while *written < replacement.len() {
+            match Pin::new(&mut this.inner).poll_write(cx, &replacement[*written..]) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => *written += n,
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        this.replacing = None;
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hyper_s_bodiless_errors_get_a_json_body() {
+        let head = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\ndate: Wed, 02 Dec 2026 00:00:00 GMT\r\n\r\n";
+        let replaced = String::from_utf8(json_error_for(head).expect("replaced")).unwrap();
+        let (head, body) = replaced.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"), "{head}");
+        assert!(head.contains(&format!("content-length: {}", body.len())), "{head}");
+        let json: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(json["error"], "the request is not valid HTTP/1.1: a malformed request line or header");
+        let too_large = json_error_for(b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\n\r\n");
+        assert!(
+            String::from_utf8(too_large.unwrap())
+                .unwrap()
+                .ends_with(r#"{"error":"the request's headers are too large"}"#)
+        );
+    }
+
+    #[test]
+    fn other_writes_are_left_alone() {
+        for write in [
+            b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n".as_slice(),
+            b"HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: 17\r\n\r\n{\"error\":\"gone\"}",
+            b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n", // not a whole head
+            b"{\"views\":[]}",
+            b"data: {\"sequence\":1}\n\n",
+        ] {
+            assert_eq!(json_error_for(write), None, "{}", String::from_utf8_lossy(write));
+        }
+    }
+
+    fn limits(max_connections: usize, reserve: usize) -> ConnectionLimits {
+        ConnectionLimits { max_connections, reserve, header_timeout: Duration::from_secs(1) }
+    }
+
+    #[test]
+    fn idle_connections_make_room_and_busy_ones_leave_the_reserve() {
+        let mut registry = Registry::default();
+        let limits = limits(2, 1);
+        let first = registry.admit(&limits).unwrap();
+        let mut second = registry.admit(&limits).unwrap();
+        assert_eq!((first.admission, second.admission), (Admission::Normal, Admission::Normal));
+        // Both idle: the third pushes out the oldest.
+        let mut first = first;
+        let third = registry.admit(&limits).unwrap();
+        assert_eq!(third.admission, Admission::Normal);
+        assert!(first.evicted.try_recv().is_ok(), "the oldest idle connection is closed");
+        assert!(second.evicted.try_recv().is_err());
+        // Both busy: the next goes to the reserve, the one after is refused.
+        second.in_flight.store(1, Ordering::Release);
+        third.in_flight.store(1, Ordering::Release);
+        let reserved = registry.admit(&limits).unwrap();
+        assert_eq!(reserved.admission, Admission::Reserved);
+        reserved.in_flight.store(1, Ordering::Release);
+        assert!(registry.admit(&limits).is_none(), "no room anywhere");
+        // A busy connection ends: room again.
+        registry.open.remove(&second.id);
+        assert_eq!(registry.admit(&limits).unwrap().admission, Admission::Normal);
+    }
+}
