@@ -4,6 +4,7 @@
 //! it turns every error into one line and an exit code; it holds no logic
 //! that a library module or the server would need too.
 
+mod announce;
 mod bench;
 mod catalog;
 mod demo;
@@ -69,21 +70,27 @@ impl Globals {
 }
 
 /// The bearer token, from `--token-file` or else `$TRELLIS_TOKEN`: one
-/// rule for the server and its clients.
+/// rule for the server and its clients. Surrounding whitespace is not part
+/// of it (a newline at the end of a file, a space pasted along), and one
+/// that is empty once trimmed is refused, never taken as a token anyone
+/// could guess.
 fn token(file: Option<&Path>) -> anyhow::Result<Option<String>> {
-    let token = match file {
-        Some(file) => Some(
-            std::fs::read_to_string(file)
-                .with_context(|| format!("reading the token file {}", file.display()))?
-                .trim()
-                .to_string(),
+    let (token, source) = match file {
+        Some(file) => (
+            std::fs::read_to_string(file).with_context(|| format!("reading the token file {}", file.display()))?,
+            format!("the token file {}", file.display()),
         ),
-        None => std::env::var("TRELLIS_TOKEN").ok(),
+        None => match std::env::var("TRELLIS_TOKEN") {
+            Ok(token) => (token, "TRELLIS_TOKEN".to_string()),
+            Err(std::env::VarError::NotPresent) => return Ok(None),
+            Err(std::env::VarError::NotUnicode(_)) => anyhow::bail!("TRELLIS_TOKEN is not valid UTF-8"),
+        },
     };
-    match token {
-        Some(token) if token.is_empty() => anyhow::bail!("the token is empty"),
-        token => Ok(token),
+    let token = token.trim();
+    if token.is_empty() {
+        anyhow::bail!("{source} holds no token (it is empty or only whitespace)");
     }
+    Ok(Some(token.to_string()))
 }
 
 #[derive(Debug, Subcommand)]

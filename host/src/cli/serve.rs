@@ -8,9 +8,11 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 
-use super::Status;
 use super::catalog::{ProjectArgs, load};
-use crate::api::{self, AppState, Settings, wire};
+use super::{Status, announce};
+use crate::api::{self, AppState, ConnectionLimits, Settings, wire};
+use crate::catalog::Catalog;
+use crate::lattice::Capacity;
 use crate::plugins::Plugins;
 use crate::runtime::Runtime;
 use crate::scheduler::Service;
@@ -32,20 +34,36 @@ pub(super) struct ServeArgs {
     /// Requests not answered within this get 408 (event streams excepted)
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     request_timeout: Duration,
+    /// The most views the server holds, dependencies included; requests that would
+    /// instantiate more get 409
+    #[arg(long, default_value_t = 1_000_000, value_name = "N")]
+    max_views: usize,
+    /// Connections served at once; past it the oldest idle one is closed, and
+    /// while all are busy a small reserve serves only /health and the token holder
+    #[arg(long, default_value_t = 512, value_name = "N")]
+    max_connections: usize,
+    /// A connection that does not send a request's headers within this is closed
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    header_timeout: Duration,
 }
 
 /// `token` is the one clients must send (the global `--token-file`, else `$TRELLIS_TOKEN`).
 pub(super) async fn serve(args: &ServeArgs, token: Option<String>, runtime: &Runtime) -> anyhow::Result<Status> {
     api::check_bind(&args.bind, token.as_deref()).map_err(anyhow::Error::msg)?;
     let catalog = load(&args.project.project)?;
+    if let Some(server) = announce::server(&catalog) {
+        anyhow::bail!("{}", announce::held_by_server(&args.project.project, &server, "serve"));
+    }
     // Bound before anything starts: a port in use fails the command with
     // nothing to shut down.
     let listener = std::net::TcpListener::bind(args.bind).with_context(|| format!("binding {}", args.bind))?;
     listener.set_nonblocking(true)?;
     let address = listener.local_addr()?;
+    let limits = connection_limits(args)?;
     let mut session = Session::open(catalog.clone(), runtime).await?;
     let listeners = session.take_listeners();
-    let Session { scheduler, plugins, .. } = session;
+    let Session { mut scheduler, plugins, .. } = session;
+    scheduler.set_capacity(Capacity { per_call: api::REQUEST_PATTERN_LIMIT, total: args.max_views });
     let permits = scheduler.permits();
     let store = scheduler.metastore();
     let plugin_statuses = plugin_statuses(&catalog, &plugins);
@@ -71,6 +89,15 @@ pub(super) async fn serve(args: &ServeArgs, token: Option<String>, runtime: &Run
     if token.is_none() {
         tracing::warn!("no token: anyone who can reach {address} can materialize, invalidate and stop runs");
     }
+    // Local commands that cannot open the metastore say who has it.
+    let server_file = announce::path(&catalog, announce::SERVER_SUFFIX);
+    if let Err(e) = announce::write(&server_file, announce::ServerAddress { url: format!("http://{address}") }) {
+        tracing::warn!(
+            "cannot write {}: {e}; local commands will not know this server holds the project",
+            server_file.display()
+        );
+    }
+    let _server_file = announce::Guard(server_file);
     // On stdout, for whoever started the server on port 0.
     println!("listening on http://{address}");
     tracing::info!(%address, project = %catalog.settings.name, "serving");
@@ -85,6 +112,7 @@ pub(super) async fn serve(args: &ServeArgs, token: Option<String>, runtime: &Run
     // workers busy, and a run's long steps (a commit of 100k records) hold
     // one; neither must make a request wait.
     let router = api::router(state.clone());
+    let token = state.settings.token.clone();
     let api = std::thread::Builder::new().name("trellis-api".into()).spawn(move || -> anyhow::Result<()> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -94,7 +122,8 @@ pub(super) async fn serve(args: &ServeArgs, token: Option<String>, runtime: &Run
             .context("starting the API's runtime")?;
         runtime.block_on(async move {
             let listener = tokio::net::TcpListener::from_std(listener)?;
-            axum::serve(listener, router).with_graceful_shutdown(signal).await.context("serving HTTP")
+            api::serve(listener, router, limits, token, signal).await;
+            Ok(())
         })
     })?;
     tokio::task::spawn_blocking(move || api.join())
@@ -107,6 +136,54 @@ pub(super) async fn serve(args: &ServeArgs, token: Option<String>, runtime: &Run
     state.store.flush()?;
     tracing::info!("stopped");
     Ok(Status::Success)
+}
+
+/// Connections the server may keep: what was asked, within the open files
+/// this process may have (raised to the hard limit first), keeping room
+/// for the metastore, plugins and listeners.
+fn connection_limits(args: &ServeArgs) -> anyhow::Result<ConnectionLimits> {
+    const RESERVE: usize = 32;
+    /// Files the rest of the server may need: the metastore, plugins'
+    /// inputs and outputs, inotify, listeners' state.
+    const OTHER_FILES: usize = 256;
+    if args.max_connections == 0 {
+        anyhow::bail!("--max-connections must be at least 1");
+    }
+    let files = raise_open_file_limit();
+    let room = files.saturating_sub(OTHER_FILES + RESERVE);
+    if room == 0 {
+        anyhow::bail!("this process may open only {files} files, too few to serve (raise `ulimit -n`)");
+    }
+    let max_connections = if args.max_connections > room {
+        tracing::warn!(
+            asked = args.max_connections,
+            serving = room,
+            "--max-connections lowered to what the open-file limit ({files}) leaves room for"
+        );
+        room
+    } else {
+        args.max_connections
+    };
+    Ok(ConnectionLimits { max_connections, reserve: RESERVE, header_timeout: args.header_timeout })
+}
+
+/// Raises the soft limit on open files to the hard one and returns the
+/// limit in force; a server holds a descriptor per connection.
+fn raise_open_file_limit() -> usize {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return 1024;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                limit = raised;
+            }
+        }
+    }
+    usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX)
 }
 
 async fn wait_for_signal() {
@@ -130,7 +207,7 @@ async fn wait_for_signal() {
 }
 
 /// Each declared plugin, as loaded, for `GET /plugins`.
-fn plugin_statuses(catalog: &crate::catalog::Catalog, plugins: &Plugins) -> Vec<wire::PluginStatus> {
+fn plugin_statuses(catalog: &Catalog, plugins: &Plugins) -> Vec<wire::PluginStatus> {
     let mut statuses = Vec::new();
     for (name, decl) in &catalog.plugins {
         let mut status = wire::PluginStatus {

@@ -5,15 +5,14 @@
 //! Ctrl-C does: running transformations are canceled and keep their
 //! previous data, the rest is skipped. With a server, `stop` asks it.
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use clap::Args;
 
-use super::Status;
 use super::catalog::{ProjectArgs, load, run_detail};
 use super::remote::{self, Server};
+use super::{Status, announce};
 use crate::api::wire;
 use crate::catalog::Catalog;
 use crate::metastore::Metastore;
@@ -31,67 +30,47 @@ pub(super) struct StopArgs {
 /// How long `stop` waits for the run to end once asked.
 const WAIT: Duration = Duration::from_secs(60);
 
-/// What a running materialize writes about itself.
+/// What a running materialize announces about itself.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct ActiveRun {
     run: String,
-    pid: u32,
-    /// When the process started (Linux: clock ticks after boot), so that a
-    /// reused pid is never taken for the run's process.
-    started: Option<u64>,
 }
 
-/// The file next to the metastore that names the run in progress.
-fn active_run_file(catalog: &Catalog) -> PathBuf {
-    let mut path = catalog.settings.metastore.clone().into_os_string();
-    path.push(".active-run");
-    PathBuf::from(path)
-}
+const ACTIVE_RUN_SUFFIX: &str = ".active-run";
 
 /// Announces runs of this process in the project's active-run file until
 /// the returned guard is dropped.
-pub(super) fn announce(catalog: &Catalog) -> (impl FnMut(&str) + Send + 'static, ActiveRunGuard) {
-    let file = active_run_file(catalog);
-    let guard = ActiveRunGuard(file.clone());
+pub(super) fn announce(catalog: &Catalog) -> (impl FnMut(&str) + Send + 'static, announce::Guard) {
+    let file = announce::path(catalog, ACTIVE_RUN_SUFFIX);
+    let guard = announce::Guard(file.clone());
     let announce = move |run: &str| {
-        let pid = std::process::id();
-        let record = ActiveRun { run: run.to_string(), pid, started: process_start(pid) };
-        let temporary = file.with_extension("active-run.tmp");
-        let written = serde_json::to_vec(&record)
-            .map_err(std::io::Error::other)
-            .and_then(|bytes| std::fs::write(&temporary, bytes))
-            .and_then(|()| std::fs::rename(&temporary, &file));
-        if let Err(e) = written {
+        if let Err(e) = announce::write(&file, ActiveRun { run: run.to_string() }) {
             tracing::warn!("`trellis stop {run}` will not find this run: cannot write {}: {e}", file.display());
         }
     };
     (announce, guard)
 }
 
-/// Removes the active-run file when the run is over.
-pub(super) struct ActiveRunGuard(PathBuf);
-
-impl Drop for ActiveRunGuard {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
 pub(super) fn stop(args: &StopArgs) -> anyhow::Result<Status> {
     let catalog = load(&args.project.project)?;
-    let active = read_active(&active_run_file(&catalog)).filter(alive);
-    let Some(id) = args.id.clone().or(active.as_ref().map(|a| a.run.clone())) else {
-        bail!("no run is in progress in {}; name one (see `trellis runs`)", args.project.project.display());
+    let dir = &args.project.project;
+    // A server's runs are the server's to stop.
+    if let Some(server) = announce::server(&catalog) {
+        bail!("{}", announce::held_by_server(dir, &server, "stop"));
+    }
+    let active = announce::read::<ActiveRun>(&announce::path(&catalog, ACTIVE_RUN_SUFFIX));
+    let Some(id) = args.id.clone().or(active.as_ref().map(|a| a.what.run.clone())) else {
+        bail!("no run is in progress in {}; name one (see `trellis runs`)", dir.display());
     };
     let id = &id;
-    if let Some(active) = active.filter(|active| active.run == *id) {
+    if let Some(active) = active.filter(|active| active.what.run == *id) {
         // SAFETY: kill(2) with a pid checked above to be the run's process.
         if unsafe { libc::kill(active.pid as libc::pid_t, libc::SIGINT) } != 0 {
             bail!("cannot signal process {} running run {id}: {}", active.pid, std::io::Error::last_os_error());
         }
         println!("asked run {id} to stop (process {})", active.pid);
         let asked = Instant::now();
-        while alive(&active) {
+        while active.is_alive() {
             if asked.elapsed() > WAIT {
                 bail!("run {id} (process {}) has not stopped after {} s", active.pid, WAIT.as_secs());
             }
@@ -149,37 +128,4 @@ fn not_running(id: &str, termination: Option<Termination>) -> Status {
     let ended = termination.unwrap_or(Termination::Interrupted);
     println!("run {id} is not running: {ended}");
     Status::Success
-}
-
-fn read_active(file: &Path) -> Option<ActiveRun> {
-    serde_json::from_slice(&std::fs::read(file).ok()?).ok()
-}
-
-/// Whether the announcing process still runs (a zombie does not).
-fn alive(active: &ActiveRun) -> bool {
-    match std::fs::read_to_string(format!("/proc/{}/stat", active.pid)) {
-        Ok(stat) => {
-            let (state, started) = stat_fields(&stat);
-            state != Some('Z') && (active.started.is_none() || started == active.started)
-        }
-        // Without /proc, the pid alone.
-        // SAFETY: signal 0 only checks that the process exists.
-        Err(_) => !Path::new("/proc/self").exists() && unsafe { libc::kill(active.pid as libc::pid_t, 0) } == 0,
-    }
-}
-
-/// A process's start time from /proc, in clock ticks after boot.
-fn process_start(pid: u32) -> Option<u64> {
-    stat_fields(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?).1
-}
-
-/// The state (field 3) and start time (field 22) of a /proc/PID/stat line;
-/// the command name (field 2) may hold spaces and parentheses, so fields
-/// are counted after its last `)`.
-fn stat_fields(stat: &str) -> (Option<char>, Option<u64>) {
-    let Some((_, rest)) = stat.rsplit_once(')') else { return (None, None) };
-    let mut fields = rest.split_whitespace();
-    let state = fields.next().and_then(|s| s.chars().next());
-    let started = fields.nth(18).and_then(|s| s.parse().ok());
-    (state, started)
 }
