@@ -10,6 +10,7 @@ mod api;
 mod cli;
 mod crash;
 mod csv_aggregate;
+mod fuzz;
 mod listeners;
 mod remote;
 mod runtime;

@@ -684,6 +684,7 @@ async fn a_request_not_answered_in_time_gets_408() {
     // Some 130,000 views to instantiate: far longer than 50 ms.
     let (status, body) = get(&format!("{}/views/g.mart/Out/rymd(20150101-22001231)?overview=true", server.url)).await;
     assert_eq!(status, 408, "{body}");
+    assert!(body["error"].as_str().is_some_and(|error| error.contains("--request-timeout")), "{body}");
     let (status, _) = get(&format!("{}/health", server.url)).await;
     assert_eq!(status, 200);
     assert_eq!(server.stop(), 0);
@@ -750,4 +751,118 @@ async fn a_view_whose_run_was_stopped_is_not_taken_as_up_to_date() {
     let next = materialize_and_wait(url, day).await;
     assert_eq!(flows(&next), vec![(day.to_string(), "SUCCESSFUL".to_string())], "{next}");
     assert_eq!(server.stop(), 0);
+}
+
+/// Raises this process's soft limit on open files to its hard one: the
+/// slow-client test holds hundreds of sockets.
+fn raise_own_file_limit() {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit read and write the struct passed.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0);
+        limit.rlim_cur = limit.rlim_max;
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &limit), 0);
+    }
+}
+
+/// A client that opens a connection and sends half of a request head,
+/// then nothing more.
+fn stalled(address: &str) -> std::net::TcpStream {
+    use std::io::Write;
+    let mut stream = std::net::TcpStream::connect(address).expect("the kernel accepts the connection");
+    stream.write_all(b"GET /health HTTP/1.1\r\nHost: stalled\r\n").unwrap();
+    stream
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stalled_clients_never_lock_out_health_or_the_token_holder() {
+    raise_own_file_limit();
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("p");
+    Daily::new("s", "trivial", 1).write(&project);
+    // 400 open files: today's usual limit is 1,024, and 600 stalled clients
+    // must be more than the server can hold. A long header deadline, so
+    // that what frees room is the server's admission, not the deadline.
+    let args = ["--header-timeout", "600s"];
+    let server = Server::start_with_file_limit(&project, &args, &[("TRELLIS_TOKEN", "t")], 400);
+    let health = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap();
+    let mut clients = Vec::new();
+    let mut latencies = Vec::new();
+    for round in 0..12 {
+        // The attack goes on: 50 more stalled clients every round, 600 in all.
+        clients.extend((0..50).map(|_| stalled(server.address())));
+        for _ in 0..5 {
+            let asked = Instant::now();
+            let response = health.get(format!("{}/health", server.url)).send().await;
+            let response = response.unwrap_or_else(|e| panic!("round {round}: /health did not answer: {e}"));
+            assert_eq!(response.status(), 200, "round {round}");
+            latencies.push(asked.elapsed());
+        }
+    }
+    assert_eq!(clients.len(), 600);
+    // The token holder gets through too.
+    let (status, accepted) =
+        call(reqwest::Method::POST, &format!("{}/materialize/s.mart/Out/2015/01/01", server.url), Some("t")).await;
+    assert_eq!(status, 202, "{accepted}");
+    latencies.sort();
+    let (median, slowest) = (latencies[latencies.len() / 2], latencies[latencies.len() - 1]);
+    eprintln!("/health with 600 stalled clients: median {median:?}, slowest {slowest:?}");
+    assert!(median < Duration::from_millis(100), "median {median:?}, slowest {slowest:?}");
+    assert!(!server.log().contains("Too many open files"), "{}", server.log());
+    drop(clients);
+    assert_eq!(server.stop(), 0);
+}
+
+#[test]
+fn a_client_that_does_not_finish_its_headers_is_disconnected() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("p");
+    Daily::new("h", "trivial", 1).write(&project);
+    let server = Server::start(&project, &["--header-timeout", "1s"], &[]);
+    let mut stream = stalled(server.address());
+    // Bounds the wait only: the server is to close the connection at about 1 s.
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut answer = Vec::new();
+    let read = stream.read_to_end(&mut answer);
+    assert!(read.is_ok(), "the server did not close the connection: {read:?}");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.is_empty() || answer.contains("application/json"), "{answer}");
+    assert_eq!(server.stop(), 0);
+}
+
+#[test]
+fn a_project_held_by_a_server_is_named_with_the_server_s_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("p");
+    Daily::new("a", "trivial", 1).write(&project);
+    let server = Server::start(&project, &[], &[]);
+    let stop = run(trellis().args(["stop", "-p"]).arg(&project));
+    assert_eq!(stop.code, 2, "{}", stop.stdout);
+    let held = format!("`trellis serve` at {} (process ", server.url);
+    assert!(stop.stderr.contains(&held), "{}", stop.stderr);
+    assert!(stop.stderr.contains(&format!("run `trellis stop --server {}`", server.url)), "{}", stop.stderr);
+    assert_eq!(stop.stderr.lines().count(), 1, "{}", stop.stderr);
+    let second = run(trellis().args(["serve", "--bind", "127.0.0.1:0", "-p"]).arg(&project));
+    assert_eq!(second.code, 2, "{}", second.stdout);
+    assert!(second.stderr.contains(&held) && second.stderr.contains("or stop it first"), "{}", second.stderr);
+    assert_eq!(server.stop(), 0);
+    // Once the server is gone, so is its announcement.
+    let stop = run(trellis().args(["stop", "-p"]).arg(&project));
+    assert!(stop.stderr.contains("no run is in progress"), "{}", stop.stderr);
+}
+
+#[test]
+fn a_token_of_only_whitespace_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("p");
+    Daily::new("w", "trivial", 1).write(&project);
+    let serve = run(trellis().env("TRELLIS_TOKEN", "   ").args(["serve", "--bind", "127.0.0.1:0", "-p"]).arg(&project));
+    assert_eq!(serve.code, 2, "{}", serve.stdout);
+    assert_eq!(serve.stderr, "error: TRELLIS_TOKEN holds no token (it is empty or only whitespace)\n");
+    let file = dir.path().join("token");
+    std::fs::write(&file, " \n\t\n").unwrap();
+    let client = run(trellis().arg("--token-file").arg(&file).args(["--server", "http://127.0.0.1:9", "runs"]));
+    assert_eq!(client.code, 2, "{}", client.stdout);
+    assert!(client.stderr.contains("holds no token"), "{}", client.stderr);
 }

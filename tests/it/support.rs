@@ -137,6 +137,15 @@ impl Server {
     /// token nor a server from the test's own environment). Its log goes
     /// next to the project, in the test's own directory.
     pub fn start(project: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
+        Server::start_with(project, args, env, None)
+    }
+
+    /// Like `start`, with the server's open-file limit (soft and hard) set to `files`.
+    pub fn start_with_file_limit(project: &Path, args: &[&str], env: &[(&str, &str)], files: u64) -> Server {
+        Server::start_with(project, args, env, Some(files))
+    }
+
+    fn start_with(project: &Path, args: &[&str], env: &[(&str, &str)], files: Option<u64>) -> Server {
         use std::io::BufRead;
         static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -146,6 +155,20 @@ impl Server {
         command.env_remove("TRELLIS_TOKEN").env_remove("TRELLIS_SERVER").env("TRELLIS_LOG", "info");
         for (key, value) in env {
             command.env(key, value);
+        }
+        if let Some(files) = files {
+            use std::os::unix::process::CommandExt;
+            let limit = libc::rlimit { rlim_cur: files as libc::rlim_t, rlim_max: files as libc::rlim_t };
+            // SAFETY: between fork and exec, setrlimit only changes the child's limit.
+            unsafe {
+                command.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
         }
         let mut child = command
             .stdout(std::process::Stdio::piped())
@@ -161,6 +184,11 @@ impl Server {
             panic!("serve printed {line:?}; its log:\n{}", std::fs::read_to_string(&log).unwrap_or_default());
         };
         Server { child: Some(child), _stdout: stdout, url, log }
+    }
+
+    /// The server's `host:port`.
+    pub fn address(&self) -> &str {
+        self.url.trim_start_matches("http://")
     }
 
     /// SIGTERM, then the exit code; afterwards the metastore is free for
