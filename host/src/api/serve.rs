@@ -103,12 +103,15 @@ impl Registry {
         self.open.values().filter(|open| open.admission == admission).count()
     }
 
-    /// Closes the oldest idle connection admitted as `admission`; false if
-    /// every one of them is busy. It leaves the registry at once, so that it
-    /// no longer counts, while its task closes the socket.
-    fn evict_oldest_idle(&mut self, admission: Admission) -> bool {
-        let oldest =
-            self.open.iter().find(|(_, open)| open.admission == admission && open.is_idle()).map(|(id, _)| *id);
+    /// Closes the oldest idle connection admitted as `admission` (any, for
+    /// `None`); false if every one of them is busy. It leaves the registry
+    /// at once, so that it no longer counts, while its task closes the socket.
+    fn evict_oldest_idle(&mut self, admission: Option<Admission>) -> bool {
+        let oldest = self
+            .open
+            .iter()
+            .find(|(_, open)| admission.is_none_or(|admission| open.admission == admission) && open.is_idle())
+            .map(|(id, _)| *id);
         let Some(evicted) = oldest.and_then(|id| self.open.remove(&id)) else { return false };
         let _ = evicted.evict.send(());
         true
@@ -117,14 +120,16 @@ impl Registry {
     /// Admits a new connection by the rules in the module's documentation,
     /// or refuses it (`None`).
     fn admit(&mut self, limits: &ConnectionLimits) -> Option<Admitted> {
-        let admission =
-            if self.count(Admission::Normal) < limits.max_connections || self.evict_oldest_idle(Admission::Normal) {
-                Admission::Normal
-            } else if self.count(Admission::Reserved) < limits.reserve || self.evict_oldest_idle(Admission::Reserved) {
-                Admission::Reserved
-            } else {
-                return None;
-            };
+        let admission = if self.count(Admission::Normal) < limits.max_connections
+            || self.evict_oldest_idle(Some(Admission::Normal))
+        {
+            Admission::Normal
+        } else if self.count(Admission::Reserved) < limits.reserve || self.evict_oldest_idle(Some(Admission::Reserved))
+        {
+            Admission::Reserved
+        } else {
+            return None;
+        };
         let id = self.next_id;
         self.next_id += 1;
         let in_flight = Arc::new(AtomicUsize::new(0));
@@ -174,7 +179,13 @@ pub async fn serve(
         };
         tasks.spawn(connection.serve(stream, admitted));
     }
+    // Busy connections finish their response; idle ones (a stalled head
+    // included, which hyper would wait for until its deadline) close now.
     let _ = closing.send(true);
+    {
+        let mut registry = lock(&registry);
+        while registry.evict_oldest_idle(None) {}
+    }
     while tasks.join_next().await.is_some() {}
 }
 
@@ -184,10 +195,7 @@ pub async fn serve(
 async fn on_accept_error(registry: &Mutex<Registry>, error: &io::Error) {
     let out_of_files = matches!(error.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE));
     if out_of_files {
-        let freed = {
-            let mut registry = lock(registry);
-            registry.evict_oldest_idle(Admission::Normal) || registry.evict_oldest_idle(Admission::Reserved)
-        };
+        let freed = lock(registry).evict_oldest_idle(None);
         tracing::warn!(freed, "accept: {error}");
         if freed {
             tokio::task::yield_now().await;
