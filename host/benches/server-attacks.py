@@ -8,7 +8,7 @@
 `GET /views/shop.datamart/MonthlyTotal/rym(...)` over long ranges of
 months with no token, as the outside probe did: first 12 ranges of 800
 years each (9,600 monthly totals, 1.79 million views with their
-dependencies), then 40 ranges of 50 years. Prints the server's resident
+dependencies), then 40 consecutive ranges of 50 years (111,600 views each). Prints the server's resident
 memory (VmRSS) and views held after each request.
 
 `stalled`: a server whose open-file limit is 1,024 (the usual default),
@@ -81,8 +81,8 @@ def reads(binary):
         server, url = start(binary, project)
         try:
             print(f"{binary}: started, {rss_mib(server.pid):.0f} MiB")
-            ranges = [(1000 + 800 * n, 1799 + 800 * n) for n in range(12)]
-            ranges += [(20000 + 50 * n, 20049 + 50 * n) for n in range(40)]
+            ranges = [(2015 + 600 * n, 2814 + 600 * n) for n in range(12)]
+            ranges += [(2015 + 50 * n, 2064 + 50 * n) for n in range(40)]
             for n, (first, last) in enumerate(ranges, 1):
                 asked = time.monotonic()
                 status, body = get(f"{url}/views/shop.datamart/MonthlyTotal/rym({first:04}01-{last:04}12)?overview=true")

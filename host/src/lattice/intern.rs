@@ -35,11 +35,12 @@ impl Lattice {
     /// Whether the views added since `mark` keep within the lattice's capacity.
     pub(super) fn within_capacity(&self, (before, _): (usize, usize)) -> Result<(), Error> {
         let Capacity { per_call, total } = self.capacity;
-        if self.views.len() > total {
-            return Err(Error::Full { held: before, limit: total });
-        }
+        // A call too big on its own is the caller's to fix, whatever the lattice holds.
         if self.views.len() - before > per_call {
             return Err(Error::TooManyWithDependencies { limit: per_call });
+        }
+        if self.views.len() > total {
+            return Err(Error::Full { held: before, limit: total });
         }
         Ok(())
     }
