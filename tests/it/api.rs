@@ -142,6 +142,8 @@ async fn errors_have_their_status_and_one_line_of_json() {
         // Bad query values.
         (Method::GET, "/views?limit=0", None, StatusCode::BAD_REQUEST, "limit"),
         (Method::GET, "/views?status=asleep", None, StatusCode::BAD_REQUEST, "asleep"),
+        // A newline in a value is escaped in the error: it stays one line.
+        (Method::GET, "/views?status=a%0Ab", None, StatusCode::BAD_REQUEST, "a\\nb"),
         (Method::POST, "/materialize/t.mart/Daily/2015/01/01?mode=LAZY", Some(TOKEN), StatusCode::BAD_REQUEST, "LAZY"),
         // What is not there.
         (Method::GET, "/nowhere", None, StatusCode::NOT_FOUND, "/nowhere"),

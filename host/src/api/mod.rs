@@ -125,8 +125,16 @@ pub struct ApiError {
 }
 
 impl ApiError {
+    /// An error of `status`; control characters in `message` (a newline in
+    /// a value the client sent, say) are escaped, so that it stays one line.
     pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        ApiError { status, message: message.into() }
+        let message: String = message.into();
+        let message = if message.chars().any(char::is_control) {
+            message.chars().map(|c| if c.is_control() { c.escape_debug().to_string() } else { c.to_string() }).collect()
+        } else {
+            message
+        };
+        ApiError { status, message }
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
