@@ -17,3 +17,4 @@ mod sandbox;
 mod scenarios;
 mod scheduler;
 mod server;
+mod storage;

@@ -50,6 +50,18 @@ impl Checker<'_> {
                 format!("{name}: path `{text}` must stay inside the storage root (no leading `/`, no `..`)"),
             );
         }
+        // Names starting with a dot at the top of the storage root are
+        // trellis's own (its staging area, `.trellis-staging`, is emptied at
+        // every open): a view there would have its data deleted.
+        let first = text.split('/').next().unwrap_or_default();
+        if first.starts_with('.') && first != "." && first != ".." {
+            self.error(
+                at,
+                format!(
+                    "{name}: path `{text}` may not start with `{first}`: names starting with `.` at the top of the storage root are reserved for trellis"
+                ),
+            );
+        }
         if literal_parts.contains('\\') || literal_parts.chars().any(char::is_control) {
             self.error(
                 at,
