@@ -75,6 +75,21 @@ pub(super) fn load(project: &Path) -> anyhow::Result<Arc<Catalog>> {
     }
 }
 
+/// Loads a project that a command is to run (`materialize`, `serve`),
+/// refusing one that declares no view type: an empty or comment-only file is
+/// valid, but running it would quietly do nothing.
+pub(super) fn load_to_run(project: &Path, command: &str) -> anyhow::Result<Arc<Catalog>> {
+    let catalog = load(project)?;
+    if catalog.types().is_empty() {
+        bail!("{}; there is nothing to {command}", no_view_types(project));
+    }
+    Ok(catalog)
+}
+
+fn no_view_types(project: &Path) -> String {
+    format!("{} declares no view type (no [[view]] table)", project.join(catalog::PROJECT_FILE).display())
+}
+
 pub(super) async fn validate(args: &ProjectArgs, runtime: &crate::runtime::Runtime) -> anyhow::Result<Status> {
     let catalog = load(&args.project)?;
     // The file is valid; then how its views use their plugins, as far as
@@ -93,6 +108,9 @@ pub(super) async fn validate(args: &ProjectArgs, runtime: &crate::runtime::Runti
         bail!("{} problem{} in {}", problems.len(), plural(problems.len()), file.display());
     }
     let types = catalog.types();
+    if types.is_empty() {
+        eprintln!("warning: {}; materialize and serve will refuse it", no_view_types(&args.project));
+    }
     if args.json {
         let value = serde_json::json!({
             "project": catalog.settings.name,

@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Args;
 
 use super::Status;
-use super::catalog::{ProjectArgs, load};
+use super::catalog::{ProjectArgs, load_to_run};
 use crate::api::{self, AppState, Settings, wire};
 use crate::plugins::Plugins;
 use crate::runtime::Runtime;
@@ -37,7 +37,7 @@ pub(super) struct ServeArgs {
 /// `token` is the one clients must send (the global `--token-file`, else `$TRELLIS_TOKEN`).
 pub(super) async fn serve(args: &ServeArgs, token: Option<String>, runtime: &Runtime) -> anyhow::Result<Status> {
     api::check_bind(&args.bind, token.as_deref()).map_err(anyhow::Error::msg)?;
-    let catalog = load(&args.project.project)?;
+    let catalog = load_to_run(&args.project.project, "serve")?;
     // Bound before anything starts: a port in use fails the command with
     // nothing to shut down.
     let listener = std::net::TcpListener::bind(args.bind).with_context(|| format!("binding {}", args.bind))?;
