@@ -1,6 +1,7 @@
 //! `trellis validate`, `trellis views` and `trellis deps`: load a project,
 //! instantiate views and explain their dependencies, without transforming.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -130,29 +131,34 @@ pub(super) async fn validate(args: &ProjectArgs, runtime: &crate::runtime::Runti
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(Status::Success);
     }
-    println!(
+    // One line per view type: buffered, since stdout flushes every line.
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    writeln!(
+        out,
         "project {}: {} view type{}, {} plugin{}",
         catalog.settings.name,
         types.len(),
         plural(types.len()),
         catalog.plugins.len(),
         plural(catalog.plugins.len())
-    );
+    )?;
     for view_type in types {
         let params: Vec<&str> = view_type.parameters.iter().map(|p| p.name.as_str()).collect();
         let time = view_type.time.as_ref().map(|d| format!(" every {}", d.frequency())).unwrap_or_default();
         let deps: Vec<&str> = view_type.dependencies.iter().map(|d| catalog.get(d.target).name.as_str()).collect();
         let deps = if deps.is_empty() { String::new() } else { format!(" <- {}", deps.join(", ")) };
-        println!(
+        writeln!(
+            out,
             "  {}({}){time} [{}]{deps}",
             view_type.name,
             params.join(", "),
             transformation_name(&view_type.transformation)
-        );
+        )?;
     }
     for listener in &catalog.listeners {
-        println!("  listener {} [{}]", listener.name, listener.plugin);
+        writeln!(out, "  listener {} [{}]", listener.name, listener.plugin)?;
     }
+    out.flush()?;
     Ok(Status::Success)
 }
 
