@@ -11,6 +11,7 @@ mod cli;
 mod crash;
 mod csv_aggregate;
 mod listeners;
+mod metastore;
 mod remote;
 mod runtime;
 mod sandbox;

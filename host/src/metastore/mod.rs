@@ -14,6 +14,11 @@
 //! - A [`Commit`] is applied atomically across all trees, and
 //!   [`Metastore::commit`] returns only once it is durable, so that callers
 //!   can announce its effects afterwards.
+//! - A store that cannot be read whole, or holds fewer commits than were
+//!   made durable in it, is refused at open with [`Error::Damaged`]; a
+//!   panic inside sled becomes that error too (`check.rs`).
+//! - Backups are JSON lines of the records, in a versioned format of
+//!   trellis's own (`backup.rs`, docs/operations.md).
 //! - It knows nothing of the catalog, the lattice or scheduling rules: keys
 //!   are URL paths and type names, values are records.
 
