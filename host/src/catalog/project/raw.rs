@@ -10,6 +10,82 @@ use toml::Spanned;
 use super::Diagnostic;
 use crate::catalog::{EvaluationTime, ParameterKind, closest};
 
+/// Parses the file. A large one is parsed in two parts at once: a run of
+/// `[[view]]` tables from the middle on (up to the next table that is not a
+/// view's), and the rest, each the whole text with the other part blanked
+/// out (every byte but newlines a space), so that spans and lines stay
+/// those of the file. Parsing is the larger part of loading a project of
+/// many view types. Whenever the split is not plainly safe (a multi-line
+/// string, which could hide a header line) or a part fails to parse, the
+/// whole file is parsed as one, so errors are always the whole file's.
+pub(super) fn parse(text: &str) -> Result<RawProject, toml::de::Error> {
+    let whole = || toml::from_str::<RawProject>(text);
+    let Some(views) = views_in_the_middle(text) else { return whole() };
+    let (Some(middle_text), Some(rest_text)) = (only(text, &views), without(text, &views)) else { return whole() };
+    let (rest, middle) = std::thread::scope(|scope| {
+        let middle = scope.spawn(|| toml::from_str::<RawProject>(&middle_text));
+        let rest = toml::from_str::<RawProject>(&rest_text);
+        (rest, middle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+    });
+    match (rest, middle) {
+        (Ok(mut rest), Ok(middle)) => {
+            rest.views.extend(middle.views);
+            rest.views.sort_by_key(|view| view.span().start);
+            Ok(rest)
+        }
+        _ => whole(),
+    }
+}
+
+/// Spaces for every byte of `text` but its newlines.
+fn blank(text: &str) -> impl Iterator<Item = u8> + '_ {
+    text.bytes().map(|b| if b == b'\n' { b'\n' } else { b' ' })
+}
+
+/// The text with everything outside `keep` blanked. `keep` starts and ends
+/// at line boundaries, so the result is UTF-8 again.
+fn only(text: &str, keep: &std::ops::Range<usize>) -> Option<String> {
+    let bytes = blank(&text[..keep.start]).chain(text[keep.clone()].bytes()).chain(blank(&text[keep.end..])).collect();
+    String::from_utf8(bytes).ok()
+}
+
+/// The text with `drop` blanked.
+fn without(text: &str, drop: &std::ops::Range<usize>) -> Option<String> {
+    let bytes = text[..drop.start].bytes().chain(blank(&text[drop.clone()])).chain(text[drop.end..].bytes()).collect();
+    String::from_utf8(bytes).ok()
+}
+
+/// Below this size a file is parsed in one part.
+const SPLIT_FROM_BYTES: usize = 1 << 20;
+
+/// The byte range of the run of view tables `parse` gives a thread: from
+/// the first `[[view]]` line after the middle of the file to the next
+/// header line that is not a view's (`[[view]]`, `[view.x]`,
+/// `[[view.x]]`), or the end.
+fn views_in_the_middle(text: &str) -> Option<std::ops::Range<usize>> {
+    if text.len() < SPLIT_FROM_BYTES || text.contains("\"\"\"") || text.contains("'''") {
+        return None;
+    }
+    let mut start = None;
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let header = line.trim();
+        if let Some(start) = start {
+            if header.starts_with('[') && !is_view_header(header) {
+                return Some(start..offset);
+            }
+        } else if offset >= text.len() / 2 && header == "[[view]]" {
+            start = Some(offset);
+        }
+        offset += line.len();
+    }
+    start.map(|start| start..text.len())
+}
+
+fn is_view_header(header: &str) -> bool {
+    header == "[[view]]" || header.starts_with("[view.") || header.starts_with("[[view.")
+}
+
 pub(super) fn syntax_error(error: &toml::de::Error, lines: &LineIndex) -> Diagnostic {
     let line = error.span().map(|span| lines.line(span.start));
     Diagnostic { line, message: with_suggestion(error.message().trim()) }
@@ -207,6 +283,57 @@ impl RawBinding {
                 texts.map(RawBinding::Each)
             }
             _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file large enough to be parsed in two parts, with tables other
+    /// than views before and after them.
+    fn large(error_at: Option<usize>) -> String {
+        let mut text = String::from("[plugins]\nconcat = \"concat.wasm\"\n\n");
+        for i in 0..8000 {
+            let key = if Some(i) == error_at { "nmae" } else { "name" };
+            text.push_str(&format!(
+                "[[view]]\n{key} = \"p.q/T{i}\"\nparameters = [{{ name = \"shop\" }}]\ntransformation = {{ plugin = \"concat\", config = {{ a = \"é{i}\" }} }}\n\n[[view.dependency]]\nview = \"p.q/T{}\"\n\n",
+                i.saturating_sub(1)
+            ));
+        }
+        text.push_str("[[listener]]\nname = \"audit\"\nplugin = \"concat\"\n\n[events]\nhistory = 5\n");
+        text
+    }
+
+    fn summary(raw: &RawProject) -> Vec<String> {
+        let views = raw.views.iter().map(|view| {
+            let v = view.get_ref();
+            let dependencies: Vec<usize> = v.dependencies.iter().map(|d| d.span().start).collect();
+            format!("{} {} {:?} {:?}", view.span().start, v.name.get_ref(), v.name.span(), dependencies)
+        });
+        let listeners = raw.listeners.iter().map(|l| format!("{} {}", l.span().start, l.get_ref().name.get_ref()));
+        views.chain(listeners).chain(raw.plugins.keys().cloned()).chain([format!("{:?}", raw.events.history)]).collect()
+    }
+
+    #[test]
+    fn a_large_file_parsed_in_two_parts_is_the_file_parsed_whole() {
+        let text = large(None);
+        let middle = views_in_the_middle(&text).expect("the file is split");
+        assert!(middle.start > text.len() / 2 && middle.end < text.len(), "{middle:?}");
+        let split = parse(&text).unwrap();
+        let whole = toml::from_str::<RawProject>(&text).unwrap();
+        assert_eq!(split.views.len(), 8000);
+        assert_eq!(summary(&split), summary(&whole));
+    }
+
+    #[test]
+    fn an_error_in_either_part_is_the_whole_files_error() {
+        for at in [10, 7000] {
+            let text = large(Some(at));
+            let split = parse(&text).err().unwrap();
+            let whole = toml::from_str::<RawProject>(&text).err().unwrap();
+            assert_eq!((split.message(), split.span()), (whole.message(), whole.span()));
         }
     }
 }
