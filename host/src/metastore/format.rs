@@ -40,8 +40,9 @@ pub(super) fn decode<T: DeserializeOwned>(key: &[u8], bytes: &[u8]) -> Result<T,
 
 impl Metastore {
     /// Opens (or creates) the metastore in `dir`, and refuses it when it is
-    /// damaged (see `check.rs`): every tree is read through once, and the
-    /// commits it holds are counted against those made durable in it.
+    /// damaged (see `check.rs`): every tree is read through once (of the
+    /// event log its ends), and the commits it holds are counted against
+    /// those made durable in it.
     pub fn open(dir: &Path) -> Result<Metastore, Error> {
         let open_error = |e: &dyn std::fmt::Display| Error::Open { path: dir.to_path_buf(), reason: e.to_string() };
         std::fs::create_dir_all(dir).map_err(|e| open_error(&e))?;
@@ -80,7 +81,7 @@ impl Metastore {
                     }
                 }
             }
-            store.read_through()?;
+            store.read_through(false)?;
             store.check_commits()?;
             store.appended.send_replace(store.next_sequence()?);
             Ok(store)
