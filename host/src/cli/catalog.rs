@@ -1,6 +1,7 @@
 //! `trellis validate`, `trellis views` and `trellis deps`: load a project,
 //! instantiate views and explain their dependencies, without transforming.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -75,6 +76,21 @@ pub(super) fn load(project: &Path) -> anyhow::Result<Arc<Catalog>> {
     }
 }
 
+/// Loads a project that a command is to run (`materialize`, `serve`),
+/// refusing one that declares no view type: an empty or comment-only file is
+/// valid, but running it would quietly do nothing.
+pub(super) fn load_to_run(project: &Path, command: &str) -> anyhow::Result<Arc<Catalog>> {
+    let catalog = load(project)?;
+    if catalog.types().is_empty() {
+        bail!("{}; there is nothing to {command}", no_view_types(project));
+    }
+    Ok(catalog)
+}
+
+fn no_view_types(project: &Path) -> String {
+    format!("{} declares no view type (no [[view]] table)", project.join(catalog::PROJECT_FILE).display())
+}
+
 pub(super) async fn validate(args: &ProjectArgs, runtime: &crate::runtime::Runtime) -> anyhow::Result<Status> {
     let catalog = load(&args.project)?;
     // The file is valid; then how its views use their plugins, as far as
@@ -93,6 +109,9 @@ pub(super) async fn validate(args: &ProjectArgs, runtime: &crate::runtime::Runti
         bail!("{} problem{} in {}", problems.len(), plural(problems.len()), file.display());
     }
     let types = catalog.types();
+    if types.is_empty() {
+        eprintln!("warning: {}; materialize and serve will refuse it", no_view_types(&args.project));
+    }
     if args.json {
         let value = serde_json::json!({
             "project": catalog.settings.name,
@@ -112,29 +131,34 @@ pub(super) async fn validate(args: &ProjectArgs, runtime: &crate::runtime::Runti
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(Status::Success);
     }
-    println!(
+    // One line per view type: buffered, since stdout flushes every line.
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    writeln!(
+        out,
         "project {}: {} view type{}, {} plugin{}",
         catalog.settings.name,
         types.len(),
         plural(types.len()),
         catalog.plugins.len(),
         plural(catalog.plugins.len())
-    );
+    )?;
     for view_type in types {
         let params: Vec<&str> = view_type.parameters.iter().map(|p| p.name.as_str()).collect();
         let time = view_type.time.as_ref().map(|d| format!(" every {}", d.frequency())).unwrap_or_default();
         let deps: Vec<&str> = view_type.dependencies.iter().map(|d| catalog.get(d.target).name.as_str()).collect();
         let deps = if deps.is_empty() { String::new() } else { format!(" <- {}", deps.join(", ")) };
-        println!(
+        writeln!(
+            out,
             "  {}({}){time} [{}]{deps}",
             view_type.name,
             params.join(", "),
             transformation_name(&view_type.transformation)
-        );
+        )?;
     }
     for listener in &catalog.listeners {
-        println!("  listener {} [{}]", listener.name, listener.plugin);
+        writeln!(out, "  listener {} [{}]", listener.name, listener.plugin)?;
     }
+    out.flush()?;
     Ok(Status::Success)
 }
 

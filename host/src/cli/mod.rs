@@ -9,6 +9,7 @@ mod bench;
 mod catalog;
 mod demo;
 mod listeners;
+mod metastore;
 mod plugins;
 mod remote;
 mod schedule;
@@ -43,7 +44,7 @@ struct Globals {
     #[arg(long, global = true, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
     /// Send the command to this `trellis serve`, e.g. http://127.0.0.1:20698 (then -p is ignored);
-    /// commands without a remote form (validate, deps, demo, plugins, bench, serve) run here regardless
+    /// commands without a remote form (validate, deps, demo, plugins, bench, metastore, serve) run here regardless
     #[arg(long, global = true, value_name = "URL", env = "TRELLIS_SERVER")]
     server: Option<String>,
     /// A file holding the bearer token: the client's with --server, the server's with `serve`
@@ -120,6 +121,8 @@ enum Command {
     Stop(stop::StopArgs),
     /// Show the listeners, their status and lag; `enable NAME` re-enables one
     Listeners(listeners::ListenersArgs),
+    /// Check the metastore, back it up to a file, or restore it from one
+    Metastore(metastore::MetastoreArgs),
     /// Run the scheduler, the listeners and the HTTP API until SIGINT or SIGTERM
     Serve(serve::ServeArgs),
     /// Show the transformations a server is running and its permits (needs --server)
@@ -191,6 +194,7 @@ impl Cli {
                 Some(server) => listeners::run_remote(&args, &server).await,
                 None => listeners::run(&args),
             },
+            Command::Metastore(args) => metastore::run(&args),
             Command::Serve(args) => serve::serve(&args, token(globals.token_file.as_deref())?, &runtime()?).await,
             Command::Transformations(args) => schedule::transformations(&args, server()?.as_ref()).await,
             Command::Shell => shell::run(&globals).await,

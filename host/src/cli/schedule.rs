@@ -6,7 +6,7 @@ use clap::Args;
 use reqwest::{Method, StatusCode};
 
 use super::Status;
-use super::catalog::{self, ProjectArgs, load};
+use super::catalog::{self, ProjectArgs, load, load_to_run};
 use super::remote::{self, Server};
 use crate::api::wire;
 use crate::model::{FlowStatus, Termination, ViewState, wire_name};
@@ -69,7 +69,7 @@ fn progress_bar() -> indicatif::ProgressBar {
 }
 
 pub(super) async fn materialize(args: &MaterializeArgs, runtime: &Runtime) -> anyhow::Result<Status> {
-    let catalog = load(&args.project.project)?;
+    let catalog = load_to_run(&args.project.project, "materialize")?;
     let mut session = Session::open(catalog.clone(), runtime).await?;
     let bar = progress_bar();
     let listener_lag = session.listeners().map(|listeners| listeners.lag_probe());

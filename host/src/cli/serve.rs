@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 
-use super::catalog::{ProjectArgs, load};
+use super::catalog::{ProjectArgs, load_to_run};
 use super::{Status, announce};
 use crate::api::{self, AppState, ConnectionLimits, Settings, wire};
 use crate::catalog::Catalog;
@@ -50,7 +50,7 @@ pub(super) struct ServeArgs {
 /// `token` is the one clients must send (the global `--token-file`, else `$TRELLIS_TOKEN`).
 pub(super) async fn serve(args: &ServeArgs, token: Option<String>, runtime: &Runtime) -> anyhow::Result<Status> {
     api::check_bind(&args.bind, token.as_deref()).map_err(anyhow::Error::msg)?;
-    let catalog = load(&args.project.project)?;
+    let catalog = load_to_run(&args.project.project, "serve")?;
     if let Some(server) = announce::server(&catalog) {
         anyhow::bail!("{}", announce::held_by_server(&args.project.project, &server, "serve"));
     }

@@ -5,6 +5,7 @@
 use sled::Transactional;
 use sled::transaction::TransactionError;
 
+use super::check::COMMITS_KEY;
 use super::events::append;
 use super::format::encode;
 use super::runs::flow_key;
@@ -36,14 +37,20 @@ impl Metastore {
             for (run, view, status) in &commit.flows {
                 flows.insert(flow_key(run, view), encode(status))?;
             }
-            append(meta, events, &commit.events)
+            let count = match meta.get(COMMITS_KEY)? {
+                Some(bytes) => <[u8; 8]>::try_from(bytes.as_ref()).map(u64::from_be_bytes).unwrap_or(0),
+                None => 0,
+            } + 1;
+            meta.insert(COMMITS_KEY, &count.to_be_bytes())?;
+            Ok((append(meta, events, &commit.events)?, count))
         });
-        let sequences = match result {
-            Ok(sequences) => sequences,
+        let (sequences, count) = match result {
+            Ok(done) => done,
             Err(TransactionError::Abort(e)) => return Err(e),
             Err(TransactionError::Storage(e)) => return Err(e.into()),
         };
         self.db.flush()?;
+        self.note_commits(count);
         match sequences.last() {
             Some(last) => {
                 self.appended.send_replace(last + 1);

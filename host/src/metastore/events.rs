@@ -33,23 +33,23 @@ pub struct LoggedEvent {
     pub event: NewEvent,
 }
 
-const SEQUENCE_KEY: &[u8] = b"next-sequence";
+pub(super) const SEQUENCE_KEY: &[u8] = b"next-sequence";
 
 /// Events are stored in chunks of consecutive events, keyed by the first
 /// one's sequence number: one key per chunk rather than per event keeps an
 /// unchanged run of a large lattice, which logs every view it looks at,
 /// cheap to write.
-const EVENTS_PER_CHUNK: usize = 256;
+pub(super) const EVENTS_PER_CHUNK: usize = 256;
 
 /// An event as written, borrowed from the commit; read back as [`LoggedEvent`].
 #[derive(Serialize)]
-struct StoredEvent<'a> {
-    sequence: u64,
+pub(super) struct StoredEvent<'a> {
+    pub(super) sequence: u64,
     #[serde(flatten)]
-    event: &'a NewEvent,
+    pub(super) event: &'a NewEvent,
 }
 
-fn chunk_start(key: &[u8]) -> Result<u64, Error> {
+pub(super) fn chunk_start(key: &[u8]) -> Result<u64, Error> {
     <[u8; 8]>::try_from(key)
         .map(u64::from_be_bytes)
         .map_err(|_| Error::Corrupt { key: "events".into(), reason: "a key is not 8 bytes".into() })

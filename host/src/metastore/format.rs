@@ -7,12 +7,13 @@ use std::path::Path;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use super::check::{guarded, open_commits_file};
 use super::{Error, Metastore};
 
 /// The version of every record this build writes and reads.
 pub const FORMAT: u32 = 2;
 
-const FORMAT_KEY: &[u8] = b"format";
+pub(super) const FORMAT_KEY: &[u8] = b"format";
 
 /// The envelope every record is stored in.
 #[derive(Serialize, Deserialize)]
@@ -38,37 +39,54 @@ pub(super) fn decode<T: DeserializeOwned>(key: &[u8], bytes: &[u8]) -> Result<T,
 }
 
 impl Metastore {
-    /// Opens (or creates) the metastore in `dir`.
+    /// Opens (or creates) the metastore in `dir`, and refuses it when it is
+    /// damaged (see `check.rs`): every tree is read through once (of the
+    /// event log its ends), and the commits it holds are counted against
+    /// those made durable in it.
     pub fn open(dir: &Path) -> Result<Metastore, Error> {
         let open_error = |e: &dyn std::fmt::Display| Error::Open { path: dir.to_path_buf(), reason: e.to_string() };
         std::fs::create_dir_all(dir).map_err(|e| open_error(&e))?;
-        let db = open_db(dir).map_err(|e| open_error(&e))?;
-        let tree = |name: &str| db.open_tree(name).map_err(|e| open_error(&e));
-        let store = Metastore {
-            meta: tree("meta")?,
-            schemas: tree("schemas")?,
-            views: tree("views")?,
-            runs: tree("runs")?,
-            flows: tree("flows")?,
-            events: tree("events")?,
-            listeners: tree("listeners")?,
-            appended: tokio::sync::watch::Sender::new(0),
-            db,
+        let damaged = |e: Error| match e {
+            Error::Storage(reason) => Error::Damaged { path: dir.to_path_buf(), what: "its file".into(), reason },
+            other => other,
         };
-        match store.meta.get(FORMAT_KEY)? {
-            None => {
-                store.meta.insert(FORMAT_KEY, &FORMAT.to_be_bytes())?;
-                store.db.flush()?;
-            }
-            Some(bytes) => {
-                let found = <[u8; 4]>::try_from(bytes.as_ref()).map(u32::from_be_bytes).unwrap_or(0);
-                if found != FORMAT {
-                    return Err(Error::Format { path: dir.to_path_buf(), found });
+        guarded(|| {
+            let db = open_db(dir).map_err(|e| match e {
+                sled::Error::Corruption { .. } => Error::Storage(e.to_string()),
+                e => open_error(&e),
+            })?;
+            let tree = |name: &str| db.open_tree(name).map_err(Error::from);
+            let store = Metastore {
+                path: dir.to_path_buf(),
+                meta: tree("meta")?,
+                schemas: tree("schemas")?,
+                views: tree("views")?,
+                runs: tree("runs")?,
+                flows: tree("flows")?,
+                events: tree("events")?,
+                listeners: tree("listeners")?,
+                commits_file: open_commits_file(dir).map_err(|e| open_error(&e))?,
+                appended: tokio::sync::watch::Sender::new(0),
+                db,
+            };
+            match store.meta.get(FORMAT_KEY)? {
+                None => {
+                    store.meta.insert(FORMAT_KEY, &FORMAT.to_be_bytes())?;
+                    store.db.flush()?;
+                }
+                Some(bytes) => {
+                    let found = <[u8; 4]>::try_from(bytes.as_ref()).map(u32::from_be_bytes).unwrap_or(0);
+                    if found != FORMAT {
+                        return Err(Error::Format { path: dir.to_path_buf(), found });
+                    }
                 }
             }
-        }
-        store.appended.send_replace(store.next_sequence()?);
-        Ok(store)
+            store.read_through(false)?;
+            store.check_commits()?;
+            store.appended.send_replace(store.next_sequence()?);
+            Ok(store)
+        })
+        .map_err(damaged)
     }
 }
 

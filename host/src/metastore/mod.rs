@@ -14,9 +14,16 @@
 //! - A [`Commit`] is applied atomically across all trees, and
 //!   [`Metastore::commit`] returns only once it is durable, so that callers
 //!   can announce its effects afterwards.
+//! - A store that cannot be read whole, or holds fewer commits than were
+//!   made durable in it, is refused at open with [`Error::Damaged`]; a
+//!   panic inside sled becomes that error too (`check.rs`).
+//! - Backups are JSON lines of the records, in a versioned format of
+//!   trellis's own (`backup.rs`, docs/operations.md).
 //! - It knows nothing of the catalog, the lattice or scheduling rules: keys
 //!   are URL paths and type names, values are records.
 
+mod backup;
+mod check;
 mod commit;
 mod events;
 mod format;
@@ -24,6 +31,8 @@ mod listeners;
 mod runs;
 mod views;
 
+pub use backup::{BACKUP_FORMAT, BACKUP_VERSION, restore};
+pub use check::Contents;
 pub use commit::Commit;
 pub use events::{LoggedEvent, NewEvent};
 pub use format::FORMAT;
@@ -41,6 +50,14 @@ pub enum Error {
     Format { path: PathBuf, found: u32 },
     #[error("metastore record `{key}` is unreadable: {reason}")]
     Corrupt { key: String, reason: String },
+    /// Found at open or by [`Metastore::check`]: what is damaged, and why.
+    #[error(
+        "the metastore in {} is damaged ({what}: {reason}); restore it from a backup (`trellis metastore restore FILE`) or move it away to start afresh",
+        path.display()
+    )]
+    Damaged { path: PathBuf, what: String, reason: String },
+    #[error("metastore backup: {0}")]
+    Backup(String),
     #[error("metastore storage error: {0}")]
     Storage(String),
 }
@@ -54,6 +71,8 @@ impl From<sled::Error> for Error {
 /// The trees of one sled database; each file of this module reads and
 /// writes its own.
 pub struct Metastore {
+    /// Its directory, for messages.
+    path: PathBuf,
     db: sled::Db,
     meta: sled::Tree,
     schemas: sled::Tree,
@@ -62,6 +81,8 @@ pub struct Metastore {
     flows: sled::Tree,
     events: sled::Tree,
     listeners: sled::Tree,
+    /// Holds the count of durable commits (see `check.rs`).
+    commits_file: std::fs::File,
     /// The next sequence number, announced after each durable commit.
     appended: tokio::sync::watch::Sender<u64>,
 }

@@ -11,6 +11,16 @@ use std::path::{Path, PathBuf};
 /// never start with a `.` component.
 pub const STAGING_DIR: &str = ".trellis-staging";
 
+/// A staging directory's name: this prefix, then this many random
+/// alphanumeric characters. Only names of this shape are ever removed.
+const STAGING_PREFIX: &str = "view-";
+const STAGING_RANDOM: usize = 6;
+
+fn is_staging_name(name: &str) -> bool {
+    name.strip_prefix(STAGING_PREFIX)
+        .is_some_and(|random| random.len() == STAGING_RANDOM && random.chars().all(|c| c.is_ascii_alphanumeric()))
+}
+
 pub struct Staging {
     root: PathBuf,
 }
@@ -20,18 +30,46 @@ impl Staging {
         Staging { root: storage.join(STAGING_DIR) }
     }
 
-    /// Removes what an interrupted process left behind.
+    /// Removes what an interrupted process left behind: the staging
+    /// directories [`Staging::create`] makes, and nothing else. Anything
+    /// else found there was not put there by trellis (view paths cannot
+    /// start with a `.` component, but a user can still write there), so it
+    /// is left alone, with a warning, rather than deleted.
     pub fn clean(&self) -> io::Result<()> {
-        match std::fs::remove_dir_all(&self.root) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
+        let entries = match std::fs::read_dir(&self.root) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotADirectory => {
+                tracing::warn!(path = %self.root.display(), "not a directory; left alone");
+                return Ok(());
+            }
+            entries => entries?,
+        };
+        let mut foreign = Vec::new();
+        for entry in entries {
+            let entry = entry?;
+            let is_ours = entry.file_type()?.is_dir() && is_staging_name(&entry.file_name().to_string_lossy());
+            if is_ours {
+                std::fs::remove_dir_all(entry.path())?;
+            } else {
+                foreign.push(entry.file_name().to_string_lossy().into_owned());
+            }
         }
+        if !foreign.is_empty() {
+            foreign.sort();
+            tracing::warn!(
+                "{} holds {} that trellis did not create, left alone: {}",
+                self.root.display(),
+                if foreign.len() == 1 { "an entry" } else { "entries" },
+                foreign.join(", ")
+            );
+        }
+        Ok(())
     }
 
-    /// A new, empty staging directory.
+    /// A new, empty staging directory, named as [`is_staging_name`] expects.
     pub fn create(&self) -> io::Result<PathBuf> {
         std::fs::create_dir_all(&self.root)?;
-        Ok(tempfile::Builder::new().prefix("view-").tempdir_in(&self.root)?.keep())
+        Ok(tempfile::Builder::new().prefix(STAGING_PREFIX).rand_bytes(STAGING_RANDOM).tempdir_in(&self.root)?.keep())
     }
 
     /// Writes the done flag into `staging` and makes it the data at
@@ -92,5 +130,29 @@ mod tests {
         staging.clean().unwrap();
         assert!(!leftover.exists());
         assert_eq!(std::fs::read_to_string(data.join("part")).unwrap(), "second");
+    }
+
+    #[test]
+    fn cleaning_removes_only_the_staging_directories_trellis_made() {
+        let storage = tempfile::tempdir().unwrap();
+        let staging = Staging::new(storage.path());
+        let leftover = staging.create().unwrap();
+        std::fs::write(leftover.join("part"), "half written").unwrap();
+        // What a user (or a view path of an older trellis) put there.
+        let root = storage.path().join(STAGING_DIR);
+        let foreign_dir = root.join("2015/05/01");
+        std::fs::create_dir_all(&foreign_dir).unwrap();
+        std::fs::write(foreign_dir.join("part"), "someone's data").unwrap();
+        std::fs::write(root.join("notes.txt"), "mine").unwrap();
+        std::fs::create_dir(root.join("view-not-ours")).unwrap();
+        std::fs::write(root.join("view-abcdef"), "a file, not a staging directory").unwrap();
+        staging.clean().unwrap();
+        assert!(!leftover.exists());
+        assert_eq!(std::fs::read_to_string(foreign_dir.join("part")).unwrap(), "someone's data");
+        assert!(root.join("notes.txt").exists());
+        assert!(root.join("view-not-ours").exists());
+        assert!(root.join("view-abcdef").exists());
+        staging.clean().unwrap();
+        assert!(foreign_dir.join("part").exists(), "a second clean keeps them too");
     }
 }

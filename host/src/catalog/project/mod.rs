@@ -61,7 +61,7 @@ pub fn load(dir: &Path) -> Result<Catalog, LoadError> {
 /// Parses and validates a project file's text; `root` is its directory.
 pub fn parse(text: &str, root: &Path) -> Result<Catalog, LoadError> {
     let lines = LineIndex::new(text);
-    let raw: RawProject = toml::from_str(text).map_err(|e| LoadError::Invalid(vec![syntax_error(&e, &lines)]))?;
+    let raw: RawProject = raw::parse(text).map_err(|e| LoadError::Invalid(vec![syntax_error(&e, &lines)]))?;
     let mut checker = Checker { lines: &lines, diagnostics: Vec::new() };
     let catalog = checker.check(raw, root);
     match catalog {
@@ -69,6 +69,10 @@ pub fn parse(text: &str, root: &Path) -> Result<Catalog, LoadError> {
         _ => Err(LoadError::Invalid(checker.diagnostics)),
     }
 }
+
+/// From this many view types on, loading uses a second thread: below it,
+/// starting one costs more than it saves.
+const PARALLEL_FROM: usize = 2_000;
 
 /// Collects diagnostics while the raw project is turned into a catalog.
 /// Its checks are methods spread over this module's files, one file per
@@ -102,14 +106,38 @@ impl Checker<'_> {
             }
         }
 
-        let mut types = Vec::with_capacity(raw.views.len());
-        for (index, view) in raw.views.iter().enumerate() {
-            let line = self.lines.line(view.span().start);
-            if let Some(view_type) =
-                self.view_type(ViewTypeId(index as u32), view.get_ref(), line, &by_name, &raw.views, &plugins)
-            {
-                types.push(view_type);
+        // Each type is checked on its own: the second half on a thread of
+        // its own, into a checker of its own, whose diagnostics follow the
+        // first half's, as one loop would give them.
+        let check_types = |checker: &mut Checker<'_>, from: usize, to: usize| {
+            let mut types = Vec::with_capacity(to - from);
+            for (index, view) in raw.views.iter().enumerate().take(to).skip(from) {
+                let line = checker.lines.line(view.span().start);
+                let id = ViewTypeId(index as u32);
+                if let Some(view_type) = checker.view_type(id, view.get_ref(), line, &by_name, &raw.views, &plugins) {
+                    types.push(view_type);
+                }
             }
+            types
+        };
+        let total = raw.views.len();
+        let (mut types, rest) = if total < PARALLEL_FROM {
+            (check_types(self, 0, total), None)
+        } else {
+            let lines = self.lines;
+            std::thread::scope(|scope| {
+                let second = scope.spawn(|| {
+                    let mut checker = Checker { lines, diagnostics: Vec::new() };
+                    let types = check_types(&mut checker, total / 2, total);
+                    (types, checker.diagnostics)
+                });
+                let first = check_types(self, 0, total / 2);
+                (first, Some(second.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))))
+            })
+        };
+        if let Some((more, diagnostics)) = rest {
+            types.extend(more);
+            self.diagnostics.extend(diagnostics);
         }
         if types.len() != raw.views.len() {
             return None;

@@ -1,0 +1,379 @@
+//! Backup and restore: the records themselves as JSON lines, a format of
+//! trellis's own that a later trellis can read (docs/operations.md
+//! describes it), never sled's files.
+//!
+//! The first line is a header naming the format and its version; every
+//! other line is one record, tagged with its `kind`; the last line counts
+//! them, so a cut-off backup is refused rather than half restored. A
+//! restore writes a new directory beside the target and renames it into
+//! place only once everything is in and durable: it never half-writes, and
+//! it refuses a target that already holds a metastore.
+
+use std::io::{BufRead, Write};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::events::{EVENTS_PER_CHUNK, SEQUENCE_KEY, StoredEvent};
+use super::format::{decode, encode};
+use super::runs::flow_key;
+use super::{Error, ListenerRecord, LoggedEvent, Metastore, RunRecord, ViewRecord};
+use crate::model::FlowStatus;
+
+/// The name in every backup's header.
+pub const BACKUP_FORMAT: &str = "trellis-metastore-backup";
+
+/// The version of the backup format this build writes; it reads this one.
+pub const BACKUP_VERSION: u32 = 1;
+
+/// One line of a backup.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum Line {
+    Header {
+        format: String,
+        version: u32,
+        /// The metastore format the records come from (see `format.rs`).
+        record_format: u32,
+        written_by: String,
+        /// Milliseconds since the Unix epoch.
+        created: i64,
+    },
+    Schema {
+        view_type: String,
+        checksum: String,
+    },
+    View {
+        view: String,
+        record: ViewRecord,
+    },
+    Run {
+        record: RunRecord,
+    },
+    Flow {
+        run: String,
+        view: String,
+        status: FlowStatus,
+    },
+    Event {
+        event: LoggedEvent,
+    },
+    Listener {
+        name: String,
+        record: ListenerRecord,
+    },
+    /// The sequence number the next event gets: the log may have been
+    /// trimmed to nothing, so it does not follow from the events.
+    NextSequence {
+        next: u64,
+    },
+    End {
+        records: u64,
+    },
+}
+
+fn backup_error(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::Backup(format!("{what}: {e}"))
+}
+
+impl Metastore {
+    /// Writes every record to `out` and returns how many there were.
+    pub fn backup(&self, out: &mut impl Write) -> Result<u64, Error> {
+        let mut records = 0u64;
+        let mut line = |line: &Line| -> Result<(), Error> {
+            serde_json::to_writer(&mut *out, line).map_err(|e| backup_error("writing the backup", e))?;
+            out.write_all(b"\n").map_err(|e| backup_error("writing the backup", e))
+        };
+        line(&Line::Header {
+            format: BACKUP_FORMAT.into(),
+            version: BACKUP_VERSION,
+            record_format: super::FORMAT,
+            written_by: format!("trellis {}", env!("CARGO_PKG_VERSION")),
+            created: chrono::Utc::now().timestamp_millis(),
+        })?;
+        for entry in self.schemas.iter() {
+            let (key, bytes) = entry?;
+            let view_type = String::from_utf8_lossy(&key).into_owned();
+            line(&Line::Schema { checksum: decode(&key, &bytes)?, view_type })?;
+            records += 1;
+        }
+        for entry in self.views.iter() {
+            let (key, bytes) = entry?;
+            line(&Line::View { view: String::from_utf8_lossy(&key).into_owned(), record: decode(&key, &bytes)? })?;
+            records += 1;
+        }
+        for entry in self.runs.iter() {
+            let (key, bytes) = entry?;
+            line(&Line::Run { record: decode(&key, &bytes)? })?;
+            records += 1;
+        }
+        for entry in self.flows.iter() {
+            let (key, bytes) = entry?;
+            let Some(split) = key.iter().position(|b| *b == 0) else {
+                return Err(Error::Corrupt {
+                    key: String::from_utf8_lossy(&key).into_owned(),
+                    reason: "a flow key without its run".into(),
+                });
+            };
+            let run = String::from_utf8_lossy(&key[..split]).into_owned();
+            let view = String::from_utf8_lossy(&key[split + 1..]).into_owned();
+            line(&Line::Flow { run, view, status: decode(&key, &bytes)? })?;
+            records += 1;
+        }
+        for entry in self.events.iter() {
+            let (key, bytes) = entry?;
+            let chunk: Vec<LoggedEvent> = decode(&key, &bytes)?;
+            for event in chunk {
+                line(&Line::Event { event })?;
+                records += 1;
+            }
+        }
+        for entry in self.listeners.iter() {
+            let (key, bytes) = entry?;
+            line(&Line::Listener { name: String::from_utf8_lossy(&key).into_owned(), record: decode(&key, &bytes)? })?;
+            records += 1;
+        }
+        line(&Line::NextSequence { next: self.next_sequence()? })?;
+        line(&Line::End { records })?;
+        out.flush().map_err(|e| backup_error("writing the backup", e))?;
+        Ok(records)
+    }
+}
+
+/// Restores a backup into `target`, which must not hold a metastore yet
+/// (absent, or an empty directory). Returns how many records it restored.
+/// Nothing appears at `target` unless all of them did.
+pub fn restore(input: impl BufRead, target: &Path) -> Result<u64, Error> {
+    let refuse = |reason: String| Error::Backup(reason);
+    if let Ok(mut entries) = std::fs::read_dir(target)
+        && entries.next().is_some()
+    {
+        return Err(refuse(format!(
+            "{} already holds a metastore; move it away first (restore never overwrites one)",
+            target.display()
+        )));
+    }
+    let parent = match target.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(parent).map_err(|e| backup_error(&format!("creating {}", parent.display()), e))?;
+    // Beside the target, so that the final rename stays on one filesystem.
+    let staging = tempfile::Builder::new()
+        .prefix(".metastore-restore-")
+        .tempdir_in(parent)
+        .map_err(|e| backup_error(&format!("creating a directory in {}", parent.display()), e))?;
+    let records = {
+        let store = Metastore::open(staging.path())?;
+        let records = fill(&store, input)?;
+        store.flush()?;
+        records
+    };
+    // The store is closed; sled's threads may hold its lock a moment
+    // longer, which does not keep the directory from being renamed.
+    if target.exists() {
+        std::fs::remove_dir(target).map_err(|e| backup_error(&format!("replacing {}", target.display()), e))?;
+    }
+    let staged = staging.keep();
+    std::fs::rename(&staged, target).map_err(|e| {
+        backup_error(&format!("moving the restored metastore from {} to {}", staged.display(), target.display()), e)
+    })?;
+    Ok(records)
+}
+
+/// Reads the backup's lines into an empty store.
+fn fill(store: &Metastore, input: impl BufRead) -> Result<u64, Error> {
+    let mut lines = input.lines().enumerate();
+    let at = |number: usize, reason: String| Error::Backup(format!("line {}: {reason}", number + 1));
+    match lines.next() {
+        None => return Err(Error::Backup("the backup is empty".into())),
+        Some((number, line)) => {
+            let line = line.map_err(|e| backup_error("reading the backup", e))?;
+            match serde_json::from_str::<Line>(&line) {
+                Ok(Line::Header { format, version, record_format, .. }) => {
+                    if format != BACKUP_FORMAT {
+                        return Err(at(number, format!("`{format}` is not a {BACKUP_FORMAT}")));
+                    }
+                    if version != BACKUP_VERSION || record_format != super::FORMAT {
+                        return Err(at(
+                            number,
+                            format!(
+                                "a backup of version {version} (records of format {record_format}); this trellis reads version {BACKUP_VERSION} (format {})",
+                                super::FORMAT
+                            ),
+                        ));
+                    }
+                }
+                _ => return Err(at(number, format!("not a {BACKUP_FORMAT} header"))),
+            }
+        }
+    }
+    let mut records = 0u64;
+    let mut pending: Vec<LoggedEvent> = Vec::new();
+    let mut batches = Batches::default();
+    let mut end = None;
+    for (number, line) in lines {
+        let line = line.map_err(|e| backup_error("reading the backup", e))?;
+        if end.is_some() {
+            return Err(at(number, "a line after the end".into()));
+        }
+        let parsed: Line = serde_json::from_str(&line).map_err(|e| at(number, e.to_string()))?;
+        match parsed {
+            Line::Header { .. } => return Err(at(number, "a second header".into())),
+            Line::Schema { view_type, checksum } => batches.schemas.insert(view_type.as_bytes(), encode(&checksum)),
+            Line::View { view, record } => batches.views.insert(view.as_bytes(), encode(&record)),
+            Line::Run { record } => batches.runs.insert(record.id.as_bytes(), encode(&record)),
+            Line::Flow { run, view, status } => batches.flows.insert(flow_key(&run, &view), encode(&status)),
+            Line::Event { event } => {
+                if pending.last().is_some_and(|last| event.sequence != last.sequence + 1) {
+                    batches.events_chunk(std::mem::take(&mut pending));
+                }
+                pending.push(event);
+                if pending.len() == EVENTS_PER_CHUNK {
+                    batches.events_chunk(std::mem::take(&mut pending));
+                }
+            }
+            Line::Listener { name, record } => batches.listeners.insert(name.as_bytes(), encode(&record)),
+            Line::NextSequence { next } => {
+                batches.next_sequence = Some(next);
+                continue;
+            }
+            Line::End { records } => {
+                end = Some((number, records));
+                continue;
+            }
+        }
+        records += 1;
+    }
+    match end {
+        None => return Err(Error::Backup("the backup ends without its last line: it was cut off".into())),
+        Some((number, counted)) if counted != records => {
+            return Err(at(number, format!("the backup counts {counted} records, it holds {records}")));
+        }
+        Some(_) => {}
+    }
+    batches.events_chunk(pending);
+    batches.apply(store)?;
+    Ok(records)
+}
+
+/// What a restore writes, per tree.
+#[derive(Default)]
+struct Batches {
+    schemas: sled::Batch,
+    views: sled::Batch,
+    runs: sled::Batch,
+    flows: sled::Batch,
+    events: sled::Batch,
+    listeners: sled::Batch,
+    next_sequence: Option<u64>,
+}
+
+impl Batches {
+    /// Consecutive events, stored as the log stores them: one chunk.
+    fn events_chunk(&mut self, chunk: Vec<LoggedEvent>) {
+        let Some(first) = chunk.first() else { return };
+        let stored: Vec<StoredEvent<'_>> =
+            chunk.iter().map(|e| StoredEvent { sequence: e.sequence, event: &e.event }).collect();
+        self.events.insert(&first.sequence.to_be_bytes(), encode(&stored));
+    }
+
+    fn apply(self, store: &Metastore) -> Result<(), Error> {
+        store.schemas.apply_batch(self.schemas)?;
+        store.views.apply_batch(self.views)?;
+        store.runs.apply_batch(self.runs)?;
+        store.flows.apply_batch(self.flows)?;
+        store.events.apply_batch(self.events)?;
+        store.listeners.apply_batch(self.listeners)?;
+        if let Some(next) = self.next_sequence {
+            store.meta.insert(SEQUENCE_KEY, &next.to_be_bytes())?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metastore::Commit;
+    use crate::metastore::fixtures::{event, materialized};
+    use crate::model::ViewState;
+
+    fn filled(dir: &Path) -> Metastore {
+        let store = Metastore::open(dir).unwrap();
+        store.register_schema("s.d/Daily", "c1").unwrap();
+        let many: Vec<_> = (0..300).map(|i| event(&format!("v{i}"), ViewState::Receive, ViewState::Waiting)).collect();
+        let run = RunRecord {
+            id: "r1".into(),
+            pattern: "s.d/Daily/2015/05/01".into(),
+            mode: "DEFAULT".into(),
+            started: 1,
+            finished: Some(2),
+            termination: None,
+            idle: 3,
+        };
+        store
+            .commit(&Commit {
+                views: vec![("s.d/Daily/2015/05/01".into(), materialized(7))],
+                events: many,
+                runs: vec![run],
+                flows: vec![("r1".into(), "s.d/Daily/2015/05/01".into(), FlowStatus::Successful)],
+            })
+            .unwrap();
+        store.truncate_events(10).unwrap();
+        store.put_listener("audit", &ListenerRecord { cursor: 12, delivered: 3, ..ListenerRecord::default() }).unwrap();
+        store
+    }
+
+    fn backup_of(store: &Metastore) -> Vec<u8> {
+        let mut out = Vec::new();
+        store.backup(&mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn a_restored_backup_holds_every_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let original = filled(&dir.path().join("original"));
+        let backup = backup_of(&original);
+        let text = String::from_utf8(backup.clone()).unwrap();
+        assert!(
+            text.starts_with(r#"{"kind":"header","format":"trellis-metastore-backup","version":1,"record_format":2,"#)
+        );
+        assert!(text.ends_with("{\"kind\":\"next_sequence\",\"next\":301}\n{\"kind\":\"end\",\"records\":296}\n"));
+        let target = dir.path().join("restored");
+        assert_eq!(restore(backup.as_slice(), &target).unwrap(), 296);
+        let restored = Metastore::open(&target).unwrap();
+        assert_eq!(restored.check().unwrap(), original.check().unwrap());
+        let again = String::from_utf8(backup_of(&restored)).unwrap();
+        assert!(again.lines().skip(1).eq(text.lines().skip(1)), "the same records, line by line, after the header");
+        assert_eq!(restored.schema_checksum("s.d/Daily").unwrap().as_deref(), Some("c1"));
+        assert_eq!(restored.events_from(0, 1000).unwrap(), original.events_from(0, 1000).unwrap());
+        assert_eq!(restored.first_sequence().unwrap(), 10);
+        assert_eq!(restored.next_sequence().unwrap(), 301);
+        assert_eq!(restored.flows("r1").unwrap(), original.flows("r1").unwrap());
+        assert_eq!(restored.listener("audit").unwrap(), original.listener("audit").unwrap());
+    }
+
+    #[test]
+    fn a_restore_refuses_a_metastore_in_place_and_a_cut_backup_leaving_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let original = filled(&dir.path().join("original"));
+        let backup = backup_of(&original);
+        let error = restore(backup.as_slice(), &dir.path().join("original")).unwrap_err().to_string();
+        assert!(
+            error.ends_with("already holds a metastore; move it away first (restore never overwrites one)"),
+            "{error}"
+        );
+        let cut = &backup[..backup.len() - 30];
+        let target = dir.path().join("restored");
+        let error = restore(cut, &target).unwrap_err().to_string();
+        assert!(error.starts_with("metastore backup: "), "{error}");
+        assert!(!target.exists(), "nothing half restored");
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(leftovers, ["original"], "and no staging directory left behind");
+        let other = String::from_utf8(backup).unwrap().replacen("\"version\":1", "\"version\":9", 1);
+        let error = restore(other.as_bytes(), &target).unwrap_err().to_string();
+        assert!(error.contains("a backup of version 9"), "{error}");
+    }
+}

@@ -1,0 +1,95 @@
+//! The metastore as an operator meets it, through real `trellis`
+//! processes: a damaged file refused at open with one line that says what
+//! to do, and `trellis metastore check|backup|restore`.
+
+use std::path::Path;
+
+use crate::support::{Daily, Run, run, trellis};
+
+const PATTERN: &str = "md.mart/Out/rymd(20150101-20150103)";
+
+fn trellis_in(dir: &Path, args: &[&str]) -> Run {
+    run(trellis().current_dir(dir).args(args))
+}
+
+fn materialized_project(dir: &Path) {
+    Daily::new("md", "concat", 3).part("x\n").write(dir);
+    let result = trellis_in(dir, &["materialize", "-v", PATTERN]);
+    assert_eq!(result.code, 0, "{}{}", result.stdout, result.stderr);
+}
+
+fn db_file(dir: &Path) -> std::path::PathBuf {
+    dir.join(".trellis/metastore/db")
+}
+
+#[test]
+fn a_zeroed_end_of_the_metastore_is_refused_at_open_by_every_command() {
+    let dir = tempfile::tempdir().unwrap();
+    materialized_project(dir.path());
+    // The probe's corruption: the last 4 KiB of sled's file zeroed, as a
+    // torn write at the end of the disk would leave it.
+    let file = db_file(dir.path());
+    let mut bytes = std::fs::read(&file).unwrap();
+    let tail = bytes.len() - 4096;
+    assert!(bytes[tail..].iter().any(|b| *b != 0), "the end of the file held data");
+    bytes[tail..].fill(0);
+    std::fs::write(&file, bytes).unwrap();
+    let metastore = dir.path().join(".trellis/metastore").display().to_string();
+    for args in [
+        &["views", "-v", PATTERN][..],
+        &["runs"],
+        &["materialize", "-v", PATTERN],
+        &["listeners"],
+        &["metastore", "check"],
+        &["metastore", "backup", "backup.jsonl"],
+    ] {
+        let result = trellis_in(dir.path(), args);
+        assert_eq!(result.code, 2, "{args:?}: {}{}", result.stdout, result.stderr);
+        let lines: Vec<&str> = result.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{args:?}: one line: {}", result.stderr);
+        assert!(lines[0].contains(&format!("the metastore in {metastore} is damaged (")), "{args:?}: {}", lines[0]);
+        assert!(
+            lines[0].ends_with(
+                "restore it from a backup (`trellis metastore restore FILE`) or move it away to start afresh"
+            ),
+            "{}",
+            lines[0]
+        );
+    }
+    assert!(!dir.path().join("backup.jsonl").exists(), "no backup of a damaged store");
+}
+
+#[test]
+fn a_backup_restored_holds_every_record_and_finds_everything_up_to_date() {
+    let dir = tempfile::tempdir().unwrap();
+    materialized_project(dir.path());
+    let healthy = trellis_in(dir.path(), &["metastore", "check"]);
+    assert_eq!(healthy.code, 0, "{}", healthy.stderr);
+    let metastore = dir.path().join(".trellis/metastore");
+    assert_eq!(
+        healthy.stdout,
+        format!(
+            "metastore in {}: healthy; 2 view types, 6 views, 1 runs, 6 flows, 18 events, 1 listeners\n",
+            metastore.display()
+        )
+    );
+    let runs_before = trellis_in(dir.path(), &["runs", "--json"]).stdout;
+    let backup = trellis_in(dir.path(), &["metastore", "backup", "backup.jsonl"]);
+    assert_eq!(backup.code, 0, "{}", backup.stderr);
+    assert!(backup.stdout.starts_with("backed up 34 records from "), "{}", backup.stdout);
+
+    // A restore never overwrites a metastore in place.
+    let refused = trellis_in(dir.path(), &["metastore", "restore", "backup.jsonl"]);
+    assert_eq!(refused.code, 2);
+    assert!(refused.stderr.contains("already holds a metastore; move it away first"), "{}", refused.stderr);
+
+    std::fs::rename(&metastore, dir.path().join("metastore.old")).unwrap();
+    let restored = trellis_in(dir.path(), &["metastore", "restore", "backup.jsonl"]);
+    assert_eq!(restored.code, 0, "{}", restored.stderr);
+    assert!(restored.stdout.starts_with("restored 34 records from backup.jsonl into "), "{}", restored.stdout);
+    assert_eq!(trellis_in(dir.path(), &["metastore", "check"]).stdout, healthy.stdout);
+    assert_eq!(trellis_in(dir.path(), &["runs", "--json"]).stdout, runs_before);
+    let again = trellis_in(dir.path(), &["materialize", "-v", PATTERN]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert!(again.stdout.contains("6 views: 6 idle"), "nothing to transform: {}", again.stdout);
+}
