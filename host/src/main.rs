@@ -5,6 +5,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = trellis::cli::Cli::parse();
     // `trellis views ... | head` must end quietly, as other Unix tools do,
