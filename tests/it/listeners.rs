@@ -255,6 +255,25 @@ fn a_listener_sleeping_past_its_deadline_is_restarted_and_the_event_dropped() {
 }
 
 #[test]
+fn materialize_says_how_far_behind_a_listener_is_at_its_end() {
+    // Every event sleeps 300 ms and the drain allows 1 s: it cannot catch up.
+    let (_temp, dir) = setup(&listener("fixture", "behaviour = \"sleep\", sleep_ms = 300", ""));
+    let toml = std::fs::read_to_string(dir.join("trellis.toml")).unwrap();
+    std::fs::write(dir.join("trellis.toml"), toml.replace("drain = \"60s\"", "drain = \"1s\"")).unwrap();
+    let result = materialize(&dir);
+    let behind = status(&dir, "fixture")["behind"].as_u64().unwrap();
+    assert!(behind > 0, "it kept up after all");
+    assert!(
+        result.stderr.contains(&format!(
+            "listener fixture: {behind} events behind, which it receives from its cursor next time\n"
+        )),
+        "{}",
+        result.stderr
+    );
+    assert!(!result.stderr.contains("caught up"), "{}", result.stderr);
+}
+
+#[test]
 fn listeners_that_cannot_be_instantiated_are_skipped_and_shown() {
     let listeners = [
         "\n[[listener]]\nname = \"no-file\"\nplugin = \"missing\"\n",

@@ -31,6 +31,7 @@ pub mod supervise;
 mod supervisor;
 mod thread;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,6 +62,23 @@ pub struct Listeners {
     cursors: Vec<(String, watch::Receiver<CursorState>)>,
     threads: Vec<std::thread::JoinHandle<()>>,
     store: Arc<Metastore>,
+    /// Each listener's restarts as its record said when it started.
+    restarts_at_start: HashMap<String, u32>,
+}
+
+/// Where one listener stands when a command ends: how far behind the log,
+/// and how often it was restarted while the command ran (each restart
+/// dropped or replayed an event).
+#[derive(Debug, Clone)]
+pub struct Lag {
+    pub name: String,
+    /// `None` for the built-in monitor.
+    pub plugin: Option<String>,
+    pub state: State,
+    /// Events in the log it has not received.
+    pub behind: u64,
+    /// Restarts while these listeners ran.
+    pub restarts: u32,
 }
 
 impl Listeners {
@@ -71,9 +89,11 @@ impl Listeners {
         let (shutdown, shutdown_rx) = watch::channel(false);
         let mut supervisors = Vec::new();
         let mut cursors = Vec::new();
+        let mut restarts_at_start = HashMap::new();
         for (name, decl) in status::declared(catalog) {
             let (supervisor, cursor) =
                 Supervisor::new(name.clone(), decl, catalog, plugins, store.clone(), shutdown_rx.clone())?;
+            restarts_at_start.insert(name.clone(), supervisor.restarts());
             cursors.push((name, cursor));
             supervisors.push(supervisor);
         }
@@ -85,7 +105,7 @@ impl Listeners {
         }
         let retention = Retention::new(catalog, store.clone());
         threads.push(spawn_thread("listener log retention", retention.run(shutdown_rx))?);
-        Ok(Listeners { shutdown, cursors, threads, store })
+        Ok(Listeners { shutdown, cursors, threads, store, restarts_at_start })
     }
 
     /// Waits until every running listener has received every event logged
@@ -126,6 +146,24 @@ impl Listeners {
                 .max()
                 .unwrap_or(0)
         }
+    }
+
+    /// Shuts the listeners down (see [`Listeners::shutdown`]) and tells
+    /// where each stands, from the records they stored last.
+    pub async fn close(self, catalog: &Catalog) -> Result<Vec<Lag>, Error> {
+        let store = self.store.clone();
+        let restarts_at_start = self.restarts_at_start.clone();
+        self.shutdown().await;
+        Ok(status(catalog, &store)?
+            .into_iter()
+            .map(|status| Lag {
+                restarts: status.restarts.saturating_sub(restarts_at_start.get(&status.name).copied().unwrap_or(0)),
+                name: status.name,
+                plugin: status.plugin,
+                state: status.state,
+                behind: status.behind,
+            })
+            .collect())
     }
 
     /// Stops the listeners after the event each is delivering, stores their

@@ -137,6 +137,11 @@ impl Supervisor {
         &self.name
     }
 
+    /// Its restarts so far, as its record says.
+    pub(super) fn restarts(&self) -> u32 {
+        self.record.restarts
+    }
+
     pub(super) async fn run(mut self) {
         if let Err(e) = self.supervise().await {
             tracing::error!(listener = %self.name, "listener stopped: {e}");
@@ -194,6 +199,11 @@ impl Supervisor {
                 }
             }
             for event in &events {
+                // A shutdown takes effect after the event being delivered,
+                // not after the page.
+                if *self.shutdown.borrow() {
+                    break;
+                }
                 match instance.deliver(&listener_event(event)).await {
                     Ok(()) => {
                         self.record.delivered += 1;
