@@ -1,8 +1,11 @@
 //! The runtime's own guarantees: the compile cache, refusing non-plugins,
 //! worlds, configuration checks, checksums and listener instances.
 
+use std::time::Duration;
+
 use trellis::runtime::{
-    ChecksumRequest, Error, FailureKind, ListenerEvent, Provenance, Runtime, RuntimeOptions, ViewState, World,
+    CPU_WALL_CEILING, ChecksumRequest, Clock, Error, FailureKind, Limits, ListenerEvent, Provenance, Runtime,
+    RuntimeOptions, ViewState, World,
 };
 
 use crate::support::{load, plugin_path, request, runtime};
@@ -284,4 +287,62 @@ async fn concat_never_joins_lines_of_different_files_and_keeps_one_header() {
     let report = concat.transform(&request(&[("orders", &input)], &out, &config)).await.unwrap();
     assert!(report.result.is_ok(), "{:?}", report.result);
     assert_eq!(std::fs::read_to_string(out.join("all.csv")).unwrap(), "shop,amount\nS1,1\nS2,2\n");
+}
+
+/// The `hostile_listener` fixture with a deadline of `deadline`, started
+/// with `config`, and its state directory.
+async fn hostile_listener(
+    deadline: Duration,
+    config: &[(&str, &str)],
+) -> (trellis::runtime::ListenerInstance, tempfile::TempDir) {
+    let plugin = load("hostile_listener").await;
+    let plugin = plugin.with_limits(Limits { deadline, ..plugin.limits() });
+    let state = tempfile::tempdir().unwrap();
+    let config: Vec<(String, String)> = config.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let (listener, started) = plugin.start_listener(&config, Some(state.path())).await.unwrap();
+    assert!(started.result.is_ok(), "{:?}", started.result);
+    (listener, state)
+}
+
+#[tokio::test]
+async fn a_listener_waiting_past_its_deadline_without_using_cpu_is_not_stopped() {
+    // A sleep is a host-side wait, as is waiting for a CPU on a busy machine.
+    let deadline = Duration::from_millis(200);
+    let (mut listener, _state) = hostile_listener(deadline, &[("behaviour", "sleep"), ("sleep_ms", "600")]).await;
+    let report = listener.on_event(&transition(1, "v", ViewState::Receive, ViewState::Waiting)).await;
+    assert_eq!(report.result, Ok(()));
+    assert_eq!(load("hostile_listener").await.limits().clock, Clock::Cpu, "listeners' deadlines count CPU time");
+    assert!(report.elapsed >= Duration::from_millis(600), "{:?}", report.elapsed);
+    assert!(report.cpu < deadline, "it slept, yet used {:?} of CPU", report.cpu);
+    assert!(listener.is_alive());
+}
+
+#[tokio::test]
+async fn a_listener_spinning_past_its_cpu_time_deadline_is_stopped() {
+    let deadline = Duration::from_millis(200);
+    let (mut listener, _state) = hostile_listener(deadline, &[("behaviour", "spin")]).await;
+    let report = listener.on_event(&transition(1, "v", ViewState::Receive, ViewState::Waiting)).await;
+    let failure = report.result.unwrap_err();
+    assert_eq!((failure.kind, failure.message.as_str()), (FailureKind::Timeout, "CPU-time deadline of 200ms exceeded"));
+    // Interrupted at the first epoch tick past it (every 10 ms of wall-clock time).
+    assert!(report.cpu >= deadline && report.cpu < deadline * 3, "{:?}", report.cpu);
+    assert!(!listener.is_alive());
+}
+
+#[tokio::test]
+async fn a_listener_blocked_past_its_wall_clock_ceiling_is_abandoned() {
+    // The ceiling is CPU_WALL_CEILING times the deadline: 1.2 s here.
+    let deadline = Duration::from_millis(20);
+    let (mut listener, _state) = hostile_listener(deadline, &[("behaviour", "sleep"), ("sleep_ms", "60000")]).await;
+    let report = listener.on_event(&transition(1, "v", ViewState::Receive, ViewState::Waiting)).await;
+    let failure = report.result.unwrap_err();
+    assert_eq!(failure.kind, FailureKind::Timeout);
+    assert_eq!(
+        failure.message,
+        format!(
+            "took more than 1.2s of wall-clock time ({CPU_WALL_CEILING} times its CPU-time deadline of 20ms), \
+             blocked in a host call"
+        )
+    );
+    assert!(report.elapsed < Duration::from_secs(10), "{:?}", report.elapsed);
 }

@@ -10,7 +10,8 @@
 //!   in log order, and therefore in order per view. (A cursor written but
 //!   not yet flushed when the host dies only repeats events.)
 //! - Failures follow seed 000 (see [`supervise`]): a fatal error, a trap or
-//!   a missed deadline restarts the listener and drops the event; a
+//!   a missed deadline (of the CPU time its call used) restarts the
+//!   listener and drops the event; a
 //!   retryable error restarts it and replays the latest event of every view
 //!   first, the failed one included; restarts beyond `max_retries` disable
 //!   it, with the reason stored.

@@ -24,9 +24,10 @@ pub(super) fn spawn_thread(
 
 /// Listeners run at the lowest CPU priority (nice 19, per thread on
 /// Linux): on a busy machine they get little CPU and fall behind instead of
-/// slowing scheduling, yet they still get some, so that a listener's
-/// wall-clock deadline is not missed merely because transformations are
-/// busy (SCHED_IDLE would starve them outright). Elsewhere, or if refused,
+/// slowing scheduling. Their deadline counts the CPU time they use, so
+/// waiting for a CPU fails none of them; yet they still get some CPU and
+/// so catch up, which SCHED_IDLE would not promise (and a listener starved
+/// outright would reach its wall-clock ceiling). Elsewhere, or if refused,
 /// they run as usual.
 fn lower_priority() {
     #[cfg(target_os = "linux")]
