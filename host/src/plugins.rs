@@ -83,7 +83,7 @@ impl Plugins {
     fn check(&self, catalog: &Catalog, described: &HashMap<&str, Result<PluginInfo, String>>) -> Vec<Diagnostic> {
         let mut problems = Vec::new();
         for view_type in catalog.types() {
-            let Transformation::Plugin { plugin, config, checksum } = &view_type.transformation else { continue };
+            let Transformation::Plugin { plugin, config, checksum, .. } = &view_type.transformation else { continue };
             let problem = |message: String| Diagnostic {
                 line: Some(view_type.line),
                 message: format!("view type {}: {message}", view_type.name),
@@ -174,7 +174,7 @@ impl Plugins {
         if let Some(version) = &view_type.version {
             return Ok(hash(&["version", version]));
         }
-        let Transformation::Plugin { plugin, config, checksum } = &view_type.transformation else {
+        let Transformation::Plugin { plugin, config, checksum, .. } = &view_type.transformation else {
             return Ok("external".into());
         };
         let mut canonical: Vec<(String, String)> =

@@ -27,6 +27,8 @@ pub enum FailureKind {
     Fatal,
     /// The deadline passed.
     Timeout,
+    /// The output grew past its cap of bytes or entries.
+    OutputTooLarge,
     /// The memory cap was hit.
     MemoryExhausted,
     /// The plugin panicked.
@@ -49,11 +51,17 @@ impl Failure {
     }
 
     /// Whether trying again may help: traps and timeouts may be transient,
-    /// declared retryable failures are; fatal and malformed results are not.
+    /// declared retryable failures are; fatal and malformed results are
+    /// not, and neither is an output over its cap, which would only fill
+    /// the disk again.
     pub fn is_retryable(&self) -> bool {
         !matches!(
             self.kind,
-            FailureKind::Fatal | FailureKind::MalformedResult | FailureKind::Instantiation | FailureKind::Unsupported
+            FailureKind::Fatal
+                | FailureKind::MalformedResult
+                | FailureKind::Instantiation
+                | FailureKind::Unsupported
+                | FailureKind::OutputTooLarge
         )
     }
 }
@@ -81,6 +89,9 @@ pub struct CallReport<T> {
 pub(super) enum Phase {
     Instantiate(wasmtime::Error),
     Call(wasmtime::Error),
+    /// The host stopped the call for a reason of its own (its output grew
+    /// past the cap).
+    Stopped(Failure),
 }
 
 /// Makes one call of the guest in `store` and reports it. The store's
@@ -177,6 +188,7 @@ fn classify(sandbox: &Sandbox, limits: Limits, phase: Phase) -> Failure {
     let (error, instantiating) = match phase {
         Phase::Instantiate(error) => (error, true),
         Phase::Call(error) => (error, false),
+        Phase::Stopped(failure) => return failure,
     };
     if let Some(trap) = error.downcast_ref::<Trap>() {
         return match trap {

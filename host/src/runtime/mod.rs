@@ -38,6 +38,7 @@ pub use engine::{POOL_SLOTS, Runtime, RuntimeOptions};
 pub use failure::{CallReport, Failure, FailureKind};
 pub use limits::{CPU_WALL_CEILING, Clock, Limits};
 pub use listener::{ListenerEvent, ListenerInstance};
+pub use output::OutputLimit;
 pub use plugin::{Plugin, World};
 pub use sandbox::{GUEST_OUTPUT, GUEST_STATE, guest_input};
 pub use transform::{TransformInput, TransformOutcome, TransformRequest};
