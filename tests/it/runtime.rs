@@ -1,12 +1,12 @@
 //! The runtime's own guarantees: the compile cache, refusing non-plugins,
 //! worlds, configuration checks, checksums and listener instances.
 
-use std::time::Duration;
-
 use trellis::runtime::{
     CPU_WALL_CEILING, ChecksumRequest, Clock, Error, FailureKind, Limits, ListenerEvent, Provenance, Runtime,
-    RuntimeOptions, ViewState, World,
+    RuntimeOptions, TransformOutcome, ViewState, World,
 };
+
+use std::time::{Duration, Instant};
 
 use crate::support::{load, plugin_path, request, runtime};
 
@@ -345,4 +345,55 @@ async fn a_listener_blocked_past_its_wall_clock_ceiling_is_abandoned() {
         )
     );
     assert!(report.elapsed < Duration::from_secs(10), "{:?}", report.elapsed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_wait_for_the_memory_budget_instead_of_exceeding_it() {
+    const MIB: usize = 1 << 20;
+    // Room for two caps of 64 MiB, not three.
+    let runtime = runtime().with_memory_budget(160 * MIB);
+    let hog = runtime.load_file(&plugin_path("hostile_memory_hog")).await.unwrap();
+    let hog = hog.with_limits(Limits { memory: 64 * MIB, ..hog.limits() });
+    let dir = tempfile::tempdir().unwrap();
+    let gate = dir.path().join("gate");
+    std::fs::create_dir_all(&gate).unwrap();
+    let outputs: Vec<std::path::PathBuf> = (0..4).map(|n| dir.path().join(format!("out{n}"))).collect();
+    let mut calls = Vec::new();
+    for out in &outputs {
+        std::fs::create_dir_all(out).unwrap();
+        let request = request(&[("gate", &gate)], out, &[("mib", "48"), ("gate", "GO")]);
+        let hog = hog.clone();
+        calls.push(tokio::spawn(async move { hog.transform(&request).await.unwrap() }));
+    }
+    // Each call that has its store takes 48 MiB, says so, and holds it
+    // until the gate opens.
+    let holding = || outputs.iter().filter(|out| out.join("holding").exists()).count();
+    let budget = hog.memory_budget();
+    let waited = Instant::now();
+    while !(budget.usage().waiting == 2 && holding() == 2) {
+        assert!(waited.elapsed() < Duration::from_secs(60), "never 2 running, 2 waiting: {:?}", budget.usage());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let usage = budget.usage();
+    assert_eq!((usage.budget, usage.reserved), (160 * MIB, 128 * MIB), "{usage:?}");
+
+    std::fs::write(gate.join("GO"), "").unwrap();
+    for call in calls {
+        let report = call.await.unwrap();
+        assert_eq!(report.result, Ok(TransformOutcome::Data { counters: vec![("mib".into(), 48)] }));
+        assert!(report.peak_memory >= 48 * MIB, "{}", report.peak_memory);
+    }
+    assert_eq!(holding(), 4);
+    let usage = budget.usage();
+    assert_eq!((usage.reserved, usage.waiting), (0, 0), "{usage:?}");
+    assert!(usage.peak_reserved <= 160 * MIB, "{usage:?}");
+}
+
+#[tokio::test]
+async fn a_plugin_whose_cap_exceeds_the_memory_budget_is_refused_not_left_waiting() {
+    let runtime = runtime().with_memory_budget(100 << 20);
+    let trivial = runtime.load_file(&plugin_path("trivial")).await.unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let error = trivial.transform(&request(&[], out.path(), &[])).await.err().unwrap();
+    assert_eq!(error.to_string(), "trivial's memory cap of 512 MiB exceeds the memory budget of 100 MiB");
 }

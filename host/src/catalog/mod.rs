@@ -83,6 +83,9 @@ pub struct Settings {
     pub concurrency: usize,
     pub deadline: Option<Duration>,
     pub memory_mib: Option<usize>,
+    /// What the memory caps of all plugin calls alive at once may add up
+    /// to, in MiB; `None` is the runtime's default (half the machine's memory).
+    pub memory_budget_mib: Option<usize>,
     /// `[defaults] output_mib` and `output_entries`: each transformation's
     /// output cap unless its view type sets its own.
     pub output: OutputCap,

@@ -342,9 +342,9 @@ fn print_plan(lines: &[(String, String)], json: bool) -> anyhow::Result<Status> 
     Ok(Status::Success)
 }
 
-/// `trellis transformations`: what a server is transforming now and the
-/// permits in use. Only a server has anything to show: an embedded
-/// materialize shows its progress itself.
+/// `trellis transformations`: what a server is transforming now, the
+/// permits in use and the memory reserved from its budget. Only a server
+/// has anything to show: an embedded materialize shows its progress itself.
 pub(super) async fn transformations(args: &TransformationsArgs, server: Option<&Server>) -> anyhow::Result<Status> {
     let Some(server) = server else {
         anyhow::bail!(
@@ -373,6 +373,17 @@ pub(super) async fn transformations(args: &TransformationsArgs, server: Option<&
             plugin => format!("{plugin} {} of {}", p.in_use, p.limit),
         })
         .collect();
+    let memory = &now.memory;
+    let waiting = match memory.waiting {
+        0 => String::new(),
+        n => format!(", {n} call{} waiting for memory", if n == 1 { "" } else { "s" }),
+    };
+    println!(
+        "memory reserved: {} of a budget of {} MiB (peak {} MiB){waiting}",
+        memory.reserved_bytes >> 20,
+        memory.budget_bytes >> 20,
+        memory.peak_reserved_bytes >> 20
+    );
     if !permits.is_empty() {
         println!("permits in use: {}", permits.join(", "));
     }

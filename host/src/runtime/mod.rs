@@ -16,6 +16,7 @@
 //!   carries directories and strings, already resolved.
 
 mod bindings;
+mod budget;
 mod cache;
 mod capture;
 mod checksum;
@@ -30,6 +31,7 @@ mod plugin;
 mod sandbox;
 mod transform;
 
+pub use budget::{BudgetUsage, MemoryBudget, default_memory_budget};
 pub use cache::Provenance;
 pub use capture::Captured;
 pub use checksum::ChecksumRequest;
@@ -61,4 +63,6 @@ pub enum Error {
     Grant { path: PathBuf, reason: String },
     #[error("cannot start the WebAssembly engine: {0}")]
     Engine(String),
+    #[error("{name}'s memory cap of {} MiB exceeds the memory budget of {} MiB", memory >> 20, budget >> 20)]
+    OverBudget { name: String, memory: usize, budget: usize },
 }

@@ -1,7 +1,8 @@
 //! The state of one plugin store: WASI restricted to what the call was
 //! granted (the grants, where the guest sees them, and the refusal of
-//! overlapping ones), the memory limiter, the deadline (of wall-clock or of
-//! CPU time), captured output, and the `host` interface that plugins import.
+//! overlapping ones), the memory limiter and the store's reservation from
+//! the memory budget, the deadline (of wall-clock or of CPU time), captured
+//! output, and the `host` interface that plugins import.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::Error;
 use super::bindings::{LogLevel, host};
+use super::budget::Reservation;
 use super::capture::{CaptureStream, Captured};
 use super::cpu::CpuMeter;
 use super::limits::{CAPTURE_LIMIT, Clock, Limits, MemoryLimiter};
@@ -93,6 +95,8 @@ pub(crate) struct Sandbox {
     stderr: CaptureStream,
     /// Held for the store's life: one of the runtime's store slots.
     _slot: OwnedSemaphorePermit,
+    /// Held for the store's life: its memory cap, reserved from the budget.
+    _memory: Reservation,
 }
 
 /// The deadline of the call in progress.
@@ -113,6 +117,7 @@ impl Sandbox {
         limits: Limits,
         deterministic: bool,
         slot: OwnedSemaphorePermit,
+        memory: Reservation,
     ) -> Result<Store<Sandbox>, Error> {
         let stdout = CaptureStream::new(CAPTURE_LIMIT);
         let stderr = CaptureStream::new(CAPTURE_LIMIT);
@@ -149,6 +154,7 @@ impl Sandbox {
             stdout,
             stderr,
             _slot: slot,
+            _memory: memory,
         };
         let mut store = Store::new(engine, sandbox);
         store.limiter(|sandbox| &mut sandbox.limiter);

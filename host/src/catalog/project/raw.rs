@@ -98,6 +98,7 @@ pub(super) struct RawDefaults {
     pub(super) concurrency: Option<usize>,
     pub(super) deadline: Option<Spanned<String>>,
     pub(super) memory_mib: Option<usize>,
+    pub(super) memory_budget_mib: Option<Spanned<u64>>,
     pub(super) output_mib: Option<Spanned<u64>>,
     pub(super) output_entries: Option<Spanned<u64>>,
 }

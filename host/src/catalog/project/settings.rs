@@ -54,6 +54,13 @@ impl Checker<'_> {
                 OutputCap::default()
             }
         };
+        let memory_budget_mib = match &defaults.memory_budget_mib {
+            Some(mib) if *mib.get_ref() == 0 => {
+                self.error(mib.span().start, "defaults.memory_budget_mib must be at least 1");
+                None
+            }
+            mib => mib.as_ref().map(|mib| *mib.get_ref()),
+        };
         let declared = &raw.project;
         let settings = Settings {
             events,
@@ -68,6 +75,7 @@ impl Checker<'_> {
             concurrency: raw.defaults.concurrency.unwrap_or(4).max(1),
             deadline,
             memory_mib: raw.defaults.memory_mib,
+            memory_budget_mib: memory_budget_mib.map(|mib| usize::try_from(mib).unwrap_or(usize::MAX)),
             output,
         };
         if root.starts_with(&settings.storage) || settings.metastore.starts_with(&settings.storage) {
