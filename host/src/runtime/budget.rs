@@ -34,7 +34,7 @@ struct BudgetInner {
 }
 
 /// How a budget is used, as `GET /transformations` shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BudgetUsage {
     /// Bytes.
     pub budget: usize,
@@ -108,11 +108,7 @@ impl MemoryBudget {
         let permit = match inner.semaphore.clone().try_acquire_many_owned(permits) {
             Ok(permit) => permit,
             Err(_) => {
-                inner.waiting.fetch_add(1, Ordering::Relaxed);
-                // Counted down however the wait ends, a canceled call included.
-                let _waiting = scopeguard(|| {
-                    inner.waiting.fetch_sub(1, Ordering::Relaxed);
-                });
+                let _waiting = Waiting::count(&inner.waiting);
                 inner
                     .semaphore
                     .clone()
@@ -131,17 +127,21 @@ fn units_of(bytes: usize) -> usize {
     bytes.div_ceil(UNIT).max(1)
 }
 
-/// Runs `f` when dropped.
-fn scopeguard(f: impl FnOnce()) -> impl Drop {
-    struct Guard<F: FnOnce()>(Option<F>);
-    impl<F: FnOnce()> Drop for Guard<F> {
-        fn drop(&mut self) {
-            if let Some(f) = self.0.take() {
-                f();
-            }
-        }
+/// One call counted as waiting while this lives: counted down however the
+/// wait ends, a canceled call's included.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn count(waiting: &'a AtomicUsize) -> Waiting<'a> {
+        waiting.fetch_add(1, Ordering::Relaxed);
+        Waiting(waiting)
     }
-    Guard(Some(f))
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// The default budget: half the memory this process may use (the machine's,

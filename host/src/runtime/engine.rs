@@ -144,11 +144,6 @@ impl Runtime {
         &self.budget
     }
 
-    /// How many stores are alive, across every budget of this engine.
-    pub fn live_stores(&self) -> usize {
-        POOL_SLOTS as usize - self.inner.stores.available_permits()
-    }
-
     /// Loads the plugin in `path`, named after its file stem.
     pub async fn load_file(&self, path: &Path) -> Result<Plugin, Error> {
         let bytes = tokio::fs::read(path).await.map_err(|source| Error::Read { path: path.to_path_buf(), source })?;
