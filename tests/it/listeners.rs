@@ -456,3 +456,66 @@ fn the_stats_listener_counts_states_and_transformation_durations() {
     assert_eq!(stats["transformations"]["count"], per_state["transforming"], "{stats}");
     assert!(per_state["transforming"] >= 4, "the four outputs were transformed");
 }
+
+/// The nice value of each thread of this process named `name` (as the
+/// kernel keeps it: its first 15 bytes).
+fn nice_of_threads(name: &str) -> Vec<i64> {
+    let name: String = name.chars().take(15).collect();
+    let mut nice = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim_end() != name {
+            continue;
+        }
+        // Fields after the parenthesized name: state is the first, nice the 17th.
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else { continue };
+        let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+        nice.push(after_name.split(' ').nth(16).unwrap().parse().unwrap());
+    }
+    nice
+}
+
+/// Waits (a timeout only turns a hang into a failure) until `done` holds.
+fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(Instant::now() < deadline, "waited a minute for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_drain_moves_listeners_from_nice_19_to_the_callers_priority() {
+    // While scheduling may need the CPU, a listener runs at nice 19; the
+    // drain at a command's end, when scheduling is done, lets it catch up
+    // at the caller's priority, so that busy processes beside it do not
+    // starve it through the drain. Its instance goes with it: no restart.
+    let (_temp, dir) = setup(&listener("prio-moved", "behaviour = \"sleep\", sleep_ms = 50", ""));
+    let catalog = std::sync::Arc::new(trellis::catalog::load(&dir).unwrap());
+    let plugins = std::sync::Arc::new(trellis::plugins::Plugins::load(crate::support::runtime(), &catalog).await);
+    let mut scheduler = trellis::scheduler::Scheduler::open(catalog.clone(), plugins.clone()).await.unwrap();
+    let mut listeners = trellis::listeners::Listeners::start(&catalog, &plugins, scheduler.metastore()).await.unwrap();
+    let summary = scheduler.materialize(&pattern(DAYS), trellis::scheduler::Mode::Default).await.unwrap();
+    assert!(summary.failures.is_empty(), "{summary:?}");
+    let thread = "listener prio-moved";
+    eventually("the listener at nice 19", || nice_of_threads(thread) == [19]);
+
+    let caller: i64 = {
+        let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+        stat[stat.rfind(')').unwrap() + 2..].split(' ').nth(16).unwrap().parse().unwrap()
+    };
+    assert_ne!(caller, 19);
+    // 50 ms per event and about 30 events: still behind after 200 ms.
+    let behind = listeners.drain(Duration::from_millis(200)).await.unwrap();
+    assert_eq!(behind, ["prio-moved"]);
+    // The thread it left ends; it goes on on the new one.
+    eventually("the listener on one thread at the caller's priority", || nice_of_threads(thread) == [caller]);
+    let lags = listeners.drain(Duration::from_secs(60)).await.unwrap();
+    assert!(lags.is_empty(), "{lags:?}");
+    let lags = listeners.close(&catalog).await.unwrap();
+    let moved = lags.iter().find(|lag| lag.name == "prio-moved").unwrap();
+    assert_eq!((moved.behind, moved.restarts), (0, 0), "{moved:?}");
+    drop(scheduler);
+    let starts = received(&dir, "prio-moved").iter().filter(|r| **r == Received::Start).count();
+    assert_eq!(starts, 1, "the instance moved with it, it was not started again");
+}

@@ -2,7 +2,8 @@
 //! built-in monitor and each `[[listener]]` plugin) reads the metastore's
 //! event log from its own persisted cursor, on a thread of its own at the
 //! lowest CPU priority, so that a slow, stuck or failing listener only falls
-//! behind.
+//! behind; the drain at a command's end, when scheduling is done, moves
+//! each to a thread at the caller's priority to catch up.
 //!
 //! Invariants:
 //! - A cursor is stored only once every event before it was delivered or
@@ -37,15 +38,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 use crate::catalog::Catalog;
 use crate::metastore::{self, Metastore};
 use crate::plugins::Plugins;
 use retention::Retention;
 pub use status::{State, Status, enable, status};
-use supervisor::{CursorState, Supervisor};
-use thread::spawn_thread;
+use supervisor::{CursorState, Parked, Supervisor};
+use thread::{Priority, spawn_thread};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -63,6 +64,10 @@ pub struct Listeners {
     cursors: Vec<(String, watch::Receiver<CursorState>)>,
     threads: Vec<std::thread::JoinHandle<()>>,
     store: Arc<Metastore>,
+    /// Asks every listener to park between two events, for the drain.
+    handoff: watch::Sender<bool>,
+    /// Where each listener's supervisor arrives once parked, until the drain takes them.
+    parked: Vec<(String, oneshot::Receiver<Parked>)>,
     /// Each listener's restarts as its record said when it started.
     restarts_at_start: HashMap<String, u32>,
 }
@@ -88,12 +93,20 @@ impl Listeners {
     /// unavailable and skipped; scheduling goes on regardless.
     pub async fn start(catalog: &Catalog, plugins: &Plugins, store: Arc<Metastore>) -> Result<Listeners, Error> {
         let (shutdown, shutdown_rx) = watch::channel(false);
+        let (handoff, handoff_rx) = watch::channel(false);
         let mut supervisors = Vec::new();
         let mut cursors = Vec::new();
         let mut restarts_at_start = HashMap::new();
         for (name, decl) in status::declared(catalog) {
-            let (supervisor, cursor) =
-                Supervisor::new(name.clone(), decl, catalog, plugins, store.clone(), shutdown_rx.clone())?;
+            let (supervisor, cursor) = Supervisor::new(
+                name.clone(),
+                decl,
+                catalog,
+                plugins,
+                store.clone(),
+                shutdown_rx.clone(),
+                handoff_rx.clone(),
+            )?;
             restarts_at_start.insert(name.clone(), supervisor.restarts());
             cursors.push((name, cursor));
             supervisors.push(supervisor);
@@ -101,24 +114,59 @@ impl Listeners {
         // A thread each: a listener busy computing never eats into another
         // one's deadlines.
         let mut threads = Vec::new();
+        let mut parked = Vec::new();
         for supervisor in supervisors {
-            threads.push(spawn_thread(&format!("listener {}", supervisor.name()), supervisor.run())?);
+            let name = supervisor.name().to_string();
+            let (hand_over, taken_over) = oneshot::channel();
+            let task = async move {
+                if let Some(supervisor) = supervisor.run().await {
+                    // Nobody took it over (the drain's time ran out first):
+                    // it goes on here.
+                    if let Err(supervisor) = hand_over.send(supervisor) {
+                        supervisor.resume().await;
+                    }
+                }
+            };
+            threads.push(spawn_thread(&format!("listener {name}"), Priority::Lowest, task)?);
+            parked.push((name, taken_over));
         }
         let retention = Retention::new(catalog, store.clone());
-        threads.push(spawn_thread("listener log retention", retention.run(shutdown_rx))?);
-        Ok(Listeners { shutdown, cursors, threads, store, restarts_at_start })
+        threads.push(spawn_thread("listener log retention", Priority::Lowest, retention.run(shutdown_rx))?);
+        Ok(Listeners { shutdown, cursors, threads, store, handoff, parked, restarts_at_start })
     }
 
     /// Waits until every running listener has received every event logged
     /// so far, or `timeout` passed. Returns the listeners still behind.
+    ///
+    /// It is for the end of a command, when scheduling is done: first each
+    /// listener parks after the event it is delivering and goes on on a new
+    /// thread at the caller's priority, no longer at nice 19 (which cannot
+    /// be undone without privileges), so that CPU-bound processes beside it
+    /// do not starve it through the drain.
     pub async fn drain(&mut self, timeout: Duration) -> Result<Vec<String>, Error> {
+        let deadline = tokio::time::Instant::now() + timeout;
         let target = self.store.next_sequence()?;
+        let _ = self.handoff.send(true);
+        let parked = std::mem::take(&mut self.parked);
+        let threads = &mut self.threads;
+        let move_over = async {
+            for (name, taken_over) in parked {
+                // A listener that stopped (disabled, unavailable) sends nothing.
+                if let Ok(supervisor) = taken_over.await {
+                    threads.push(spawn_thread(&format!("listener {name}"), Priority::Caller, supervisor.resume())?);
+                }
+            }
+            Ok::<(), Error>(())
+        };
+        if let Ok(moved) = tokio::time::timeout_at(deadline, move_over).await {
+            moved?;
+        }
         let wait = async {
             for (_, cursor) in &mut self.cursors {
                 let _ = cursor.wait_for(|c| c.stopped || c.cursor >= target).await;
             }
         };
-        let _ = tokio::time::timeout(timeout, wait).await;
+        let _ = tokio::time::timeout_at(deadline, wait).await;
         Ok(self
             .cursors
             .iter()
