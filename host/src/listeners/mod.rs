@@ -38,6 +38,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use tokio::sync::{oneshot, watch};
 
 use crate::catalog::Catalog;
@@ -147,19 +149,35 @@ impl Listeners {
         let deadline = tokio::time::Instant::now() + timeout;
         let target = self.store.next_sequence()?;
         let _ = self.handoff.send(true);
-        let parked = std::mem::take(&mut self.parked);
+        let mut parked = std::mem::take(&mut self.parked);
         let threads = &mut self.threads;
-        let move_over = async {
-            for (name, taken_over) in parked {
+        let move_over = |name: &str, supervisor: Parked, threads: &mut Vec<_>| {
+            threads.push(spawn_thread(&format!("listener {name}"), Priority::Caller, supervisor.resume())?);
+            Ok::<(), Error>(())
+        };
+        // Each as it parks: one in a restart's backoff holds up no other.
+        let moving = async {
+            let mut arriving: FuturesUnordered<_> =
+                parked.iter_mut().map(|(name, taken_over)| async move { (name.clone(), taken_over.await) }).collect();
+            while let Some((name, arrived)) = arriving.next().await {
                 // A listener that stopped (disabled, unavailable) sends nothing.
-                if let Ok(supervisor) = taken_over.await {
-                    threads.push(spawn_thread(&format!("listener {name}"), Priority::Caller, supervisor.resume())?);
+                if let Ok(supervisor) = arrived {
+                    move_over(&name, supervisor, threads)?;
                 }
             }
             Ok::<(), Error>(())
         };
-        if let Ok(moved) = tokio::time::timeout_at(deadline, move_over).await {
+        if let Ok(moved) = tokio::time::timeout_at(deadline, moving).await {
             moved?;
+        }
+        // Out of time: the rest go on where they are, but one that parked
+        // just now is taken over rather than lost (closing first makes a
+        // later hand-over fail, so that its supervisor resumes in place).
+        for (name, taken_over) in &mut parked {
+            taken_over.close();
+            if let Ok(supervisor) = taken_over.try_recv() {
+                move_over(name, supervisor, &mut self.threads)?;
+            }
         }
         let wait = async {
             for (_, cursor) in &mut self.cursors {
