@@ -224,10 +224,11 @@ async fn a_plugin_filling_the_disk_is_stopped_soon_after_its_output_cap() {
     assert!(!failure.is_retryable(), "it would fill the disk again");
     assert!(failure.message.starts_with("the output grew past its cap of 8.0 MiB ("), "{}", failure.message);
     // Stopped while it ran, long before its deadline of a minute, with
-    // what it wrote between two measurements as the overshoot.
+    // what it wrote between two measurements as the overshoot (1-16 MiB
+    // in BENCHMARKS.md; the bound leaves room for a busy machine).
     assert!(elapsed < Duration::from_secs(10), "stopped after {elapsed:?}");
     let (bytes, _) = output_size(out.path());
-    assert!(bytes > 8 * MIB && bytes < 8 * MIB + 128 * MIB, "{} MiB written", bytes / MIB);
+    assert!(bytes > 8 * MIB && bytes < 8 * MIB + 256 * MIB, "{} MiB written", bytes / MIB);
     assert_host_still_serves().await;
 }
 
