@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use trellis::bundled::PLUGINS_DIR;
-use trellis::runtime::{Provenance, Runtime, RuntimeOptions, TransformOutcome, TransformRequest};
+use trellis::runtime::{OutputLimit, Provenance, Runtime, RuntimeOptions, TransformOutcome, TransformRequest};
 
 fn main() {
     let calls =
@@ -44,6 +44,7 @@ async fn call_overhead(calls: usize) {
         config: Vec::new(),
         inputs: Vec::new(),
         output_dir: output.path().to_path_buf(),
+        output_limit: OutputLimit { bytes: 1 << 30, entries: 1000 },
     };
     // Warm up allocator and caches; these calls are not counted.
     for _ in 0..200 {

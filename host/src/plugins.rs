@@ -1,6 +1,8 @@
 //! The plugins a project declares, loaded once per process: each file is
-//! loaded with the limits the project gives it, each transformation is
-//! described once, and every view type is checked against what it uses.
+//! loaded with the limits the project gives it and the project's memory
+//! budget (a plugin whose cap exceeds the budget is unavailable), each
+//! transformation is described once, and every view type is checked
+//! against what it uses.
 //! The scheduler, the listeners, `validate` and `GET /plugins` all read the
 //! same [`Plugins`].
 //!
@@ -11,7 +13,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use crate::catalog::{Catalog, Diagnostic, PluginDecl, Transformation, ViewType, ViewTypeId};
-use crate::runtime::{self, ChecksumRequest, Plugin, PluginInfo, Runtime, World};
+use crate::runtime::{self, ChecksumRequest, MemoryBudget, Plugin, PluginInfo, Runtime, World};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -37,20 +39,31 @@ pub struct Plugins {
     /// cannot be loaded, a plugin of another world, a configuration its
     /// `describe` rejects.
     pub problems: Vec<Diagnostic>,
+    /// The budget every loaded plugin's stores reserve their memory cap from.
+    budget: MemoryBudget,
 }
 
 impl Plugins {
     /// Loads every declared plugin (each once, `describe` once per
     /// transformation a view type uses) and checks each view type against
     /// them. Listeners are loaded but not checked: one that cannot start is
-    /// skipped when listeners start.
+    /// skipped when listeners start. Every plugin reserves from one memory
+    /// budget of the project's own (`[defaults] memory_budget_mib`, else
+    /// the runtime's default); listener instances, which keep their store,
+    /// hold their reservation for as long as they live.
     pub async fn load(runtime: &Runtime, catalog: &Catalog) -> Plugins {
+        let runtime = match catalog.settings.memory_budget_mib {
+            Some(mib) => runtime.with_memory_budget(mib.saturating_mul(1 << 20)),
+            None => runtime.with_memory_budget(runtime::default_memory_budget()),
+        };
+        let runtime = &runtime;
         let used = used_plugins(catalog);
         let mut plugins = Plugins {
             loaded: HashMap::new(),
             unavailable: HashMap::new(),
             missing: BTreeSet::new(),
             problems: Vec::new(),
+            budget: runtime.memory_budget().clone(),
         };
         let mut described: HashMap<&str, Result<PluginInfo, String>> = HashMap::new();
         for (name, decl) in &catalog.plugins {
@@ -83,7 +96,7 @@ impl Plugins {
     fn check(&self, catalog: &Catalog, described: &HashMap<&str, Result<PluginInfo, String>>) -> Vec<Diagnostic> {
         let mut problems = Vec::new();
         for view_type in catalog.types() {
-            let Transformation::Plugin { plugin, config, checksum } = &view_type.transformation else { continue };
+            let Transformation::Plugin { plugin, config, checksum, .. } = &view_type.transformation else { continue };
             let problem = |message: String| Diagnostic {
                 line: Some(view_type.line),
                 message: format!("view type {}: {message}", view_type.name),
@@ -122,6 +135,11 @@ impl Plugins {
             }
         }
         problems
+    }
+
+    /// The memory budget of the project's plugin calls.
+    pub fn memory_budget(&self) -> &MemoryBudget {
+        &self.budget
     }
 
     /// A declared plugin, or why it cannot be had.
@@ -174,7 +192,7 @@ impl Plugins {
         if let Some(version) = &view_type.version {
             return Ok(hash(&["version", version]));
         }
-        let Transformation::Plugin { plugin, config, checksum } = &view_type.transformation else {
+        let Transformation::Plugin { plugin, config, checksum, .. } = &view_type.transformation else {
             return Ok("external".into());
         };
         let mut canonical: Vec<(String, String)> =
@@ -226,7 +244,19 @@ async fn load_plugin(runtime: &Runtime, catalog: &Catalog, decl: &PluginDecl) ->
         limits.deadline = deadline;
     }
     if let Some(mib) = decl.memory_mib.or(catalog.settings.memory_mib.filter(|_| transformation)) {
-        limits.memory = mib << 20;
+        limits.memory = mib.saturating_mul(1 << 20);
     }
-    Ok(plugin.with_limits(limits))
+    let plugin = plugin.with_limits(limits);
+    // Its calls would wait for the budget forever.
+    let budget = plugin.memory_budget();
+    if !budget.admits(plugin.limits().memory) {
+        return Err(format!(
+            "plugin {}: its memory cap of {} MiB exceeds the memory budget of {} MiB ([defaults] memory_budget_mib); \
+             lower its memory_mib or raise the budget",
+            decl.name,
+            plugin.limits().memory >> 20,
+            budget.bytes() >> 20
+        ));
+    }
+    Ok(plugin)
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::catalog::Catalog;
-use crate::listeners::{self, Listeners};
+use crate::listeners::{self, Lag, Listeners};
 use crate::plugins::Plugins;
 use crate::runtime::Runtime;
 use crate::scheduler::{self, Scheduler};
@@ -54,12 +54,14 @@ impl Session {
     }
 
     /// Gives the listeners up to `drain` to receive every event logged so
-    /// far, then shuts them down. Returns the listeners still behind: they
-    /// receive the rest from their cursor next time.
-    pub async fn close(mut self, drain: Duration) -> Result<Vec<String>, Error> {
+    /// far, then shuts them down. Returns where each listener stands: how
+    /// far behind (it receives the rest from its cursor next time) and how
+    /// often it was restarted meanwhile.
+    pub async fn close(mut self, drain: Duration) -> Result<Vec<Lag>, Error> {
         let Some(mut listeners) = self.listeners.take() else { return Ok(Vec::new()) };
-        let behind = if drain.is_zero() { Ok(Vec::new()) } else { listeners.drain(drain).await };
-        listeners.shutdown().await;
-        Ok(behind?)
+        let drained = if drain.is_zero() { Ok(Vec::new()) } else { listeners.drain(drain).await };
+        let lags = listeners.close(&self.catalog).await;
+        drained?;
+        Ok(lags?)
     }
 }

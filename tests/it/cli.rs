@@ -151,6 +151,14 @@ fn the_demo_runs_end_to_end_and_only_overwrites_its_own_directory() {
         );
         assert!(result.stdout.contains("190 views: 0 transformed, 190 up to date"), "{}", result.stdout);
         assert!(result.stdout.contains("demo finished in"), "{}", result.stdout);
+        // It says the stats listener followed only when its record agrees
+        // (on a busy machine it may not have); else it says where it stands.
+        let listeners = run(trellis().args(["listeners", "--json", "-p"]).arg(&demo));
+        let listeners: serde_json::Value = serde_json::from_str(&listeners.stdout).unwrap();
+        let stats = listeners.as_array().unwrap().iter().find(|l| l["name"] == "stats").unwrap();
+        let followed = stats["behind"] == 0 && stats["restarts"] == 0 && stats["state"] == "enabled";
+        assert_eq!(result.stdout.contains("the stats listener followed both runs: "), followed, "{}", result.stdout);
+        assert_eq!(result.stdout.contains("\nlistener stats: "), !followed, "{}", result.stdout);
     }
     // Three shops, three days of orders: the monthly total is their sum
     // (the demo's data is fixed, so is this).

@@ -235,6 +235,8 @@ fn a_remote_run_is_followed_queued_behind_refused_and_stopped() {
     let text = ok(remote(&server, &["transformations"]), "transformations");
     assert!(text.contains(&format!("{}  trivial  running for ", running[0])), "{text}");
     assert!(text.ends_with("permits in use: 2 of 2 overall, trivial 2 of 2\n"), "{text}");
+    // Each of the two holds its memory cap (512 MiB) from the budget.
+    assert!(text.contains("\nmemory reserved: 1024 of a budget of "), "{text}");
 
     // A view in flight is left alone, and says so: exit 1, as embedded.
     let refused = remote(&server, &["invalidate", "-v", &running[0]]);

@@ -2,8 +2,11 @@
 //! worlds, configuration checks, checksums and listener instances.
 
 use trellis::runtime::{
-    ChecksumRequest, Error, FailureKind, ListenerEvent, Provenance, Runtime, RuntimeOptions, ViewState, World,
+    CPU_WALL_CEILING, ChecksumRequest, Clock, Error, FailureKind, Limits, ListenerEvent, Provenance, Runtime,
+    RuntimeOptions, TransformOutcome, ViewState, World,
 };
+
+use std::time::{Duration, Instant};
 
 use crate::support::{load, plugin_path, request, runtime};
 
@@ -284,4 +287,113 @@ async fn concat_never_joins_lines_of_different_files_and_keeps_one_header() {
     let report = concat.transform(&request(&[("orders", &input)], &out, &config)).await.unwrap();
     assert!(report.result.is_ok(), "{:?}", report.result);
     assert_eq!(std::fs::read_to_string(out.join("all.csv")).unwrap(), "shop,amount\nS1,1\nS2,2\n");
+}
+
+/// The `hostile_listener` fixture with a deadline of `deadline`, started
+/// with `config`, and its state directory.
+async fn hostile_listener(
+    deadline: Duration,
+    config: &[(&str, &str)],
+) -> (trellis::runtime::ListenerInstance, tempfile::TempDir) {
+    let plugin = load("hostile_listener").await;
+    let plugin = plugin.with_limits(Limits { deadline, ..plugin.limits() });
+    let state = tempfile::tempdir().unwrap();
+    let config: Vec<(String, String)> = config.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let (listener, started) = plugin.start_listener(&config, Some(state.path())).await.unwrap();
+    assert!(started.result.is_ok(), "{:?}", started.result);
+    (listener, state)
+}
+
+#[tokio::test]
+async fn a_listener_waiting_past_its_deadline_without_using_cpu_is_not_stopped() {
+    // A sleep is a host-side wait, as is waiting for a CPU on a busy machine.
+    let deadline = Duration::from_millis(200);
+    let (mut listener, _state) = hostile_listener(deadline, &[("behaviour", "sleep"), ("sleep_ms", "600")]).await;
+    let report = listener.on_event(&transition(1, "v", ViewState::Receive, ViewState::Waiting)).await;
+    assert_eq!(report.result, Ok(()));
+    assert_eq!(load("hostile_listener").await.limits().clock, Clock::Cpu, "listeners' deadlines count CPU time");
+    assert!(report.elapsed >= Duration::from_millis(600), "{:?}", report.elapsed);
+    assert!(report.cpu < deadline, "it slept, yet used {:?} of CPU", report.cpu);
+    assert!(listener.is_alive());
+}
+
+#[tokio::test]
+async fn a_listener_spinning_past_its_cpu_time_deadline_is_stopped() {
+    let deadline = Duration::from_millis(200);
+    let (mut listener, _state) = hostile_listener(deadline, &[("behaviour", "spin")]).await;
+    let report = listener.on_event(&transition(1, "v", ViewState::Receive, ViewState::Waiting)).await;
+    let failure = report.result.unwrap_err();
+    assert_eq!((failure.kind, failure.message.as_str()), (FailureKind::Timeout, "CPU-time deadline of 200ms exceeded"));
+    // Interrupted at the first epoch tick past it (every 10 ms of wall-clock time).
+    assert!(report.cpu >= deadline && report.cpu < deadline * 3, "{:?}", report.cpu);
+    assert!(!listener.is_alive());
+}
+
+#[tokio::test]
+async fn a_listener_blocked_past_its_wall_clock_ceiling_is_abandoned() {
+    // The ceiling is CPU_WALL_CEILING times the deadline: 1.2 s here.
+    let deadline = Duration::from_millis(20);
+    let (mut listener, _state) = hostile_listener(deadline, &[("behaviour", "sleep"), ("sleep_ms", "60000")]).await;
+    let report = listener.on_event(&transition(1, "v", ViewState::Receive, ViewState::Waiting)).await;
+    let failure = report.result.unwrap_err();
+    assert_eq!(failure.kind, FailureKind::Timeout);
+    assert_eq!(
+        failure.message,
+        format!(
+            "took more than 1.2s of wall-clock time ({CPU_WALL_CEILING} times its CPU-time deadline of 20ms), \
+             blocked in a host call"
+        )
+    );
+    assert!(report.elapsed < Duration::from_secs(10), "{:?}", report.elapsed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_wait_for_the_memory_budget_instead_of_exceeding_it() {
+    const MIB: usize = 1 << 20;
+    // Room for two caps of 64 MiB, not three.
+    let runtime = runtime().with_memory_budget(160 * MIB);
+    let hog = runtime.load_file(&plugin_path("hostile_memory_hog")).await.unwrap();
+    let hog = hog.with_limits(Limits { memory: 64 * MIB, ..hog.limits() });
+    let dir = tempfile::tempdir().unwrap();
+    let gate = dir.path().join("gate");
+    std::fs::create_dir_all(&gate).unwrap();
+    let outputs: Vec<std::path::PathBuf> = (0..4).map(|n| dir.path().join(format!("out{n}"))).collect();
+    let mut calls = Vec::new();
+    for out in &outputs {
+        std::fs::create_dir_all(out).unwrap();
+        let request = request(&[("gate", &gate)], out, &[("mib", "48"), ("gate", "GO")]);
+        let hog = hog.clone();
+        calls.push(tokio::spawn(async move { hog.transform(&request).await.unwrap() }));
+    }
+    // Each call that has its store takes 48 MiB, says so, and holds it
+    // until the gate opens.
+    let holding = || outputs.iter().filter(|out| out.join("holding").exists()).count();
+    let budget = hog.memory_budget();
+    let waited = Instant::now();
+    while !(budget.usage().waiting == 2 && holding() == 2) {
+        assert!(waited.elapsed() < Duration::from_secs(60), "never 2 running, 2 waiting: {:?}", budget.usage());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let usage = budget.usage();
+    assert_eq!((usage.budget, usage.reserved), (160 * MIB, 128 * MIB), "{usage:?}");
+
+    std::fs::write(gate.join("GO"), "").unwrap();
+    for call in calls {
+        let report = call.await.unwrap();
+        assert_eq!(report.result, Ok(TransformOutcome::Data { counters: vec![("mib".into(), 48)] }));
+        assert!(report.peak_memory >= 48 * MIB, "{}", report.peak_memory);
+    }
+    assert_eq!(holding(), 4);
+    let usage = budget.usage();
+    assert_eq!((usage.reserved, usage.waiting), (0, 0), "{usage:?}");
+    assert!(usage.peak_reserved <= 160 * MIB, "{usage:?}");
+}
+
+#[tokio::test]
+async fn a_plugin_whose_cap_exceeds_the_memory_budget_is_refused_not_left_waiting() {
+    let runtime = runtime().with_memory_budget(100 << 20);
+    let trivial = runtime.load_file(&plugin_path("trivial")).await.unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let error = trivial.transform(&request(&[], out.path(), &[])).await.err().unwrap();
+    assert_eq!(error.to_string(), "trivial's memory cap of 512 MiB exceeds the memory budget of 100 MiB");
 }

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use trellis::runtime::{FailureKind, Limits, TransformOutcome};
+use trellis::runtime::{FailureKind, Limits, OutputLimit, TransformOutcome};
 
 use crate::support::{load, plugin_path, request, trellis};
 
@@ -182,4 +182,107 @@ async fn a_malformed_result_is_a_failure() {
     assert!(failure.message.starts_with("malformed result: "), "{}", failure.message);
     assert!(failure.message.to_lowercase().contains("utf-8"), "{}", failure.message);
     assert_host_still_serves().await;
+}
+
+/// Bytes (apparent size) and entries below `dir`.
+fn output_size(dir: &std::path::Path) -> (u64, u64) {
+    let (mut bytes, mut entries) = (0, 0);
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(next) = pending.pop() {
+        for entry in std::fs::read_dir(next).unwrap() {
+            let entry = entry.unwrap();
+            let metadata = entry.metadata().unwrap();
+            entries += 1;
+            if metadata.is_dir() {
+                pending.push(entry.path());
+            } else {
+                bytes += metadata.len();
+            }
+        }
+    }
+    (bytes, entries)
+}
+
+/// The disk filler in `mode` with a deadline of a minute and `limit`.
+async fn fill(mode: &str, limit: OutputLimit) -> (trellis::runtime::CallReport<TransformOutcome>, tempfile::TempDir) {
+    let filler = with_deadline(load("hostile_disk_filler").await, Duration::from_secs(60));
+    let out = tempfile::tempdir().unwrap();
+    let mut request = request(&[], out.path(), &[("mode", mode)]);
+    request.output_limit = limit;
+    let report = filler.transform(&request).await.unwrap();
+    (report, out)
+}
+
+#[tokio::test]
+async fn a_plugin_filling_the_disk_is_stopped_soon_after_its_output_cap() {
+    const MIB: u64 = 1 << 20;
+    let started = Instant::now();
+    let (report, out) = fill("bytes", OutputLimit { bytes: 8 * MIB, entries: 1000 }).await;
+    let elapsed = started.elapsed();
+    let failure = report.result.unwrap_err();
+    assert_eq!(failure.kind, FailureKind::OutputTooLarge);
+    assert!(!failure.is_retryable(), "it would fill the disk again");
+    assert!(failure.message.starts_with("the output grew past its cap of 8.0 MiB ("), "{}", failure.message);
+    // Stopped while it ran, long before its deadline of a minute, with
+    // what it wrote between two measurements as the overshoot (1-16 MiB
+    // in BENCHMARKS.md; the bound leaves room for a busy machine).
+    assert!(elapsed < Duration::from_secs(10), "stopped after {elapsed:?}");
+    let (bytes, _) = output_size(out.path());
+    assert!(bytes > 8 * MIB && bytes < 8 * MIB + 256 * MIB, "{} MiB written", bytes / MIB);
+    assert_host_still_serves().await;
+}
+
+#[tokio::test]
+async fn a_plugin_creating_files_without_end_is_stopped_at_its_entry_cap() {
+    let started = Instant::now();
+    let (report, out) = fill("entries", OutputLimit { bytes: 1 << 30, entries: 2000 }).await;
+    let failure = report.result.unwrap_err();
+    assert_eq!(failure.kind, FailureKind::OutputTooLarge);
+    assert!(
+        failure.message.starts_with("the output grew past its cap of 2000 files and directories ("),
+        "{}",
+        failure.message
+    );
+    assert!(started.elapsed() < Duration::from_secs(10), "stopped after {:?}", started.elapsed());
+    let (_, entries) = output_size(out.path());
+    assert!(entries > 2000 && entries < 2000 + 20_000, "{entries} entries");
+}
+
+#[tokio::test]
+async fn a_sparse_file_counts_its_apparent_size_against_the_cap() {
+    // 64 GiB of apparent size in almost no disk blocks, then a return:
+    // only the exact check at the end sees it.
+    let (report, _out) = fill("sparse", OutputLimit { bytes: 1 << 30, entries: 1000 }).await;
+    let failure = report.result.unwrap_err();
+    assert_eq!(failure.kind, FailureKind::OutputTooLarge);
+    assert_eq!(
+        failure.message,
+        "the output grew past its cap of 1024.0 MiB (65536.0 MiB found so far); nothing was published"
+    );
+}
+
+#[test]
+fn plugins_run_takes_an_output_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let result = crate::support::run(
+        trellis()
+            .args(["plugins", "run"])
+            .arg(plugin_path("hostile_disk_filler"))
+            .args(["--output-mib", "4", "--output"])
+            .arg(dir.path().join("out")),
+    );
+    assert_eq!(result.code, 1, "{}", result.stderr);
+    assert!(
+        result.stderr.contains("run failed (output-too-large): the output grew past its cap of 4.0 MiB ("),
+        "{}",
+        result.stderr
+    );
+    let zero = crate::support::run(
+        trellis()
+            .args(["plugins", "run"])
+            .arg(plugin_path("trivial"))
+            .args(["--output-entries", "0", "--output"])
+            .arg(dir.path().join("out")),
+    );
+    assert_eq!((zero.code, zero.stderr.as_str()), (2, "error: --output-entries must be at least 1\n"));
 }

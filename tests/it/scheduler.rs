@@ -434,3 +434,89 @@ async fn the_service_s_request_queue_is_bounded_and_a_shutdown_still_gets_throug
     let service = tokio::spawn(service.run());
     service.await.expect("the service task ends").expect("the service ends cleanly");
 }
+
+/// Every file below `dir`, relative to it, with its content.
+fn files_below(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(next) = pending.pop() {
+        for entry in std::fs::read_dir(next).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                let name = path.strip_prefix(dir).unwrap().display().to_string();
+                found.push((name, std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_transformation_over_its_output_cap_fails_the_view_and_publishes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("data/raw/2015/01/01");
+    std::fs::create_dir_all(&input).unwrap();
+    std::fs::write(input.join("part.csv"), "x\n").unwrap();
+    std::fs::write(input.join("_SUCCESS"), "").unwrap();
+    let built = |name: &str| std::path::Path::new(trellis::bundled::PLUGINS_DIR).join(format!("{name}.wasm"));
+    // Out is made by `plugin`, with an output cap of 2 MiB of its own.
+    let catalog = |plugin: &str| {
+        let text = format!(
+            r#"
+[defaults]
+retries = 3
+
+[plugins]
+concat = "{}"
+filler = {{ file = "{}", deadline = "600s" }}
+
+[[view]]
+name = "o.raw/In"
+time = {{ frequency = "1d", initial = "2015-01-01" }}
+path = "raw/${{YEAR}}/${{MONTH}}/${{DAY}}"
+
+[[view]]
+name = "o.mart/Out"
+time = {{ frequency = "1d", initial = "2015-01-01" }}
+transformation = {{ plugin = "{plugin}", output_mib = 2 }}
+
+[[view.dependency]]
+view = "o.raw/In"
+"#,
+            built("concat").display(),
+            built("hostile_disk_filler").display()
+        );
+        std::sync::Arc::new(trellis::catalog::parse(&text, dir.path()).unwrap())
+    };
+    let out = "o.mart/Out/2015/01/01";
+
+    let mut scheduler = open(&catalog("concat")).await;
+    let first = materialize(&mut scheduler, out, Mode::Default).await;
+    assert!(first.failures.is_empty(), "{first:?}");
+    let storage = dir.path().join("data");
+    let before = files_below(&storage);
+    assert!(before.iter().any(|(name, _)| name.starts_with("o/mart/Out/2015/01/01/")), "{before:?}");
+    drop(scheduler);
+
+    // Another plugin, another version: Out is transformed again, by one
+    // that writes until it is stopped.
+    let mut scheduler = open(&catalog("filler")).await;
+    let store = scheduler.metastore();
+    let second = materialize(&mut scheduler, out, Mode::Default).await;
+    assert_eq!(second.flows, expected(&[(out, FlowStatus::TerminatedWithError)]));
+    let [(view, error)] = second.failures.as_slice() else { panic!("one failure: {:?}", second.failures) };
+    assert_eq!(view, out);
+    assert!(error.starts_with("the output grew past its cap of 2.0 MiB ("), "{error}");
+    assert!(error.contains("nothing was published (OutputTooLarge)"), "{error}");
+    // Not retried: it would only fill the disk again.
+    let retried =
+        events(&store).iter().filter(|e| &*e.event.view == out && e.event.current == ViewState::Retrying).count();
+    assert_eq!(retried, 0);
+    assert_eq!(record(&store, out).state, ViewState::Failed);
+    // The previous data as it was, and nothing else anywhere in the
+    // storage: the staging directory is gone.
+    assert_eq!(files_below(&storage), before);
+}

@@ -207,6 +207,8 @@ async fn every_endpoint_answers_and_bad_input_gets_a_4xx_with_one_line() {
     // Transformations, listeners, plugins, metrics, the description.
     let (_, transformations) = get(&format!("{url}/transformations")).await;
     assert_eq!(transformations["permits"][0], serde_json::json!({ "plugin": "*", "in_use": 0, "limit": 2 }));
+    assert!(transformations["memory"]["budget_bytes"].as_u64().unwrap() >= 1 << 30, "{transformations}");
+    assert_eq!(transformations["memory"]["waiting"], 0, "{transformations}");
     let (_, listeners) = get(&format!("{url}/listeners")).await;
     let names: Vec<&str> = listeners.as_array().unwrap().iter().map(|l| l["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["monitor", "stats"]);

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use trellis::runtime::{Plugin, Runtime, RuntimeOptions, TransformInput, TransformRequest};
+use trellis::runtime::{OutputLimit, Plugin, Runtime, RuntimeOptions, TransformInput, TransformRequest};
 
 /// A built plugin's path, by crate name with underscores (`csv_aggregate`).
 pub fn plugin_path(name: &str) -> PathBuf {
@@ -69,6 +69,10 @@ pub fn request(inputs: &[(&str, &Path)], output: &Path, config: &[(&str, &str)])
             })
             .collect(),
         output_dir: output.to_path_buf(),
+        output_limit: {
+            let cap = trellis::catalog::OutputCap::default();
+            OutputLimit { bytes: cap.bytes, entries: cap.entries }
+        },
     }
 }
 

@@ -31,7 +31,14 @@ pub(super) async fn transformations(State(state): Shared) -> Json<wire::Transfor
         .iter()
         .map(|p| wire::Permits { plugin: p.plugin.clone(), in_use: p.in_use(), limit: p.limit })
         .collect();
-    Json(wire::Transformations { running, permits })
+    let usage = state.plugins.memory_budget().usage();
+    let memory = wire::MemoryBudget {
+        budget_bytes: usage.budget as u64,
+        reserved_bytes: usage.reserved as u64,
+        peak_reserved_bytes: usage.peak_reserved as u64,
+        waiting: usage.waiting as u64,
+    };
+    Json(wire::Transformations { running, permits, memory })
 }
 
 fn listener_status(state: &AppState) -> Result<Vec<wire::Listener>, ApiError> {

@@ -207,6 +207,21 @@ pub struct Permits {
 pub struct Transformations {
     pub running: Vec<RunningTransformation>,
     pub permits: Vec<Permits>,
+    pub memory: MemoryBudget,
+}
+
+/// The memory budget of plugin calls: each live store reserves its memory
+/// cap from it, and calls wait while it is taken.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct MemoryBudget {
+    pub budget_bytes: u64,
+    /// Reserved by the plugin stores alive now (transformations, checksums
+    /// and listener instances).
+    pub reserved_bytes: u64,
+    /// The most reserved at once since the server started.
+    pub peak_reserved_bytes: u64,
+    /// Calls waiting for their reservation.
+    pub waiting: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

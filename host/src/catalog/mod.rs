@@ -83,7 +83,46 @@ pub struct Settings {
     pub concurrency: usize,
     pub deadline: Option<Duration>,
     pub memory_mib: Option<usize>,
+    /// What the memory caps of all plugin calls alive at once may add up
+    /// to, in MiB; `None` is the runtime's default (half the machine's memory).
+    pub memory_budget_mib: Option<usize>,
+    /// `[defaults] output_mib` and `output_entries`: each transformation's
+    /// output cap unless its view type sets its own.
+    pub output: OutputCap,
     pub events: EventSettings,
+}
+
+/// How much one transformation may write to its output: `output_mib` and
+/// `output_entries`, in `[defaults]` or a view type's `transformation`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputCap {
+    /// Bytes, by apparent size.
+    pub bytes: u64,
+    /// Files and directories.
+    pub entries: u64,
+}
+
+impl Default for OutputCap {
+    /// 10 GiB in at most 100,000 files and directories: far above what a
+    /// view's data usually is, far below a full disk or inode table.
+    fn default() -> Self {
+        OutputCap { bytes: 10 << 30, entries: 100_000 }
+    }
+}
+
+impl OutputCap {
+    /// This cap (the project's), with what a view type sets itself.
+    pub fn with(self, own: OwnOutputCap) -> OutputCap {
+        OutputCap { bytes: own.bytes.unwrap_or(self.bytes), entries: own.entries.unwrap_or(self.entries) }
+    }
+}
+
+/// The parts of the output cap a view type's `transformation` sets itself;
+/// the rest comes from `[defaults]` ([`Settings::output`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OwnOutputCap {
+    pub bytes: Option<u64>,
+    pub entries: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
@@ -167,6 +206,9 @@ pub enum Transformation {
         config: Vec<(String, expression::ConfigValue)>,
         /// A checksum plugin that extracts what of the logic counts.
         checksum: Option<String>,
+        /// What one call may write, where the type sets it; not part of the
+        /// version checksum.
+        output: OwnOutputCap,
     },
 }
 

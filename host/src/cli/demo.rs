@@ -59,10 +59,25 @@ impl DemoArgs {
         // The listeners are shut down whatever the runs did; they catch up only after runs that ended.
         let runs = two_runs(&mut session.scheduler, dir).await;
         let drain = if runs.is_ok() { catalog.settings.events.drain } else { std::time::Duration::ZERO };
-        session.close(drain).await?;
+        let lags = session.close(drain).await?;
         let (first, second) = runs?;
+        // The stats listener "followed" only if it received every event
+        // without a restart (a restart drops or replays one).
+        let stats_lag = lags.iter().find(|lag| lag.name == "stats");
+        let followed =
+            stats_lag.is_some_and(|lag| lag.behind == 0 && lag.restarts == 0 && lag.state.reason().is_none());
         if let Some(stats) = listener_stats(&crate::listeners::state_dir(&catalog, "stats").join("stats.json")) {
-            println!("\nthe stats listener followed both runs: {stats}");
+            if followed {
+                println!("\nthe stats listener followed both runs: {stats}");
+            } else {
+                println!("\nthe stats listener did not follow both runs; it counted so far: {stats}");
+            }
+        }
+        // Where every other listener stands, and the stats listener when it fell behind.
+        for line in super::schedule::lag_lines(&lags) {
+            if !(followed && line.starts_with("listener stats: ")) {
+                println!("{line}");
+            }
         }
 
         let ok = first.failures.is_empty() && second.failures.is_empty();

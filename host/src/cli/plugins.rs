@@ -9,7 +9,8 @@ use clap::{Args, Subcommand};
 
 use super::{Status, key_value, named_path};
 use crate::runtime::{
-    CallReport, ChecksumRequest, Limits, Plugin, Runtime, TransformInput, TransformOutcome, TransformRequest, World,
+    CallReport, ChecksumRequest, Limits, OutputLimit, Plugin, Runtime, TransformInput, TransformOutcome,
+    TransformRequest, World,
 };
 
 #[derive(Debug, Subcommand)]
@@ -44,9 +45,33 @@ pub(super) struct RunArgs {
     view: String,
     #[command(flatten)]
     limits: LimitArgs,
+    /// Most MiB the call may write to its output (apparent size) [default: 10240]
+    #[arg(long, value_name = "MIB")]
+    output_mib: Option<u64>,
+    /// Most files and directories the call may leave in its output [default: 100000]
+    #[arg(long, value_name = "N")]
+    output_entries: Option<u64>,
     /// Print JSON instead of text
     #[arg(long)]
     json: bool,
+}
+
+impl RunArgs {
+    /// The output cap: the project file's defaults, or the flags.
+    fn output_limit(&self) -> anyhow::Result<OutputLimit> {
+        let default = crate::catalog::OutputCap::default();
+        let bytes = match self.output_mib {
+            Some(0) => bail!("--output-mib must be at least 1"),
+            Some(mib) => mib.checked_mul(1 << 20).context("--output-mib is too large")?,
+            None => default.bytes,
+        };
+        let entries = match self.output_entries {
+            Some(0) => bail!("--output-entries must be at least 1"),
+            Some(entries) => entries,
+            None => default.entries,
+        };
+        Ok(OutputLimit { bytes, entries })
+    }
 }
 
 #[derive(Debug, Args)]
@@ -162,6 +187,7 @@ async fn inspect(runtime: &Runtime, file: &Path, json: bool) -> anyhow::Result<S
 
 async fn run(runtime: &Runtime, args: RunArgs) -> anyhow::Result<Status> {
     let plugin = args.limits.apply(load(runtime, &args.file, Some(World::Transformation)).await?)?;
+    let output_limit = args.output_limit()?;
     // Bad input is caught before the plugin runs: unknown directories and
     // configuration keys the plugin does not declare.
     let mut inputs = Vec::new();
@@ -197,6 +223,7 @@ async fn run(runtime: &Runtime, args: RunArgs) -> anyhow::Result<Status> {
         config: args.config.clone(),
         inputs,
         output_dir: args.output.clone(),
+        output_limit,
     };
     let report = plugin.transform(&request).await?;
     if args.json {

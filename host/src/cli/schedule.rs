@@ -9,6 +9,7 @@ use super::Status;
 use super::catalog::{self, ProjectArgs, load, load_to_run};
 use super::remote::{self, Server};
 use crate::api::wire;
+use crate::listeners::{Lag, State};
 use crate::model::{FlowStatus, Termination, ViewState, wire_name};
 use crate::plugins::Plugins;
 use crate::runtime::Runtime;
@@ -123,11 +124,39 @@ pub(super) async fn materialize(args: &MaterializeArgs, runtime: &Runtime) -> an
     // receive from their cursor next time. A stopped run does not wait.
     let drain =
         if summary.termination.is_stopped() { std::time::Duration::ZERO } else { catalog.settings.events.drain };
-    let behind = session.close(drain).await?;
-    if !behind.is_empty() {
-        eprintln!("listeners still behind, to continue next time: {}", behind.join(", "));
+    let lags = session.close(drain).await?;
+    for line in lag_lines(&lags) {
+        eprintln!("{line}");
     }
     Ok(outcome(&summary))
+}
+
+/// Where each listener stands at the end of a command, one line each: a
+/// listener plugin always, the built-in monitor only when it is behind.
+/// "caught up" is said only of one that received every event logged.
+pub(super) fn lag_lines(lags: &[Lag]) -> Vec<String> {
+    lags.iter()
+        .filter(|lag| lag.plugin.is_some() || lag.behind > 0 || lag.restarts > 0)
+        .map(|lag| {
+            let state = match &lag.state {
+                State::Enabled => String::new(),
+                other => format!("{} ({}), ", wire_name(&other.kind()), other.reason().unwrap_or_default()),
+            };
+            let behind = match (lag.behind, &lag.state) {
+                (0, _) => "caught up".to_string(),
+                (1, State::Enabled) => "1 event behind, which it receives from its cursor next time".to_string(),
+                (n, State::Enabled) => format!("{n} events behind, which it receives from its cursor next time"),
+                (1, _) => "1 event behind".to_string(),
+                (n, _) => format!("{n} events behind"),
+            };
+            let restarts = match lag.restarts {
+                0 => String::new(),
+                1 => "; restarted once meanwhile, dropping or replaying an event".to_string(),
+                n => format!("; restarted {n} times meanwhile, each dropping or replaying an event"),
+            };
+            format!("listener {}: {state}{behind}{restarts}", lag.name)
+        })
+        .collect()
 }
 
 /// A run that failed a view or was stopped exits with 1.
@@ -313,9 +342,9 @@ fn print_plan(lines: &[(String, String)], json: bool) -> anyhow::Result<Status> 
     Ok(Status::Success)
 }
 
-/// `trellis transformations`: what a server is transforming now and the
-/// permits in use. Only a server has anything to show: an embedded
-/// materialize shows its progress itself.
+/// `trellis transformations`: what a server is transforming now, the
+/// permits in use and the memory reserved from its budget. Only a server
+/// has anything to show: an embedded materialize shows its progress itself.
 pub(super) async fn transformations(args: &TransformationsArgs, server: Option<&Server>) -> anyhow::Result<Status> {
     let Some(server) = server else {
         anyhow::bail!(
@@ -344,8 +373,48 @@ pub(super) async fn transformations(args: &TransformationsArgs, server: Option<&
             plugin => format!("{plugin} {} of {}", p.in_use, p.limit),
         })
         .collect();
+    let memory = &now.memory;
+    let waiting = match memory.waiting {
+        0 => String::new(),
+        n => format!(", {n} call{} waiting for memory", if n == 1 { "" } else { "s" }),
+    };
+    println!(
+        "memory reserved: {} of a budget of {} MiB (peak {} MiB){waiting}",
+        memory.reserved_bytes >> 20,
+        memory.budget_bytes >> 20,
+        memory.peak_reserved_bytes >> 20
+    );
     if !permits.is_empty() {
         println!("permits in use: {}", permits.join(", "));
     }
     Ok(Status::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lag(name: &str, plugin: bool, state: State, behind: u64, restarts: u32) -> Lag {
+        Lag { name: name.into(), plugin: plugin.then(|| "p".to_string()), state, behind, restarts }
+    }
+
+    #[test]
+    fn lag_lines_say_caught_up_only_of_a_listener_with_nothing_left() {
+        let lags = [
+            lag("monitor", false, State::Enabled, 0, 0),
+            lag("stats", true, State::Enabled, 0, 0),
+            lag("slow", true, State::Enabled, 554, 1),
+            lag("one", true, State::Enabled, 1, 2),
+            lag("off", true, State::Disabled("failed again after 3 restarts (max_retries = 3)".into()), 12, 3),
+            lag("gone", true, State::Unavailable("start failed: refusing to start (Fatal)".into()), 30, 0),
+        ];
+        expect_test::expect![[r#"
+            listener stats: caught up
+            listener slow: 554 events behind, which it receives from its cursor next time; restarted once meanwhile, dropping or replaying an event
+            listener one: 1 event behind, which it receives from its cursor next time; restarted 2 times meanwhile, each dropping or replaying an event
+            listener off: disabled (failed again after 3 restarts (max_retries = 3)), 12 events behind; restarted 3 times meanwhile, each dropping or replaying an event
+            listener gone: unavailable (start failed: refusing to start (Fatal)), 30 events behind
+        "#]]
+        .assert_eq(&(lag_lines(&lags).join("\n") + "\n"));
+    }
 }

@@ -2,7 +2,8 @@
 //! built-in monitor and each `[[listener]]` plugin) reads the metastore's
 //! event log from its own persisted cursor, on a thread of its own at the
 //! lowest CPU priority, so that a slow, stuck or failing listener only falls
-//! behind.
+//! behind; the drain at a command's end, when scheduling is done, moves
+//! each to a thread at the caller's priority to catch up.
 //!
 //! Invariants:
 //! - A cursor is stored only once every event before it was delivered or
@@ -10,7 +11,8 @@
 //!   in log order, and therefore in order per view. (A cursor written but
 //!   not yet flushed when the host dies only repeats events.)
 //! - Failures follow seed 000 (see [`supervise`]): a fatal error, a trap or
-//!   a missed deadline restarts the listener and drops the event; a
+//!   a missed deadline (of the CPU time its call used) restarts the
+//!   listener and drops the event; a
 //!   retryable error restarts it and replays the latest event of every view
 //!   first, the failed one included; restarts beyond `max_retries` disable
 //!   it, with the reason stored.
@@ -31,19 +33,22 @@ pub mod supervise;
 mod supervisor;
 mod thread;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use tokio::sync::{oneshot, watch};
 
 use crate::catalog::Catalog;
 use crate::metastore::{self, Metastore};
 use crate::plugins::Plugins;
 use retention::Retention;
 pub use status::{State, Status, enable, status};
-use supervisor::{CursorState, Supervisor};
-use thread::spawn_thread;
+use supervisor::{CursorState, Parked, Supervisor};
+use thread::{Priority, spawn_thread};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -61,6 +66,27 @@ pub struct Listeners {
     cursors: Vec<(String, watch::Receiver<CursorState>)>,
     threads: Vec<std::thread::JoinHandle<()>>,
     store: Arc<Metastore>,
+    /// Asks every listener to park between two events, for the drain.
+    handoff: watch::Sender<bool>,
+    /// Where each listener's supervisor arrives once parked, until the drain takes them.
+    parked: Vec<(String, oneshot::Receiver<Parked>)>,
+    /// Each listener's restarts as its record said when it started.
+    restarts_at_start: HashMap<String, u32>,
+}
+
+/// Where one listener stands when a command ends: how far behind the log,
+/// and how often it was restarted while the command ran (each restart
+/// dropped or replayed an event).
+#[derive(Debug, Clone)]
+pub struct Lag {
+    pub name: String,
+    /// `None` for the built-in monitor.
+    pub plugin: Option<String>,
+    pub state: State,
+    /// Events in the log it has not received.
+    pub behind: u64,
+    /// Restarts while these listeners ran.
+    pub restarts: u32,
 }
 
 impl Listeners {
@@ -69,35 +95,96 @@ impl Listeners {
     /// unavailable and skipped; scheduling goes on regardless.
     pub async fn start(catalog: &Catalog, plugins: &Plugins, store: Arc<Metastore>) -> Result<Listeners, Error> {
         let (shutdown, shutdown_rx) = watch::channel(false);
+        let (handoff, handoff_rx) = watch::channel(false);
         let mut supervisors = Vec::new();
         let mut cursors = Vec::new();
+        let mut restarts_at_start = HashMap::new();
         for (name, decl) in status::declared(catalog) {
-            let (supervisor, cursor) =
-                Supervisor::new(name.clone(), decl, catalog, plugins, store.clone(), shutdown_rx.clone())?;
+            let (supervisor, cursor) = Supervisor::new(
+                name.clone(),
+                decl,
+                catalog,
+                plugins,
+                store.clone(),
+                shutdown_rx.clone(),
+                handoff_rx.clone(),
+            )?;
+            restarts_at_start.insert(name.clone(), supervisor.restarts());
             cursors.push((name, cursor));
             supervisors.push(supervisor);
         }
         // A thread each: a listener busy computing never eats into another
         // one's deadlines.
         let mut threads = Vec::new();
+        let mut parked = Vec::new();
         for supervisor in supervisors {
-            threads.push(spawn_thread(&format!("listener {}", supervisor.name()), supervisor.run())?);
+            let name = supervisor.name().to_string();
+            let (hand_over, taken_over) = oneshot::channel();
+            let task = async move {
+                if let Some(supervisor) = supervisor.run().await {
+                    // Nobody took it over (the drain's time ran out first):
+                    // it goes on here.
+                    if let Err(supervisor) = hand_over.send(supervisor) {
+                        supervisor.resume().await;
+                    }
+                }
+            };
+            threads.push(spawn_thread(&format!("listener {name}"), Priority::Lowest, task)?);
+            parked.push((name, taken_over));
         }
         let retention = Retention::new(catalog, store.clone());
-        threads.push(spawn_thread("listener log retention", retention.run(shutdown_rx))?);
-        Ok(Listeners { shutdown, cursors, threads, store })
+        threads.push(spawn_thread("listener log retention", Priority::Lowest, retention.run(shutdown_rx))?);
+        Ok(Listeners { shutdown, cursors, threads, store, handoff, parked, restarts_at_start })
     }
 
     /// Waits until every running listener has received every event logged
     /// so far, or `timeout` passed. Returns the listeners still behind.
+    ///
+    /// It is for the end of a command, when scheduling is done: first each
+    /// listener parks after the event it is delivering and goes on on a new
+    /// thread at the caller's priority, no longer at nice 19 (which cannot
+    /// be undone without privileges), so that CPU-bound processes beside it
+    /// do not starve it through the drain.
     pub async fn drain(&mut self, timeout: Duration) -> Result<Vec<String>, Error> {
+        let deadline = tokio::time::Instant::now() + timeout;
         let target = self.store.next_sequence()?;
+        let _ = self.handoff.send(true);
+        let mut parked = std::mem::take(&mut self.parked);
+        let threads = &mut self.threads;
+        let move_over = |name: &str, supervisor: Parked, threads: &mut Vec<_>| {
+            threads.push(spawn_thread(&format!("listener {name}"), Priority::Caller, supervisor.resume())?);
+            Ok::<(), Error>(())
+        };
+        // Each as it parks: one in a restart's backoff holds up no other.
+        let moving = async {
+            let mut arriving: FuturesUnordered<_> =
+                parked.iter_mut().map(|(name, taken_over)| async move { (name.clone(), taken_over.await) }).collect();
+            while let Some((name, arrived)) = arriving.next().await {
+                // A listener that stopped (disabled, unavailable) sends nothing.
+                if let Ok(supervisor) = arrived {
+                    move_over(&name, supervisor, threads)?;
+                }
+            }
+            Ok::<(), Error>(())
+        };
+        if let Ok(moved) = tokio::time::timeout_at(deadline, moving).await {
+            moved?;
+        }
+        // Out of time: the rest go on where they are, but one that parked
+        // just now is taken over rather than lost (closing first makes a
+        // later hand-over fail, so that its supervisor resumes in place).
+        for (name, taken_over) in &mut parked {
+            taken_over.close();
+            if let Ok(supervisor) = taken_over.try_recv() {
+                move_over(name, supervisor, &mut self.threads)?;
+            }
+        }
         let wait = async {
             for (_, cursor) in &mut self.cursors {
                 let _ = cursor.wait_for(|c| c.stopped || c.cursor >= target).await;
             }
         };
-        let _ = tokio::time::timeout(timeout, wait).await;
+        let _ = tokio::time::timeout_at(deadline, wait).await;
         Ok(self
             .cursors
             .iter()
@@ -126,6 +213,24 @@ impl Listeners {
                 .max()
                 .unwrap_or(0)
         }
+    }
+
+    /// Shuts the listeners down (see [`Listeners::shutdown`]) and tells
+    /// where each stands, from the records they stored last.
+    pub async fn close(self, catalog: &Catalog) -> Result<Vec<Lag>, Error> {
+        let store = self.store.clone();
+        let restarts_at_start = self.restarts_at_start.clone();
+        self.shutdown().await;
+        Ok(status(catalog, &store)?
+            .into_iter()
+            .map(|status| Lag {
+                restarts: status.restarts.saturating_sub(restarts_at_start.get(&status.name).copied().unwrap_or(0)),
+                name: status.name,
+                plugin: status.plugin,
+                state: status.state,
+                behind: status.behind,
+            })
+            .collect())
     }
 
     /// Stops the listeners after the event each is delivering, stores their

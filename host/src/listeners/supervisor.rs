@@ -3,6 +3,8 @@
 //! tells of events the log's cap removed with a gap event, and after a
 //! failure restarts the listener (replaying the latest event of every view
 //! when the failure was retryable) or disables it, as [`supervise`] decides.
+//! Asked to, it parks between two events, so that it can go on on another
+//! thread ([`Parked`]).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -64,6 +66,17 @@ impl Instance {
     }
 }
 
+/// Returns once `handoff` says to park; never without one, or once its
+/// sender is gone.
+async fn asked_to_park(handoff: Option<&mut watch::Receiver<bool>>) {
+    if let Some(handoff) = handoff
+        && handoff.wait_for(|park| *park).await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
+}
+
 /// A message from a plugin as one line, for status output and logs.
 fn one_line(message: &str) -> String {
     message.split(['\n', '\r']).map(str::trim).filter(|part| !part.is_empty()).collect::<Vec<_>>().join(" / ")
@@ -95,6 +108,24 @@ pub(super) struct Supervisor {
     last_checkpoint: std::time::Instant,
     cursor_state: watch::Sender<CursorState>,
     shutdown: watch::Receiver<bool>,
+    /// Becomes true when it should park; `None` once it has moved.
+    handoff: Option<watch::Receiver<bool>>,
+}
+
+/// A supervisor parked between two events, with its running instance, to
+/// go on where it stopped: on another thread, or on its own again.
+pub(super) struct Parked {
+    supervisor: Supervisor,
+    instance: Instance,
+}
+
+impl Parked {
+    /// Goes on from where it parked; it does not park again.
+    pub(super) async fn resume(self) {
+        let Parked { mut supervisor, instance } = self;
+        supervisor.handoff = None;
+        supervisor.run_from(Some(instance)).await;
+    }
 }
 
 impl Supervisor {
@@ -107,6 +138,7 @@ impl Supervisor {
         plugins: &Plugins,
         store: Arc<Metastore>,
         shutdown: watch::Receiver<bool>,
+        handoff: watch::Receiver<bool>,
     ) -> Result<(Supervisor, watch::Receiver<CursorState>), Error> {
         let target = match decl {
             None => Target::Monitor,
@@ -129,6 +161,7 @@ impl Supervisor {
             last_checkpoint: std::time::Instant::now(),
             cursor_state,
             shutdown,
+            handoff: Some(handoff),
         };
         Ok((supervisor, receiver))
     }
@@ -137,43 +170,79 @@ impl Supervisor {
         &self.name
     }
 
-    pub(super) async fn run(mut self) {
-        if let Err(e) = self.supervise().await {
-            tracing::error!(listener = %self.name, "listener stopped: {e}");
-            self.record.unavailable = Some(one_line(&format!("stopped: {e}")));
+    /// Its restarts so far, as its record says.
+    pub(super) fn restarts(&self) -> u32 {
+        self.record.restarts
+    }
+
+    /// Supervises the listener until it is shut down, disabled or
+    /// unavailable; or until it is asked to park, which it does between
+    /// two events, returning itself.
+    pub(super) async fn run(self) -> Option<Parked> {
+        self.run_from(None).await
+    }
+
+    async fn run_from(mut self, instance: Option<Instance>) -> Option<Parked> {
+        match self.supervise(instance).await {
+            Ok(Some(instance)) => return Some(Parked { supervisor: self, instance }),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!(listener = %self.name, "listener stopped: {e}");
+                self.record.unavailable = Some(one_line(&format!("stopped: {e}")));
+            }
         }
         if let Err(e) = self.store.put_listener(&self.name, &self.record).and_then(|()| self.store.flush()) {
             tracing::error!(listener = %self.name, "cannot store the listener's cursor: {e}");
         }
         self.cursor_state.send_modify(|c| c.stopped = true);
+        None
     }
 
-    async fn supervise(&mut self) -> Result<(), Error> {
-        if let Some(reason) = &self.record.disabled {
-            tracing::warn!(listener = %self.name, "listener is disabled ({reason}); `trellis listeners enable {}` re-enables it", self.name);
-            return Ok(());
-        }
-        let mut instance = match self.start_instance().await {
-            Ok(instance) => instance,
-            Err(reason) => {
-                tracing::warn!(listener = %self.name, "listener skipped: {reason}");
-                self.record.unavailable = Some(reason);
-                return Ok(());
+    /// Whether it was asked to park.
+    fn parking(&self) -> bool {
+        self.handoff.as_ref().is_some_and(|handoff| *handoff.borrow())
+    }
+
+    /// Delivers events until shut down (`None`) or asked to park (its
+    /// instance, with its cursor stored). `instance` is the one it parked
+    /// with, if it did.
+    async fn supervise(&mut self, instance: Option<Instance>) -> Result<Option<Instance>, Error> {
+        let mut instance = match instance {
+            Some(instance) => instance,
+            None => {
+                if let Some(reason) = &self.record.disabled {
+                    tracing::warn!(listener = %self.name, "listener is disabled ({reason}); `trellis listeners enable {}` re-enables it", self.name);
+                    return Ok(None);
+                }
+                match self.start_instance().await {
+                    Ok(instance) => instance,
+                    Err(reason) => {
+                        tracing::warn!(listener = %self.name, "listener skipped: {reason}");
+                        self.record.unavailable = Some(reason);
+                        return Ok(None);
+                    }
+                }
             }
         };
         self.record.unavailable = None;
         let mut appended = self.store.subscribe();
         loop {
             if *self.shutdown.borrow() {
-                return Ok(());
+                return Ok(None);
+            }
+            if self.parking() {
+                self.checkpoint()?;
+                return Ok(Some(instance));
             }
             let events = self.store.events_from(self.record.cursor, PAGE)?;
             let Some(first) = events.first() else {
                 self.checkpoint()?;
                 let mut shutdown = self.shutdown.clone();
+                let mut handoff = self.handoff.clone();
                 tokio::select! {
-                    changed = appended.changed() => if changed.is_err() { return Ok(()) },
-                    _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
+                    changed = appended.changed() => if changed.is_err() { return Ok(None) },
+                    _ = shutdown.wait_for(|stop| *stop) => return Ok(None),
+                    () = asked_to_park(handoff.as_mut()) => {}
                 }
                 continue;
             };
@@ -188,12 +257,17 @@ impl Supervisor {
                     Err(failure) => {
                         let failure = ListenerFailure { retryable: false, ..failure };
                         if !self.recover(&mut instance, failure, None).await? {
-                            return Ok(());
+                            return Ok(None);
                         }
                     }
                 }
             }
             for event in &events {
+                // A shutdown or a handoff takes effect after the event
+                // being delivered, not after the page.
+                if *self.shutdown.borrow() || self.parking() {
+                    break;
+                }
                 match instance.deliver(&listener_event(event)).await {
                     Ok(()) => {
                         self.record.delivered += 1;
@@ -214,7 +288,7 @@ impl Supervisor {
                             self.record.cursor = event.sequence + 1;
                         }
                         if !self.recover(&mut instance, failure, retryable.then_some(event.sequence)).await? {
-                            return Ok(());
+                            return Ok(None);
                         }
                         self.record.cursor = event.sequence + 1;
                         break;

@@ -1,6 +1,7 @@
 //! The one engine of the process: its configuration (the pooling allocator,
 //! falling back to on-demand allocation), the epoch ticker, the linker, the
-//! compile cache and the store slots; and loading plugins with it.
+//! compile cache, the store slots and the memory budget; and loading
+//! plugins with it.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -9,6 +10,7 @@ use std::time::Duration;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
+use super::budget::{MemoryBudget, default_memory_budget};
 use super::sandbox::Sandbox;
 use super::{Error, Plugin, bindings, cache, limits};
 
@@ -26,19 +28,24 @@ pub struct RuntimeOptions {
     /// where it cannot reserve its address space; `TRELLIS_NO_POOLING`
     /// turns it off).
     pub pooling: bool,
+    /// Bytes that the memory caps of all live stores may add up to;
+    /// `None` is [`default_memory_budget`].
+    pub memory_budget: Option<usize>,
 }
 
 impl Default for RuntimeOptions {
     fn default() -> Self {
-        RuntimeOptions { cache_dir: None, pooling: true }
+        RuntimeOptions { cache_dir: None, pooling: true, memory_budget: None }
     }
 }
 
 /// The one engine of the process, with its linker, compile cache and epoch
-/// ticker. Cheap to clone.
+/// ticker, and a memory budget that the plugins loaded through this handle
+/// reserve their stores' caps from. Cheap to clone.
 #[derive(Clone)]
 pub struct Runtime {
     inner: Arc<RuntimeInner>,
+    budget: MemoryBudget,
 }
 
 struct RuntimeInner {
@@ -122,7 +129,19 @@ impl Runtime {
 
         let cache = cache::CompileCache::new(&engine, options.cache_dir.as_deref());
         let stores = Arc::new(tokio::sync::Semaphore::new(POOL_SLOTS as usize));
-        Ok(Runtime { inner: Arc::new(RuntimeInner { engine, linker, cache, stores }) })
+        let budget = MemoryBudget::new(options.memory_budget.unwrap_or_else(default_memory_budget));
+        Ok(Runtime { inner: Arc::new(RuntimeInner { engine, linker, cache, stores }), budget })
+    }
+
+    /// This engine, with a memory budget of `bytes` of its own for the
+    /// plugins loaded through the handle returned (a project's budget).
+    pub fn with_memory_budget(&self, bytes: usize) -> Runtime {
+        Runtime { inner: self.inner.clone(), budget: MemoryBudget::new(bytes) }
+    }
+
+    /// The budget that plugins loaded through this handle reserve from.
+    pub fn memory_budget(&self) -> &MemoryBudget {
+        &self.budget
     }
 
     /// Loads the plugin in `path`, named after its file stem.
@@ -150,6 +169,15 @@ impl Runtime {
         let (component, provenance) =
             compiled.map_err(|e| Error::NotAPlugin { name: name.to_string(), reason: format!("{e:#}") })?;
         let inner = &self.inner;
-        Plugin::new(name, content_hash, provenance, &component, &inner.linker, &inner.engine, &inner.stores)
+        Plugin::new(
+            name,
+            content_hash,
+            provenance,
+            &component,
+            &inner.linker,
+            &inner.engine,
+            &inner.stores,
+            &self.budget,
+        )
     }
 }

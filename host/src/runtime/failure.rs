@@ -6,12 +6,9 @@ use std::time::{Duration, Instant};
 
 use wasmtime::{Store, Trap};
 
+use super::limits::{CPU_WALL_CEILING, Clock};
 use super::sandbox::{self, Sandbox};
 use super::{Captured, Limits};
-
-/// Extra time past the deadline before a call is abandoned from outside,
-/// for guests blocked in a host call, where epochs cannot interrupt them.
-const GRACE: Duration = Duration::from_millis(500);
 
 /// Why a call did not produce a result. A value, not an error: the
 /// scheduler decides what to do with it.
@@ -30,6 +27,8 @@ pub enum FailureKind {
     Fatal,
     /// The deadline passed.
     Timeout,
+    /// The output grew past its cap of bytes or entries.
+    OutputTooLarge,
     /// The memory cap was hit.
     MemoryExhausted,
     /// The plugin panicked.
@@ -52,11 +51,17 @@ impl Failure {
     }
 
     /// Whether trying again may help: traps and timeouts may be transient,
-    /// declared retryable failures are; fatal and malformed results are not.
+    /// declared retryable failures are; fatal and malformed results are
+    /// not, and neither is an output over its cap, which would only fill
+    /// the disk again.
     pub fn is_retryable(&self) -> bool {
         !matches!(
             self.kind,
-            FailureKind::Fatal | FailureKind::MalformedResult | FailureKind::Instantiation | FailureKind::Unsupported
+            FailureKind::Fatal
+                | FailureKind::MalformedResult
+                | FailureKind::Instantiation
+                | FailureKind::Unsupported
+                | FailureKind::OutputTooLarge
         )
     }
 }
@@ -72,6 +77,8 @@ impl std::fmt::Display for Failure {
 pub struct CallReport<T> {
     pub result: Result<T, Failure>,
     pub elapsed: Duration,
+    /// CPU time the call used on the threads that ran it.
+    pub cpu: Duration,
     /// Peak linear memory in bytes, summed over memories.
     pub peak_memory: usize,
     pub stdout: Captured,
@@ -82,11 +89,16 @@ pub struct CallReport<T> {
 pub(super) enum Phase {
     Instantiate(wasmtime::Error),
     Call(wasmtime::Error),
+    /// The host stopped the call for a reason of its own (its output grew
+    /// past the cap).
+    Stopped(Failure),
 }
 
 /// Makes one call of the guest in `store` and reports it. The store's
-/// deadline interrupts a running guest; [`GRACE`] later the call is
-/// abandoned from outside, for a guest blocked in a host call.
+/// deadline interrupts a running guest; at [`Limits::wall_limit`] the call
+/// is abandoned from outside, for a guest blocked in a host call. Every
+/// poll of the call is metered for its CPU time, which is what a deadline
+/// of [`Clock::Cpu`] counts.
 pub(super) async fn run<R, T>(
     store: &mut Store<Sandbox>,
     limits: Limits,
@@ -94,7 +106,8 @@ pub(super) async fn run<R, T>(
     convert: impl FnOnce(R) -> Result<T, Failure>,
 ) -> CallReport<T> {
     let started = Instant::now();
-    let result = tokio::time::timeout(limits.deadline + GRACE, call(store)).await;
+    let meter = store.data_mut().arm(limits);
+    let result = tokio::time::timeout(limits.wall_limit(), meter.meter(call(store))).await;
     report(store, started, limits, result, convert)
 }
 
@@ -111,7 +124,7 @@ fn report<R, T>(
     let result = match result {
         Ok(Ok(returned)) => convert(returned),
         Ok(Err(phase)) => Err(classify(sandbox, limits, phase)),
-        Err(_elapsed) => Err(timeout(limits)),
+        Err(_elapsed) => Err(abandoned(limits)),
     }
     .map_err(|failure| Failure { message: sandbox::bounded(failure.message), ..failure });
     let (stdout, stderr) = sandbox.take_output();
@@ -124,11 +137,40 @@ fn report<R, T>(
             tracing::info!(target: "trellis::plugin", plugin, stream, truncated_bytes = captured.truncated_bytes, "{}", captured.text.trim_end());
         }
     }
-    CallReport { result, elapsed: started.elapsed(), peak_memory: sandbox.limiter.peak(), stdout, stderr }
+    CallReport {
+        result,
+        elapsed: started.elapsed(),
+        cpu: sandbox.cpu_used(),
+        peak_memory: sandbox.limiter.peak(),
+        stdout,
+        stderr,
+    }
 }
 
+/// The guest was interrupted at its deadline.
 fn timeout(limits: Limits) -> Failure {
-    Failure::new(FailureKind::Timeout, format!("deadline of {:?} exceeded", limits.deadline))
+    let message = match limits.clock {
+        Clock::Wall => format!("deadline of {:?} exceeded", limits.deadline),
+        Clock::Cpu => format!("CPU-time deadline of {:?} exceeded", limits.deadline),
+    };
+    Failure::new(FailureKind::Timeout, message)
+}
+
+/// The call was abandoned from outside: the guest did not return in time,
+/// most likely blocked in a host call.
+fn abandoned(limits: Limits) -> Failure {
+    match limits.clock {
+        Clock::Wall => timeout(limits),
+        Clock::Cpu => Failure::new(
+            FailureKind::Timeout,
+            format!(
+                "took more than {:?} of wall-clock time ({CPU_WALL_CEILING} times its CPU-time deadline of {:?}), \
+                 blocked in a host call",
+                limits.wall_limit(),
+                limits.deadline
+            ),
+        ),
+    }
 }
 
 fn classify(sandbox: &Sandbox, limits: Limits, phase: Phase) -> Failure {
@@ -146,6 +188,7 @@ fn classify(sandbox: &Sandbox, limits: Limits, phase: Phase) -> Failure {
     let (error, instantiating) = match phase {
         Phase::Instantiate(error) => (error, true),
         Phase::Call(error) => (error, false),
+        Phase::Stopped(failure) => return failure,
     };
     if let Some(trap) = error.downcast_ref::<Trap>() {
         return match trap {

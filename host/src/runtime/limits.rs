@@ -1,5 +1,6 @@
-//! Per-call limits: the deadline and the memory cap, with their defaults per
-//! world, and the resource limiter that enforces the cap over all memories.
+//! Per-call limits: the deadline (of wall-clock or of CPU time) and the
+//! memory cap, with their defaults per world, and the resource limiter that
+//! enforces the cap over all memories.
 
 use std::time::Duration;
 
@@ -8,24 +9,64 @@ use super::World;
 /// What one call of a plugin may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Wall-clock time from instantiation to the call's return.
+    /// Time from instantiation to the call's return, of the [`Clock`]'s kind.
     pub deadline: Duration,
     /// Bytes of linear memory, summed over all the component's memories.
     pub memory: usize,
+    /// What the deadline counts.
+    pub clock: Clock,
 }
 
+/// What a deadline counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Clock {
+    /// Wall-clock time. A guest blocked in a host call is abandoned a short
+    /// grace period after its deadline.
+    Wall,
+    /// CPU time the call itself used: waiting for a CPU, or blocked in a host
+    /// call (a sleep), does not count. A guest blocked in a host call is
+    /// abandoned at [`CPU_WALL_CEILING`] times its deadline of wall-clock time.
+    Cpu,
+}
+
+/// How many times its deadline of wall-clock time a call whose deadline
+/// counts CPU time may take: a ceiling for guests blocked in a host call,
+/// far above what a starved but working listener needs (at nice 19 beside
+/// two busy processes on two cores, it gets a few percent of a CPU).
+pub const CPU_WALL_CEILING: u32 = 60;
+
 impl Limits {
-    /// The defaults: transformation 60 s / 512 MiB, checksum 5 s / 64 MiB,
-    /// listener 1 s / 64 MiB.
+    /// The defaults: transformation 60 s of wall-clock time / 512 MiB,
+    /// checksum 5 s of wall-clock time / 64 MiB, listener 1 s of CPU time
+    /// per call / 64 MiB. Listeners run at the lowest CPU priority on
+    /// purpose, so their deadline must not count the time they wait for a
+    /// CPU; a transformation's and a checksum's deadline is how long a view
+    /// or the opening of a scheduler may take, which is wall-clock time.
     pub fn default_for(world: World) -> Limits {
         const MIB: usize = 1 << 20;
         match world {
-            World::Transformation => Limits { deadline: Duration::from_secs(60), memory: 512 * MIB },
-            World::Checksum => Limits { deadline: Duration::from_secs(5), memory: 64 * MIB },
-            World::Listener => Limits { deadline: Duration::from_secs(1), memory: 64 * MIB },
+            World::Transformation => {
+                Limits { deadline: Duration::from_secs(60), memory: 512 * MIB, clock: Clock::Wall }
+            }
+            World::Checksum => Limits { deadline: Duration::from_secs(5), memory: 64 * MIB, clock: Clock::Wall },
+            World::Listener => Limits { deadline: Duration::from_secs(1), memory: 64 * MIB, clock: Clock::Cpu },
+        }
+    }
+
+    /// The most wall-clock time a call may take before it is abandoned
+    /// from outside, which also stops a guest blocked in a host call.
+    pub(crate) fn wall_limit(&self) -> Duration {
+        match self.clock {
+            Clock::Wall => self.deadline + WALL_GRACE,
+            Clock::Cpu => self.deadline.saturating_mul(CPU_WALL_CEILING),
         }
     }
 }
+
+/// Extra time past a wall-clock deadline before a call is abandoned from
+/// outside, for guests blocked in a host call, where epochs cannot
+/// interrupt them.
+const WALL_GRACE: Duration = Duration::from_millis(500);
 
 /// Bytes of captured stdout and of stderr kept per call.
 pub const CAPTURE_LIMIT: usize = 64 << 10;
@@ -49,7 +90,7 @@ pub const MAX_MEMORY: usize = 4 << 30;
 impl Limits {
     /// These limits within [`MAX_DEADLINE`] and [`MAX_MEMORY`].
     pub(crate) fn clamped(self) -> Limits {
-        Limits { deadline: self.deadline.min(MAX_DEADLINE), memory: self.memory.min(MAX_MEMORY) }
+        Limits { deadline: self.deadline.min(MAX_DEADLINE), memory: self.memory.min(MAX_MEMORY), ..self }
     }
 }
 

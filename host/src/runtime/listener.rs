@@ -3,7 +3,7 @@
 //! failure, and the events it is given.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use wasmtime::Store;
 
@@ -99,6 +99,7 @@ impl ListenerInstance {
             return CallReport {
                 result: Err(Failure::new(FailureKind::Unsupported, "the listener instance failed earlier; restart it")),
                 elapsed: Duration::ZERO,
+                cpu: Duration::ZERO,
                 peak_memory: self.store.data().limiter.peak(),
                 stdout: Captured::default(),
                 stderr: Captured::default(),
@@ -121,7 +122,6 @@ impl ListenerInstance {
                 wit::Event::Gap(wit::Gap { first_sequence: *first_sequence, last_sequence: *last_sequence })
             }
         };
-        self.store.data_mut().deadline = Instant::now() + limits.deadline;
         let call = async |store: &mut Store<Sandbox>| {
             bindings.trellis_plugin_events().call_on_event(store, &event).await.map_err(Phase::Call)
         };

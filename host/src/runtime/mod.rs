@@ -16,9 +16,11 @@
 //!   carries directories and strings, already resolved.
 
 mod bindings;
+mod budget;
 mod cache;
 mod capture;
 mod checksum;
+mod cpu;
 mod describe;
 mod engine;
 mod failure;
@@ -29,14 +31,16 @@ mod plugin;
 mod sandbox;
 mod transform;
 
+pub use budget::{BudgetUsage, MemoryBudget, default_memory_budget};
 pub use cache::Provenance;
 pub use capture::Captured;
 pub use checksum::ChecksumRequest;
 pub use describe::{ConfigKey, PluginInfo};
 pub use engine::{POOL_SLOTS, Runtime, RuntimeOptions};
 pub use failure::{CallReport, Failure, FailureKind};
-pub use limits::Limits;
+pub use limits::{CPU_WALL_CEILING, Clock, Limits};
 pub use listener::{ListenerEvent, ListenerInstance};
+pub use output::OutputLimit;
 pub use plugin::{Plugin, World};
 pub use sandbox::{GUEST_OUTPUT, GUEST_STATE, guest_input};
 pub use transform::{TransformInput, TransformOutcome, TransformRequest};
@@ -59,4 +63,6 @@ pub enum Error {
     Grant { path: PathBuf, reason: String },
     #[error("cannot start the WebAssembly engine: {0}")]
     Engine(String),
+    #[error("{name}'s memory cap of {} MiB exceeds the memory budget of {} MiB", memory >> 20, budget >> 20)]
+    OverBudget { name: String, memory: usize, budget: usize },
 }

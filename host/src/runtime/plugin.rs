@@ -10,6 +10,7 @@ use wasmtime::{Engine, Store};
 use super::bindings::checksum::ChecksumPre;
 use super::bindings::listener::ListenerPre;
 use super::bindings::transformation::TransformationPre;
+use super::budget::MemoryBudget;
 use super::sandbox::{Grant, Sandbox};
 use super::{Error, Limits, Provenance};
 
@@ -72,12 +73,14 @@ pub(super) struct PluginInner {
     pub(super) pre: Pre,
     engine: Engine,
     stores: Arc<tokio::sync::Semaphore>,
+    budget: MemoryBudget,
 }
 
 impl Plugin {
     /// Finds the world of a compiled component and pre-instantiates it,
     /// which checks every import and export once so that calls cannot fail
     /// on linking.
+    #[allow(clippy::too_many_arguments, reason = "the runtime's parts a plugin keeps, each passed once")]
     pub(super) fn new(
         name: &str,
         content_hash: blake3::Hash,
@@ -86,6 +89,7 @@ impl Plugin {
         linker: &Linker<Sandbox>,
         engine: &Engine,
         stores: &Arc<tokio::sync::Semaphore>,
+        budget: &MemoryBudget,
     ) -> Result<Plugin, Error> {
         let not_a_plugin = |reason: String| Error::NotAPlugin { name: name.to_string(), reason };
         let worlds: Vec<World> =
@@ -114,6 +118,7 @@ impl Plugin {
                 pre,
                 engine: engine.clone(),
                 stores: stores.clone(),
+                budget: budget.clone(),
             }),
             limits: Limits::default_for(world),
         })
@@ -151,11 +156,20 @@ impl Plugin {
         Plugin { inner: self.inner.clone(), limits: limits.clamped() }
     }
 
-    /// A fresh store, once a store slot is free.
+    /// The memory budget this plugin's stores reserve their cap from.
+    pub fn memory_budget(&self) -> &MemoryBudget {
+        &self.inner.budget
+    }
+
+    /// A fresh store, once its memory cap is reserved from the budget and
+    /// a store slot is free. The reservation comes first, so that calls
+    /// waiting for memory hold no slot.
     pub(super) async fn store(&self, grants: &[Grant], deterministic: bool) -> Result<Store<Sandbox>, Error> {
+        let limits = self.limits.clamped();
+        let memory = self.inner.budget.reserve(self.name(), limits.memory).await?;
         let slot =
             self.inner.stores.clone().acquire_owned().await.map_err(|_| Error::Engine("runtime shut down".into()))?;
-        Sandbox::store(&self.inner.engine, self.inner.name.clone(), grants, self.limits, deterministic, slot)
+        Sandbox::store(&self.inner.engine, self.inner.name.clone(), grants, self.limits, deterministic, slot, memory)
     }
 
     pub(super) fn wrong_world(&self, expected: World) -> Error {

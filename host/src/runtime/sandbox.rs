@@ -1,7 +1,8 @@
 //! The state of one plugin store: WASI restricted to what the call was
 //! granted (the grants, where the guest sees them, and the refusal of
-//! overlapping ones), the memory limiter, the deadline, captured output,
-//! and the `host` interface that plugins import.
+//! overlapping ones), the memory limiter and the store's reservation from
+//! the memory budget, the deadline (of wall-clock or of CPU time), captured
+//! output, and the `host` interface that plugins import.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,8 +15,10 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::Error;
 use super::bindings::{LogLevel, host};
+use super::budget::Reservation;
 use super::capture::{CaptureStream, Captured};
-use super::limits::{CAPTURE_LIMIT, Limits, MemoryLimiter};
+use super::cpu::CpuMeter;
+use super::limits::{CAPTURE_LIMIT, Clock, Limits, MemoryLimiter};
 
 /// A directory made visible to the guest.
 #[derive(Debug, Clone)]
@@ -80,7 +83,10 @@ pub(crate) struct Sandbox {
     wasi: WasiCtx,
     table: ResourceTable,
     pub(crate) limiter: MemoryLimiter,
-    pub(crate) deadline: Instant,
+    /// When the call in progress is interrupted, armed by [`Sandbox::arm`].
+    deadline: Deadline,
+    /// The CPU time of the call in progress.
+    cpu: Arc<CpuMeter>,
     plugin: Arc<str>,
     pub(crate) panic: Option<String>,
     log_budget: usize,
@@ -89,6 +95,16 @@ pub(crate) struct Sandbox {
     stderr: CaptureStream,
     /// Held for the store's life: one of the runtime's store slots.
     _slot: OwnedSemaphorePermit,
+    /// Held for the store's life: its memory cap, reserved from the budget.
+    _memory: Reservation,
+}
+
+/// The deadline of the call in progress.
+#[derive(Debug, Clone, Copy)]
+enum Deadline {
+    Wall(Instant),
+    /// CPU time, as the store's [`CpuMeter`] counts it.
+    Cpu(Duration),
 }
 
 impl Sandbox {
@@ -101,6 +117,7 @@ impl Sandbox {
         limits: Limits,
         deterministic: bool,
         slot: OwnedSemaphorePermit,
+        memory: Reservation,
     ) -> Result<Store<Sandbox>, Error> {
         let stdout = CaptureStream::new(CAPTURE_LIMIT);
         let stderr = CaptureStream::new(CAPTURE_LIMIT);
@@ -128,7 +145,8 @@ impl Sandbox {
             wasi: wasi.build(),
             table,
             limiter: MemoryLimiter::new(limits.memory),
-            deadline: Instant::now() + limits.clamped().deadline,
+            deadline: Deadline::Wall(Instant::now() + limits.clamped().deadline),
+            cpu: CpuMeter::new(),
             plugin,
             panic: None,
             log_budget: LOG_BUDGET,
@@ -136,21 +154,44 @@ impl Sandbox {
             stdout,
             stderr,
             _slot: slot,
+            _memory: memory,
         };
         let mut store = Store::new(engine, sandbox);
         store.limiter(|sandbox| &mut sandbox.limiter);
         store.set_hostcall_fuel(HOSTCALL_BYTES);
         // The engine's epoch ticks every EPOCH_TICK; at each tick the guest
         // yields to tokio, and once past its deadline it is interrupted.
+        // The callback runs inside the poll that runs the guest, on its
+        // thread, where the CPU meter can count the poll in progress.
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(|context| {
-            if Instant::now() >= context.data().deadline {
-                Ok(UpdateDeadline::Interrupt)
-            } else {
-                Ok(UpdateDeadline::Yield(1))
-            }
+            if context.data().past_deadline() { Ok(UpdateDeadline::Interrupt) } else { Ok(UpdateDeadline::Yield(1)) }
         });
         Ok(store)
+    }
+
+    /// Sets the deadline of the call about to start and resets the CPU
+    /// meter; returns the meter, which the call's future feeds.
+    pub(crate) fn arm(&mut self, limits: Limits) -> Arc<CpuMeter> {
+        let deadline = limits.clamped().deadline;
+        self.deadline = match limits.clock {
+            Clock::Wall => Deadline::Wall(Instant::now() + deadline),
+            Clock::Cpu => Deadline::Cpu(deadline),
+        };
+        self.cpu.reset();
+        self.cpu.clone()
+    }
+
+    fn past_deadline(&self) -> bool {
+        match self.deadline {
+            Deadline::Wall(at) => Instant::now() >= at,
+            Deadline::Cpu(budget) => self.cpu.used_in_poll() >= budget,
+        }
+    }
+
+    /// The CPU time of the last call's polls.
+    pub(crate) fn cpu_used(&self) -> Duration {
+        self.cpu.used()
     }
 
     pub(crate) fn take_output(&self) -> (Captured, Captured) {

@@ -1,13 +1,14 @@
 //! The transformation world's call: the request as the host sees it (host
 //! directories), its translation to guest paths under the call's grants,
-//! and the outcome once the output has been checked.
+//! the output watched while it runs, and the outcome once the output has
+//! been checked.
 
 use std::path::PathBuf;
 
 use wasmtime::Store;
 
 use super::failure::{Phase, run};
-use super::output::{check_counters, check_plain_files};
+use super::output::{OutputLimit, check_counters, check_output, watch_output};
 use super::plugin::Pre;
 use super::sandbox::{GUEST_OUTPUT, Grant, Sandbox, check_no_overlap, guest_input};
 use super::{CallReport, Error, Failure, FailureKind, Plugin, World, bindings};
@@ -44,11 +45,15 @@ pub struct TransformRequest {
     pub inputs: Vec<TransformInput>,
     /// Host directory, granted read-write: the staging output.
     pub output_dir: PathBuf,
+    /// What the call may leave in `output_dir`.
+    pub output_limit: OutputLimit,
 }
 
 impl Plugin {
     /// Runs a transformation: inputs granted read-only at `/inputs/<n>`,
-    /// the output directory read-write at `/output`, nothing else.
+    /// the output directory read-write at `/output`, nothing else. The
+    /// output is measured while the call runs, which is stopped once it is
+    /// over its limit, and checked exactly when the call returns.
     pub async fn transform(&self, request: &TransformRequest) -> Result<CallReport<TransformOutcome>, Error> {
         use bindings::transformation::exports::trellis::plugin::transform as wit;
         let Pre::Transformation(pre) = &self.inner.pre else {
@@ -85,13 +90,19 @@ impl Plugin {
 
         let mut store = self.store(&grants, false).await?;
         let call = async |store: &mut Store<Sandbox>| {
-            let instance = pre.instantiate_async(&mut *store).await.map_err(Phase::Instantiate)?;
-            instance.trellis_plugin_transform().call_run(&mut *store, &wit_request).await.map_err(Phase::Call)
+            let calling = async {
+                let instance = pre.instantiate_async(&mut *store).await.map_err(Phase::Instantiate)?;
+                instance.trellis_plugin_transform().call_run(&mut *store, &wit_request).await.map_err(Phase::Call)
+            };
+            tokio::select! {
+                returned = calling => returned,
+                over = watch_output(request.output_dir.clone(), request.output_limit) => Err(Phase::Stopped(over)),
+            }
         };
         let report = run(&mut store, self.limits, call, |returned| match returned {
             Ok(wit::Outcome::Data(counters)) => {
                 check_counters(&counters)?;
-                check_plain_files(&request.output_dir)?;
+                check_output(&request.output_dir, request.output_limit)?;
                 Ok(TransformOutcome::Data { counters })
             }
             Ok(wit::Outcome::NoData) => Ok(TransformOutcome::NoData),

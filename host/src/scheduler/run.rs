@@ -679,7 +679,7 @@ impl Scheduler {
     ) -> tokio::task::JoinHandle<()> {
         let view_type = self.lattice.view_type(id);
         let done_flag = self.lattice.done_flag_path(id);
-        let Transformation::Plugin { plugin: plugin_name, .. } = &view_type.transformation else {
+        let Transformation::Plugin { plugin: plugin_name, output, .. } = &view_type.transformation else {
             // External data: its done flag is its transformation.
             let result = match mtime_millis(&done_flag) {
                 Some(timestamp) => TaskReport::Done { view: id, data: true, timestamp },
@@ -744,6 +744,10 @@ impl Scheduler {
             config,
             inputs,
             output_dir: PathBuf::new(),
+            output_limit: {
+                let cap = self.catalog.settings.output.with(*output);
+                runtime::OutputLimit { bytes: cap.bytes, entries: cap.entries }
+            },
         };
         let data_path = self.lattice.data_path(id);
         let flag = view_type.done_flag.clone();

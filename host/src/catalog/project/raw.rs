@@ -239,6 +239,9 @@ pub(super) struct RawDefaults {
     pub(super) concurrency: Option<usize>,
     pub(super) deadline: Option<Spanned<String>>,
     pub(super) memory_mib: Option<usize>,
+    pub(super) memory_budget_mib: Option<Spanned<u64>>,
+    pub(super) output_mib: Option<Spanned<u64>>,
+    pub(super) output_entries: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize)]
@@ -311,6 +314,8 @@ pub(super) struct RawTransformation {
     #[serde(default)]
     pub(super) config: BTreeMap<String, toml::Value>,
     pub(super) checksum: Option<String>,
+    pub(super) output_mib: Option<u64>,
+    pub(super) output_entries: Option<u64>,
 }
 
 #[derive(Deserialize)]

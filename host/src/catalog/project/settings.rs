@@ -10,7 +10,9 @@ use toml::Spanned;
 use super::raw::{RawListener, RawPluginTable, RawProject, with_suggestion};
 use super::{Checker, Diagnostic};
 use crate::catalog::template::is_identifier;
-use crate::catalog::{EvaluationTime, EventSettings, ListenerDecl, MONITOR, PluginDecl, Settings, did_you_mean};
+use crate::catalog::{
+    EvaluationTime, EventSettings, ListenerDecl, MONITOR, OutputCap, OwnOutputCap, PluginDecl, Settings, did_you_mean,
+};
 
 impl Checker<'_> {
     /// `[project]`, `[defaults]` and `[events]`, with their defaults; the
@@ -42,6 +44,23 @@ impl Checker<'_> {
             max: raw.events.max.unwrap_or(1_000_000).max(1),
             drain,
         };
+        let defaults = &raw.defaults;
+        let value = |n: &Option<Spanned<u64>>| n.as_ref().map(|n| *n.get_ref());
+        let output = match output_cap(value(&defaults.output_mib), value(&defaults.output_entries)) {
+            Ok(own) => OutputCap::default().with(own),
+            Err((key, message)) => {
+                let spanned = if key == "output_mib" { &defaults.output_mib } else { &defaults.output_entries };
+                self.error(spanned.as_ref().map_or(0, |n| n.span().start), format!("defaults.{message}"));
+                OutputCap::default()
+            }
+        };
+        let memory_budget_mib = match &defaults.memory_budget_mib {
+            Some(mib) if *mib.get_ref() == 0 => {
+                self.error(mib.span().start, "defaults.memory_budget_mib must be at least 1");
+                None
+            }
+            mib => mib.as_ref().map(|mib| *mib.get_ref()),
+        };
         let declared = &raw.project;
         let settings = Settings {
             events,
@@ -56,6 +75,8 @@ impl Checker<'_> {
             concurrency: raw.defaults.concurrency.unwrap_or(4).max(1),
             deadline,
             memory_mib: raw.defaults.memory_mib,
+            memory_budget_mib: memory_budget_mib.map(|mib| usize::try_from(mib).unwrap_or(usize::MAX)),
+            output,
         };
         if root.starts_with(&settings.storage) || settings.metastore.starts_with(&settings.storage) {
             // Publishing a view replaces its directory: the storage root
@@ -204,4 +225,18 @@ impl Checker<'_> {
         }
         listeners
     }
+}
+
+/// The cap that `output_mib` (in MiB) and `output_entries` give, or the
+/// key that is out of range with what is wrong.
+pub(super) fn output_cap(mib: Option<u64>, entries: Option<u64>) -> Result<OwnOutputCap, (&'static str, String)> {
+    let bytes = match mib {
+        Some(0) => return Err(("output_mib", "output_mib must be at least 1".into())),
+        Some(mib) => Some(mib.checked_mul(1 << 20).ok_or(("output_mib", format!("output_mib {mib} is too large")))?),
+        None => None,
+    };
+    if entries == Some(0) {
+        return Err(("output_entries", "output_entries must be at least 1".into()));
+    }
+    Ok(OwnOutputCap { bytes, entries })
 }

@@ -11,6 +11,7 @@ use super::checksum::schema_checksum;
 use super::dependencies::DEPENDENCY_LIMIT;
 use super::paths::default_path;
 use super::raw::RawViewType;
+use super::settings::output_cap;
 use crate::catalog::expression::ConfigValue;
 use crate::catalog::template::{Template, is_identifier};
 use crate::catalog::time::Dataset;
@@ -123,10 +124,14 @@ impl Checker<'_> {
                         Err(e) => self.error(offset, format!("{name}: config `{key}`: {e}")),
                     }
                 }
+                let output = output_cap(t.output_mib, t.output_entries).unwrap_or_else(|(_, message)| {
+                    self.error(offset, format!("{name}: transformation {message}"));
+                    Default::default()
+                });
                 if t.plugin == "noop" {
                     Transformation::External
                 } else {
-                    Transformation::Plugin { plugin: t.plugin.clone(), config, checksum: t.checksum.clone() }
+                    Transformation::Plugin { plugin: t.plugin.clone(), config, checksum: t.checksum.clone(), output }
                 }
             }
         };

@@ -2,8 +2,9 @@
 //! the host's listener supervision.
 //!
 //! Configuration (all optional):
-//! - `behaviour`: `ok` (default), `trap`, `fatal`, `retryable`, `sleep`,
-//!   `trap-on-start` or `fatal-on-start`;
+//! - `behaviour`: `ok` (default), `trap`, `fatal`, `retryable`, `sleep`
+//!   (a host-side wait, using no CPU), `spin` (a loop that never ends, using
+//!   CPU), `trap-on-start` or `fatal-on-start`;
 //! - `k`: the misbehaviour applies to transitions whose `sequence % k == 0`
 //!   (default 1; gap events never misbehave);
 //! - `sleep_ms`: how long `sleep` sleeps (default 5000);
@@ -31,6 +32,7 @@ enum Behaviour {
     Fatal,
     Retryable,
     Sleep,
+    Spin,
     TrapOnStart,
     FatalOnStart,
 }
@@ -48,7 +50,7 @@ impl Listener for Hostile {
         PluginInfo::new("hostile-listener", "0.0.0")
             .config_key(ConfigKey::optional(
                 "behaviour",
-                "ok, trap, fatal, retryable, sleep, trap-on-start or fatal-on-start",
+                "ok, trap, fatal, retryable, sleep, spin, trap-on-start or fatal-on-start",
             ))
             .config_key(ConfigKey::optional("k", "misbehave on transitions whose sequence % k == 0 (default 1)"))
             .config_key(ConfigKey::optional("sleep_ms", "how long `sleep` sleeps (default 5000)"))
@@ -62,6 +64,7 @@ impl Listener for Hostile {
             "fatal" => Behaviour::Fatal,
             "retryable" => Behaviour::Retryable,
             "sleep" => Behaviour::Sleep,
+            "spin" => Behaviour::Spin,
             "trap-on-start" => Behaviour::TrapOnStart,
             "fatal-on-start" => Behaviour::FatalOnStart,
             other => return Err(ListenerError::fatal(format!("unknown behaviour `{other}`"))),
@@ -111,6 +114,13 @@ impl Listener for Hostile {
                 // Not interruptible from inside: the host's deadline has to stop it.
                 std::thread::sleep(Duration::from_millis(self.sleep_ms));
                 Ok(())
+            }
+            Behaviour::Spin => {
+                // Uses CPU until the host's deadline stops it.
+                let mut n = 0u64;
+                loop {
+                    n = std::hint::black_box(n.wrapping_add(1));
+                }
             }
             _ => Ok(()),
         }
