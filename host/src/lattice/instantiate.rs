@@ -158,6 +158,7 @@ parameters = { n = "${label}" }
         let error = lattice.instantiate(&pattern::parse("t.a/Label/e(1,2)").unwrap(), &resolution()).unwrap_err();
         assert_eq!(error, Error::TooManyWithDependencies { limit: 3 });
         assert_eq!(lattice.len(), 0, "views of the refused call were kept");
+        assert_eq!((lattice.params.len(), lattice.params_index.len()), (0, 0), "its parameter tuples were kept");
         lattice.instantiate(&pattern::parse("t.a/Label/1").unwrap(), &resolution()).unwrap();
         lattice.instantiate(&pattern::parse("t.a/Label/2").unwrap(), &resolution()).unwrap();
         assert_eq!(lattice.len(), 4);

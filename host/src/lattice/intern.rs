@@ -5,6 +5,14 @@
 use super::{Capacity, Error, Lattice, ParamsId, ViewId, ViewKey};
 use crate::catalog::ViewTypeId;
 
+/// How far the lattice had grown, for [`Lattice::rollback`].
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Mark {
+    views: usize,
+    edges: usize,
+    params: usize,
+}
+
 impl Lattice {
     pub(super) fn intern(&mut self, view_type: ViewTypeId, params: Vec<String>, instance: i64) -> ViewId {
         let params: Box<[Box<str>]> = params.into_iter().map(String::into_boxed_str).collect();
@@ -28,12 +36,12 @@ impl Lattice {
     }
 
     /// Where the lattice stands, to undo a failed instantiation.
-    pub(super) fn mark(&self) -> (usize, usize) {
-        (self.views.len(), self.edges.len())
+    pub(super) fn mark(&self) -> Mark {
+        Mark { views: self.views.len(), edges: self.edges.len(), params: self.params.len() }
     }
 
     /// Whether the views added since `mark` keep within the lattice's capacity.
-    pub(super) fn within_capacity(&self, (before, _): (usize, usize)) -> Result<(), Error> {
+    pub(super) fn within_capacity(&self, Mark { views: before, .. }: Mark) -> Result<(), Error> {
         let Capacity { per_call, total } = self.capacity;
         // A call too big on its own is the caller's to fix, whatever the lattice holds.
         if self.views.len() - before > per_call {
@@ -45,11 +53,15 @@ impl Lattice {
         Ok(())
     }
 
-    /// Forgets every view added since `mark`, so that a failed
-    /// instantiation leaves no half-resolved views behind.
-    pub(super) fn rollback(&mut self, (views, edges): (usize, usize)) {
+    /// Forgets every view added since `mark`, and the parameter tuples
+    /// interned for them, so that a failed (or refused) instantiation
+    /// leaves nothing behind: neither half-resolved views nor memory.
+    pub(super) fn rollback(&mut self, Mark { views, edges, params }: Mark) {
         for key in self.views.drain(views..) {
             self.index.remove(&key);
+        }
+        for tuple in self.params.drain(params..) {
+            self.params_index.remove(&tuple);
         }
         self.edge_start.truncate(views);
         self.edges.truncate(edges);

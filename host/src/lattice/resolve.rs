@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 
 use super::instantiate::check_value;
+use super::intern::Mark;
 use super::{Error, Lattice, ViewId};
 use crate::catalog::{Binding, TimeSelection, ViewTypeId};
 
@@ -33,7 +34,7 @@ impl Lattice {
     /// because a `current(-1)` chain can be thousands of views deep.
     /// Fails, before it has added much, once the views added since `mark`
     /// are more than the lattice's capacity allows.
-    pub(super) fn resolve_pending(&mut self, resolution: &Resolution<'_>, mark: (usize, usize)) -> Result<(), Error> {
+    pub(super) fn resolve_pending(&mut self, resolution: &Resolution<'_>, mark: Mark) -> Result<(), Error> {
         let mut keys = Vec::new();
         while self.resolved < self.views.len() {
             let id = ViewId(self.resolved as u32);
