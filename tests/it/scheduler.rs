@@ -520,3 +520,20 @@ view = "o.raw/In"
     // storage: the staging directory is gone.
     assert_eq!(files_below(&storage), before);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_request_nobody_waits_for_any_more_is_dropped_unserved() {
+    use futures_util::FutureExt;
+    let project = Project::new(&[1]);
+    let catalog = project.catalog("v1");
+    let (service, handle) = Service::new(open(&catalog).await);
+    // Queued, then given up on (as by a client that timed out).
+    assert!(handle.instantiate(SUMMARY.into(), false).now_or_never().is_none());
+    let service = tokio::spawn(service.run());
+    // Requests are served in order: once this one is answered, the other was dropped.
+    let ids = handle.instantiate(in_(DAYS[0]), false).await.unwrap();
+    assert_eq!(ids.len(), 1);
+    assert_eq!(handle.table.read().unwrap().views().len(), 1, "the summary's seven views were instantiated");
+    handle.shutdown(Duration::ZERO);
+    service.await.expect("the service task ends").expect("the service ends cleanly");
+}

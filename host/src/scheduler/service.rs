@@ -37,6 +37,19 @@ enum Request {
     Stop { run: String, reply: Reply<Stopping> },
 }
 
+impl Request {
+    /// Whether whoever asked no longer waits for the answer.
+    fn is_abandoned(&self) -> bool {
+        match self {
+            Request::Instantiate { reply, .. } => reply.is_closed(),
+            Request::Materialize { reply, .. } => reply.is_closed(),
+            Request::Invalidate { reply, .. } => reply.is_closed(),
+            Request::Plan { reply, .. } => reply.is_closed(),
+            Request::Stop { reply, .. } => reply.is_closed(),
+        }
+    }
+}
+
 /// How many requests may wait for the service at once. Past it a request
 /// is refused at once ([`Error::Busy`]) rather than queued without bound.
 pub const REQUEST_QUEUE: usize = 256;
@@ -256,8 +269,14 @@ impl Service {
         Ok(())
     }
 
-    /// Serves one request. What goes wrong goes to the request's reply.
+    /// Serves one request. What goes wrong goes to the request's reply. A
+    /// request whose asker has gone (a client that hung up, a request that
+    /// timed out while it waited) is dropped unserved: nobody would learn
+    /// what it did, and an instantiation can take seconds.
     fn serve(&mut self, request: Request) {
+        if request.is_abandoned() {
+            return;
+        }
         match request {
             Request::Instantiate { pattern, closure, reply } => {
                 let result = self.scheduler.instantiate(&pattern).map(|ids| {
