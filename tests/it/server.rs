@@ -782,16 +782,18 @@ async fn stalled_clients_never_lock_out_health_or_the_token_holder() {
     let dir = tempfile::tempdir().unwrap();
     let project = dir.path().join("p");
     Daily::new("s", "trivial", 1).write(&project);
-    // 400 open files: today's usual limit is 1,024, and 600 stalled clients
-    // must be more than the server can hold. A long header deadline, so
-    // that what frees room is the server's admission, not the deadline.
+    // 800 open files: the server holds 512 connections (800 less 256 for
+    // its own files and the reserve of 32), and 1,000 stalled clients are
+    // more than the old server's 800 descriptors. A long header deadline,
+    // so that what frees room is the server's admission, not the deadline.
     let args = ["--header-timeout", "600s"];
-    let server = Server::start_with_file_limit(&project, &args, &[("TRELLIS_TOKEN", "t")], 400);
-    let health = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap();
+    let server = Server::start_with_file_limit(&project, &args, &[("TRELLIS_TOKEN", "t")], 800);
+    // A new connection for every probe: each one is admitted as the attack goes on.
+    let health = reqwest::Client::builder().timeout(Duration::from_secs(5)).pool_max_idle_per_host(0).build().unwrap();
     let mut clients = Vec::new();
     let mut latencies = Vec::new();
-    for round in 0..12 {
-        // The attack goes on: 50 more stalled clients every round, 600 in all.
+    for round in 0..20 {
+        // The attack goes on: 50 more stalled clients every round, 1,000 in all.
         clients.extend((0..50).map(|_| stalled(server.address())));
         for _ in 0..5 {
             let asked = Instant::now();
@@ -801,15 +803,19 @@ async fn stalled_clients_never_lock_out_health_or_the_token_holder() {
             latencies.push(asked.elapsed());
         }
     }
-    assert_eq!(clients.len(), 600);
+    assert_eq!(clients.len(), 1000);
     // The token holder gets through too.
     let (status, accepted) =
         call(reqwest::Method::POST, &format!("{}/materialize/s.mart/Out/2015/01/01", server.url), Some("t")).await;
     assert_eq!(status, 202, "{accepted}");
     latencies.sort();
-    let (median, slowest) = (latencies[latencies.len() / 2], latencies[latencies.len() - 1]);
-    eprintln!("/health with 600 stalled clients: median {median:?}, slowest {slowest:?}");
-    assert!(median < Duration::from_millis(100), "median {median:?}, slowest {slowest:?}");
+    let percentile = |p: usize| latencies[(latencies.len() * p / 100).min(latencies.len() - 1)];
+    let (median, p95, slowest) = (percentile(50), percentile(95), latencies[latencies.len() - 1]);
+    eprintln!("/health beside 1,000 stalled clients: median {median:?}, p95 {p95:?}, slowest {slowest:?}");
+    // Under 100 ms throughout, but for a twentieth: a noisy machine running
+    // the rest of the tests beside this one may delay any single request.
+    assert!(p95 < Duration::from_millis(100), "median {median:?}, p95 {p95:?}, slowest {slowest:?}");
+    assert!(slowest < Duration::from_secs(1), "median {median:?}, p95 {p95:?}, slowest {slowest:?}");
     assert!(!server.log().contains("Too many open files"), "{}", server.log());
     drop(clients);
     assert_eq!(server.stop(), 0);
@@ -867,4 +873,30 @@ fn a_token_of_only_whitespace_is_refused() {
     let client = run(trellis().arg("--token-file").arg(&file).args(["--server", "http://127.0.0.1:9", "runs"]));
     assert_eq!(client.code, 2, "{}", client.stdout);
     assert!(client.stderr.contains("holds no token"), "{}", client.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_never_reads_its_event_stream_does_not_hold_up_a_shutdown() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("p");
+    // 10,000 views: some 5 MB of events, more than the socket buffers
+    // between server and client hold.
+    Daily::new("n", "trivial", 5000).write(&project);
+    let server = Server::start(&project, &["--grace", "1s"], &[]);
+    let mut stream = std::net::TcpStream::connect(server.address()).unwrap();
+    stream.write_all(b"GET /events HTTP/1.1\r\nHost: reader\r\n\r\n").unwrap();
+    let mut head = Vec::new();
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        assert_eq!(stream.read(&mut byte).unwrap(), 1, "the stream's head comes");
+        head.push(byte[0]);
+    }
+    // From here on the client reads nothing.
+    let (status, accepted) = post(&format!("{}/materialize/n.mart/Out/rymd(20150101-20280908)", server.url)).await;
+    assert_eq!(status, 202, "{accepted}");
+    finished(&server.url, accepted["run"].as_str().unwrap()).await;
+    let code = server.stop_within(Duration::from_secs(20));
+    assert_eq!(code, Some(0), "the server did not end within 20 s of SIGTERM (its grace is 1 s)");
+    drop(stream);
 }

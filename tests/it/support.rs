@@ -205,6 +205,23 @@ impl Server {
         status.code().unwrap_or_else(|| panic!("serve ended with {status}; its log:\n{}", self.log()))
     }
 
+    /// SIGTERM, then the exit code if the server ends within `limit`
+    /// (`None` if it is still running then; `Drop` kills it).
+    pub fn stop_within(mut self, limit: std::time::Duration) -> Option<i32> {
+        let child = self.child.as_mut().unwrap();
+        // SAFETY: kill(2) on our own child, which has not been waited for.
+        assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
+        let deadline = std::time::Instant::now() + limit;
+        while std::time::Instant::now() < deadline {
+            if let Some(status) = child.try_wait().unwrap() {
+                self.child = None;
+                return Some(status.code().unwrap_or(-1));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        None
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }

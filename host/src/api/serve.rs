@@ -22,9 +22,10 @@
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -41,7 +42,7 @@ use tower::ServiceExt;
 
 use super::ApiError;
 
-/// How many connections the server keeps, and how long it waits for headers.
+/// How many connections the server keeps, and how long it waits for them.
 #[derive(Debug, Clone, Copy)]
 pub struct ConnectionLimits {
     /// Connections served as usual.
@@ -52,12 +53,12 @@ pub struct ConnectionLimits {
     /// A connection that has not sent a whole request head this long after
     /// it started one (or after its previous response) is closed.
     pub header_timeout: Duration,
-}
-
-impl Default for ConnectionLimits {
-    fn default() -> Self {
-        ConnectionLimits { max_connections: 512, reserve: 32, header_timeout: Duration::from_secs(10) }
-    }
+    /// A connection whose client takes nothing of a response for this long
+    /// (an event stream nobody reads) is closed.
+    pub write_timeout: Duration,
+    /// How long connections may go on after a shutdown is asked before
+    /// they are closed, finished or not.
+    pub shutdown_grace: Duration,
 }
 
 /// What a connection was admitted as.
@@ -68,19 +69,46 @@ enum Admission {
     Reserved,
 }
 
-/// One open connection, as the accept loop sees it.
-struct Open {
-    admission: Admission,
-    /// Requests whose response has not been sent to its end.
-    in_flight: Arc<AtomicUsize>,
-    /// Closes the connection when sent (or dropped).
-    evict: oneshot::Sender<()>,
+/// What a connection's task and the accept loop both know of it.
+#[derive(Debug, Default)]
+struct Usage {
+    /// Requests whose response has not been sent to its end, or
+    /// [`EVICTED`] once the accept loop has taken the connection to close.
+    in_flight: AtomicUsize,
+    /// Whether a whole request head ever came on it.
+    served: AtomicBool,
 }
 
-impl Open {
+const EVICTED: usize = usize::MAX;
+
+impl Usage {
     fn is_idle(&self) -> bool {
         self.in_flight.load(Ordering::Acquire) == 0
     }
+
+    /// Takes an idle connection for closing, unless a request has started
+    /// on it meanwhile: a request is never cut off by an eviction.
+    fn claim_idle(&self) -> bool {
+        self.in_flight.compare_exchange(0, EVICTED, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+
+    /// Counts a request in; false once the connection was taken for closing.
+    fn begin(&self) -> bool {
+        self.served.store(true, Ordering::Release);
+        self.in_flight.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n != EVICTED).then(|| n + 1)).is_ok()
+    }
+
+    fn end(&self) {
+        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// One open connection, as the accept loop sees it.
+struct Open {
+    admission: Admission,
+    usage: Arc<Usage>,
+    /// Closes the connection when sent (or dropped).
+    evict: oneshot::Sender<()>,
 }
 
 /// The open connections, by id; ids grow with age.
@@ -94,7 +122,7 @@ struct Registry {
 struct Admitted {
     id: u64,
     admission: Admission,
-    in_flight: Arc<AtomicUsize>,
+    usage: Arc<Usage>,
     evicted: oneshot::Receiver<()>,
 }
 
@@ -103,39 +131,49 @@ impl Registry {
         self.open.values().filter(|open| open.admission == admission).count()
     }
 
-    /// Closes the oldest idle connection admitted as `admission` (any, for
-    /// `None`); false if every one of them is busy. It leaves the registry
-    /// at once, so that it no longer counts, while its task closes the socket.
-    fn evict_oldest_idle(&mut self, admission: Option<Admission>) -> bool {
-        let oldest = self
+    /// Closes an idle connection admitted as `admission` (any, for `None`):
+    /// the oldest that never sent a whole request (a stalled client), else
+    /// the oldest kept alive between requests. False if every one of them
+    /// is busy. It leaves the registry at once, so that it no longer
+    /// counts, while its task closes the socket.
+    fn evict_idle(&mut self, admission: Option<Admission>) -> bool {
+        let eligible =
+            |open: &Open| admission.is_none_or(|admission| open.admission == admission) && open.usage.is_idle();
+        let never_served = |open: &Open| !open.usage.served.load(Ordering::Acquire);
+        let candidates: Vec<u64> = self
             .open
             .iter()
-            .find(|(_, open)| admission.is_none_or(|admission| open.admission == admission) && open.is_idle())
-            .map(|(id, _)| *id);
-        let Some(evicted) = oldest.and_then(|id| self.open.remove(&id)) else { return false };
-        let _ = evicted.evict.send(());
-        true
+            .filter(|(_, open)| eligible(open) && never_served(open))
+            .chain(self.open.iter().filter(|(_, open)| eligible(open) && !never_served(open)))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in candidates {
+            if self.open[&id].usage.claim_idle() {
+                let evicted = self.open.remove(&id).expect("a candidate is open");
+                let _ = evicted.evict.send(());
+                return true;
+            }
+        }
+        false
     }
 
     /// Admits a new connection by the rules in the module's documentation,
     /// or refuses it (`None`).
     fn admit(&mut self, limits: &ConnectionLimits) -> Option<Admitted> {
-        let admission = if self.count(Admission::Normal) < limits.max_connections
-            || self.evict_oldest_idle(Some(Admission::Normal))
-        {
-            Admission::Normal
-        } else if self.count(Admission::Reserved) < limits.reserve || self.evict_oldest_idle(Some(Admission::Reserved))
-        {
-            Admission::Reserved
-        } else {
-            return None;
-        };
+        let admission =
+            if self.count(Admission::Normal) < limits.max_connections || self.evict_idle(Some(Admission::Normal)) {
+                Admission::Normal
+            } else if self.count(Admission::Reserved) < limits.reserve || self.evict_idle(Some(Admission::Reserved)) {
+                Admission::Reserved
+            } else {
+                return None;
+            };
         let id = self.next_id;
         self.next_id += 1;
-        let in_flight = Arc::new(AtomicUsize::new(0));
+        let usage = Arc::new(Usage::default());
         let (evict, evicted) = oneshot::channel();
-        self.open.insert(id, Open { admission, in_flight: in_flight.clone(), evict });
-        Some(Admitted { id, admission, in_flight, evicted })
+        self.open.insert(id, Open { admission, usage: usage.clone(), evict });
+        Some(Admitted { id, admission, usage, evicted })
     }
 }
 
@@ -184,9 +222,14 @@ pub async fn serve(
     let _ = closing.send(true);
     {
         let mut registry = lock(&registry);
-        while registry.evict_oldest_idle(None) {}
+        while registry.evict_idle(None) {}
     }
-    while tasks.join_next().await.is_some() {}
+    let finished = async { while tasks.join_next().await.is_some() {} };
+    if tokio::time::timeout(limits.shutdown_grace, finished).await.is_err() {
+        tracing::warn!(grace = ?limits.shutdown_grace, "closing the connections still open after the grace period");
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
+    }
 }
 
 /// Out of file descriptors, an accept fails until one is closed: close the
@@ -195,7 +238,7 @@ pub async fn serve(
 async fn on_accept_error(registry: &Mutex<Registry>, error: &io::Error) {
     let out_of_files = matches!(error.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE));
     if out_of_files {
-        let freed = lock(registry).evict_oldest_idle(None);
+        let freed = lock(registry).evict_idle(None);
         tracing::warn!(freed, "accept: {error}");
         if freed {
             tokio::task::yield_now().await;
@@ -235,17 +278,21 @@ impl Drop for Registered {
 impl Connection {
     async fn serve(mut self, stream: TcpStream, admitted: Admitted) {
         let _registered = Registered { id: admitted.id, registry: self.registry.clone() };
-        let Admitted { admission, in_flight, mut evicted, .. } = admitted;
+        let Admitted { admission, usage, mut evicted, .. } = admitted;
         let (router, token) = (self.router.clone(), self.token.clone());
         let service = hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
-            let guard = InFlight::new(&in_flight);
+            let guard = InFlight::begin(&usage);
             let (router, token) = (router.clone(), token.clone());
             async move {
                 let request = request.map(Body::new);
-                let response = if admission == Admission::Reserved && !reserve_serves(&request, token.as_deref()) {
-                    busy()
-                } else {
-                    router.oneshot(request).await.unwrap_or_else(|never: Infallible| match never {})
+                let response = match guard {
+                    // Taken for closing just before this request came: it
+                    // is not served, and the client may send it again.
+                    None => busy(),
+                    Some(_) if admission == Admission::Reserved && !reserve_serves(&request, token.as_deref()) => {
+                        busy()
+                    }
+                    Some(_) => router.oneshot(request).await.unwrap_or_else(|never: Infallible| match never {}),
                 };
                 Ok::<_, Infallible>(response.map(|body| Body::new(Guarded { body, _guard: guard })))
             }
@@ -255,9 +302,10 @@ impl Connection {
             .timer(TokioTimer::new())
             .header_read_timeout(self.limits.header_timeout)
             // One buffer per write, so that a response head hyper writes by
-            // itself is seen whole by `JsonErrors`.
+            // itself is seen whole by `Socket`.
             .writev(false);
-        let connection = builder.serve_connection(TokioIo::new(JsonErrors::new(stream)), service);
+        let socket = Socket::new(stream, self.limits.write_timeout);
+        let connection = builder.serve_connection(TokioIo::new(socket), service);
         tokio::pin!(connection);
         loop {
             tokio::select! {
@@ -300,18 +348,18 @@ fn busy() -> Response {
 
 /// Counts a request as in flight from the moment it is read until its
 /// response has been sent, or abandoned.
-struct InFlight(Arc<AtomicUsize>);
+struct InFlight(Arc<Usage>);
 
 impl InFlight {
-    fn new(count: &Arc<AtomicUsize>) -> InFlight {
-        count.fetch_add(1, Ordering::AcqRel);
-        InFlight(count.clone())
+    /// `None` when the connection was taken for closing.
+    fn begin(usage: &Arc<Usage>) -> Option<InFlight> {
+        usage.begin().then(|| InFlight(usage.clone()))
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.0.end();
     }
 }
 
@@ -319,7 +367,7 @@ impl Drop for InFlight {
 /// sent to its end or dropped: an event stream is busy, not idle.
 struct Guarded {
     body: Body,
-    _guard: InFlight,
+    _guard: Option<InFlight>,
 }
 
 impl http_body::Body for Guarded {
@@ -342,22 +390,45 @@ impl http_body::Body for Guarded {
     }
 }
 
-/// The socket of a connection, with a JSON body given to the answers hyper
-/// writes by itself, without calling the router, to requests it cannot parse
-/// (a malformed request line or header: 400; headers too large: 431; a URI
-/// too long: 414). Those come with `content-length: 0`; every error the
-/// router answers has a JSON body, so a 4xx or 5xx head of length 0 can
-/// only be hyper's.
-struct JsonErrors<S> {
+/// The socket of a connection, with two things hyper does not do:
+/// - a JSON body for the answers hyper writes by itself, without calling
+///   the router, to requests it cannot parse (a malformed request line or
+///   header: 400; headers too large: 431; a URI too long: 414). Those come
+///   with `content-length: 0`; every error the router answers has a JSON
+///   body, so a 4xx or 5xx head of length 0 can only be hyper's;
+/// - a deadline on writes: a client that takes nothing of a response for
+///   `write_timeout` (an event stream it never reads) fails the write, and
+///   the connection closes, rather than holding it, busy, for ever.
+struct Socket<S> {
     inner: S,
     /// A replacement being written, and how far; once it is all written, the
     /// original write is reported done.
     replacing: Option<(Vec<u8>, usize)>,
+    write_timeout: Duration,
+    /// Runs while a write waits for the client to take data.
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
-impl<S> JsonErrors<S> {
-    fn new(inner: S) -> Self {
-        JsonErrors { inner, replacing: None }
+impl<S> Socket<S> {
+    fn new(inner: S, write_timeout: Duration) -> Self {
+        Socket { inner, replacing: None, write_timeout, stalled: None }
+    }
+
+    /// Passes on the outcome of a write or flush; a write that has made no
+    /// progress for `write_timeout` fails instead.
+    fn deadline<T>(&mut self, cx: &mut Context<'_>, polled: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        if polled.is_ready() {
+            self.stalled = None;
+            return polled;
+        }
+        let timeout = self.write_timeout;
+        let stalled = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        if stalled.as_mut().poll(cx).is_ready() {
+            self.stalled = None;
+            let message = format!("the client took nothing of its response for {timeout:?}");
+            return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, message)));
+        }
+        Poll::Pending
     }
 }
 
@@ -388,38 +459,46 @@ fn json_error_for(head: &[u8]) -> Option<Vec<u8>> {
     Some(replacement)
 }
 
-impl<S: AsyncRead + Unpin> AsyncRead for JsonErrors<S> {
+impl<S: AsyncRead + Unpin> AsyncRead for Socket<S> {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_read(cx, buf)
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for JsonErrors<S> {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Socket<S> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let this = &mut *self;
         if this.replacing.is_none() {
             match json_error_for(buf) {
                 Some(replacement) => this.replacing = Some((replacement, 0)),
-                None => return Pin::new(&mut this.inner).poll_write(cx, buf),
+                None => {
+                    let polled = Pin::new(&mut this.inner).poll_write(cx, buf);
+                    return this.deadline(cx, polled);
+                }
             }
         }
         // hyper writes the same buffer again after `Pending`, until told it
         // was taken: the replacement goes out in its place.
-        let Some((replacement, written)) = &mut this.replacing else { unreachable!("set above") };
-        while *written < replacement.len() {
+        loop {
+            let Some((replacement, written)) = &mut this.replacing else { unreachable!("set above") };
+            if *written == replacement.len() {
+                break;
+            }
             match Pin::new(&mut this.inner).poll_write(cx, &replacement[*written..]) {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
                 Poll::Ready(Ok(n)) => *written += n,
                 Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
-                Poll::Pending => return Poll::Pending,
+                Poll::Pending => return this.deadline(cx, Poll::Pending),
             }
         }
         this.replacing = None;
+        this.stalled = None;
         Poll::Ready(Ok(buf.len()))
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
+        let polled = Pin::new(&mut self.inner).poll_flush(cx);
+        self.deadline(cx, polled)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -462,31 +541,77 @@ mod tests {
     }
 
     fn limits(max_connections: usize, reserve: usize) -> ConnectionLimits {
-        ConnectionLimits { max_connections, reserve, header_timeout: Duration::from_secs(1) }
+        ConnectionLimits {
+            max_connections,
+            reserve,
+            header_timeout: Duration::from_secs(1),
+            write_timeout: Duration::from_secs(1),
+            shutdown_grace: Duration::from_secs(1),
+        }
+    }
+
+    fn busy(admitted: &Admitted) {
+        assert!(admitted.usage.begin(), "a request starts");
     }
 
     #[test]
     fn idle_connections_make_room_and_busy_ones_leave_the_reserve() {
         let mut registry = Registry::default();
         let limits = limits(2, 1);
-        let first = registry.admit(&limits).unwrap();
+        let mut first = registry.admit(&limits).unwrap();
         let mut second = registry.admit(&limits).unwrap();
         assert_eq!((first.admission, second.admission), (Admission::Normal, Admission::Normal));
         // Both idle: the third pushes out the oldest.
-        let mut first = first;
         let third = registry.admit(&limits).unwrap();
         assert_eq!(third.admission, Admission::Normal);
         assert!(first.evicted.try_recv().is_ok(), "the oldest idle connection is closed");
         assert!(second.evicted.try_recv().is_err());
         // Both busy: the next goes to the reserve, the one after is refused.
-        second.in_flight.store(1, Ordering::Release);
-        third.in_flight.store(1, Ordering::Release);
+        busy(&second);
+        busy(&third);
         let reserved = registry.admit(&limits).unwrap();
         assert_eq!(reserved.admission, Admission::Reserved);
-        reserved.in_flight.store(1, Ordering::Release);
+        busy(&reserved);
         assert!(registry.admit(&limits).is_none(), "no room anywhere");
         // A busy connection ends: room again.
         registry.open.remove(&second.id);
         assert_eq!(registry.admit(&limits).unwrap().admission, Admission::Normal);
+    }
+
+    #[test]
+    fn a_stalled_client_goes_before_a_kept_alive_one() {
+        let mut registry = Registry::default();
+        let limits = limits(2, 0);
+        let mut kept_alive = registry.admit(&limits).unwrap();
+        let mut stalled = registry.admit(&limits).unwrap();
+        // The older one served a request and now waits for the next.
+        busy(&kept_alive);
+        kept_alive.usage.end();
+        registry.admit(&limits).unwrap();
+        assert!(stalled.evicted.try_recv().is_ok(), "the stalled client is closed");
+        assert!(kept_alive.evicted.try_recv().is_err(), "the kept-alive client stays");
+    }
+
+    #[test]
+    fn an_eviction_and_a_starting_request_never_both_win() {
+        let usage = Usage::default();
+        assert!(usage.claim_idle(), "idle: taken for closing");
+        assert!(!usage.begin(), "a request on it is refused, not cut off later");
+        let usage = Usage::default();
+        assert!(usage.begin());
+        assert!(!usage.claim_idle(), "a request in flight keeps its connection");
+        usage.end();
+        assert!(usage.claim_idle());
+    }
+
+    #[tokio::test]
+    async fn a_client_that_takes_nothing_fails_the_write_at_its_deadline() {
+        use tokio::io::AsyncWriteExt;
+        // A pipe of 64 bytes whose other end nobody reads.
+        let (server, _client) = tokio::io::duplex(64);
+        let mut socket = Socket::new(server, Duration::from_millis(100));
+        let error = socket.write_all(&[b'x'; 4096]).await.expect_err("the write cannot finish");
+        assert_eq!(error.kind(), io::ErrorKind::TimedOut, "{error}");
+        assert!(error.to_string().contains("took nothing of its response"), "{error}");
     }
 }

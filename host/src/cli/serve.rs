@@ -143,11 +143,20 @@ pub(super) async fn serve(args: &ServeArgs, token: Option<String>, runtime: &Run
 /// for the metastore, plugins and listeners.
 fn connection_limits(args: &ServeArgs) -> anyhow::Result<ConnectionLimits> {
     const RESERVE: usize = 32;
+    /// How long a client may take nothing of a response before its
+    /// connection closes: far longer than any reader that reads.
+    const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
     /// Files the rest of the server may need: the metastore, plugins'
     /// inputs and outputs, inotify, listeners' state.
     const OTHER_FILES: usize = 256;
     if args.max_connections == 0 {
         anyhow::bail!("--max-connections must be at least 1");
+    }
+    if args.header_timeout.is_zero() {
+        anyhow::bail!("--header-timeout must be longer than 0s: no client could send a request");
+    }
+    if args.max_views == 0 {
+        anyhow::bail!("--max-views must be at least 1");
     }
     let files = raise_open_file_limit();
     let room = files.saturating_sub(OTHER_FILES + RESERVE);
@@ -164,7 +173,15 @@ fn connection_limits(args: &ServeArgs) -> anyhow::Result<ConnectionLimits> {
     } else {
         args.max_connections
     };
-    Ok(ConnectionLimits { max_connections, reserve: RESERVE, header_timeout: args.header_timeout })
+    Ok(ConnectionLimits {
+        max_connections,
+        reserve: RESERVE,
+        header_timeout: args.header_timeout,
+        write_timeout: WRITE_TIMEOUT,
+        // Event streams end at the shutdown; a response still going after
+        // the run's grace period is cut off.
+        shutdown_grace: args.grace,
+    })
 }
 
 /// Raises the soft limit on open files to the hard one and returns the
