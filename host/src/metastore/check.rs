@@ -18,7 +18,7 @@ use std::path::Path;
 
 use serde::de::DeserializeOwned;
 
-use super::format::{FORMAT_KEY, decode};
+use super::format::{FORMAT_KEY, decode, decode_counter};
 use super::{Error, ListenerRecord, LoggedEvent, Metastore, RunRecord, ViewRecord};
 use crate::model::FlowStatus;
 
@@ -139,12 +139,7 @@ impl Metastore {
 
     /// The commits the store holds, by its own counter.
     pub(super) fn commits(&self) -> Result<u64, Error> {
-        match self.meta.get(COMMITS_KEY)? {
-            None => Ok(0),
-            Some(bytes) => <[u8; 8]>::try_from(bytes.as_ref())
-                .map(u64::from_be_bytes)
-                .map_err(|_| Error::Corrupt { key: "commits".into(), reason: "not 8 bytes".into() }),
-        }
+        Ok(decode_counter(COMMITS_KEY, self.meta.get(COMMITS_KEY)?.as_deref())?.unwrap_or(0))
     }
 
     /// Refuses a store that holds fewer commits than were made durable in

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use sled::transaction::{ConflictableTransactionError, ConflictableTransactionResult, TransactionalTree};
 
-use super::format::{decode, encode};
+use super::format::{decode, decode_counter, encode};
 use super::{Error, Metastore};
 use crate::model::ViewState;
 
@@ -62,15 +62,9 @@ pub(super) fn append(
     events: &TransactionalTree,
     new: &[NewEvent],
 ) -> ConflictableTransactionResult<Vec<u64>, Error> {
-    let mut next = match meta.get(SEQUENCE_KEY)? {
-        Some(bytes) => <[u8; 8]>::try_from(bytes.as_ref()).map(u64::from_be_bytes).map_err(|_| {
-            ConflictableTransactionError::Abort(Error::Corrupt {
-                key: "next-sequence".into(),
-                reason: "not 8 bytes".into(),
-            })
-        })?,
-        None => 1,
-    };
+    let mut next = decode_counter(SEQUENCE_KEY, meta.get(SEQUENCE_KEY)?.as_deref())
+        .map_err(ConflictableTransactionError::Abort)?
+        .unwrap_or(1);
     let first = next;
     for chunk in new.chunks(EVENTS_PER_CHUNK) {
         let stored: Vec<StoredEvent<'_>> = chunk
@@ -97,11 +91,7 @@ impl Metastore {
 
     /// The sequence number the next event will get.
     pub fn next_sequence(&self) -> Result<u64, Error> {
-        Ok(self
-            .meta
-            .get(SEQUENCE_KEY)?
-            .and_then(|bytes| <[u8; 8]>::try_from(bytes.as_ref()).ok())
-            .map_or(1, u64::from_be_bytes))
+        Ok(decode_counter(SEQUENCE_KEY, self.meta.get(SEQUENCE_KEY)?.as_deref())?.unwrap_or(1))
     }
 
     /// Up to `limit` events with a sequence number of at least `from`.
