@@ -77,7 +77,9 @@ fn backup_error(what: &str, e: impl std::fmt::Display) -> Error {
 }
 
 impl Metastore {
-    /// Writes every record to `out` and returns how many there were.
+    /// Writes every record to `out` and returns how many there were. It
+    /// reads the whole log, whose middle open did not: a page sled cannot
+    /// read is [`Error::Damaged`], and no backup.
     pub fn backup(&self, out: &mut impl Write) -> Result<u64, Error> {
         let mut records = 0u64;
         let mut line = |line: &Line| -> Result<(), Error> {
@@ -91,48 +93,69 @@ impl Metastore {
             written_by: format!("trellis {}", env!("CARGO_PKG_VERSION")),
             created: chrono::Utc::now().timestamp_millis(),
         })?;
-        for entry in self.schemas.iter() {
-            let (key, bytes) = entry?;
-            let view_type = String::from_utf8_lossy(&key).into_owned();
-            line(&Line::Schema { checksum: decode(&key, &bytes)?, view_type })?;
-            records += 1;
-        }
-        for entry in self.views.iter() {
-            let (key, bytes) = entry?;
-            line(&Line::View { view: String::from_utf8_lossy(&key).into_owned(), record: decode(&key, &bytes)? })?;
-            records += 1;
-        }
-        for entry in self.runs.iter() {
-            let (key, bytes) = entry?;
-            line(&Line::Run { record: decode(&key, &bytes)? })?;
-            records += 1;
-        }
-        for entry in self.flows.iter() {
-            let (key, bytes) = entry?;
-            let Some(split) = key.iter().position(|b| *b == 0) else {
-                return Err(Error::Corrupt {
-                    key: String::from_utf8_lossy(&key).into_owned(),
-                    reason: "a flow key without its run".into(),
-                });
-            };
-            let run = String::from_utf8_lossy(&key[..split]).into_owned();
-            let view = String::from_utf8_lossy(&key[split + 1..]).into_owned();
-            line(&Line::Flow { run, view, status: decode(&key, &bytes)? })?;
-            records += 1;
-        }
-        for entry in self.events.iter() {
-            let (key, bytes) = entry?;
-            let chunk: Vec<LoggedEvent> = decode(&key, &bytes)?;
-            for event in chunk {
-                line(&Line::Event { event })?;
+        self.reading("schemas", || {
+            for entry in self.schemas.iter() {
+                let (key, bytes) = entry?;
+                let view_type = String::from_utf8_lossy(&key).into_owned();
+                line(&Line::Schema { checksum: decode(&key, &bytes)?, view_type })?;
                 records += 1;
             }
-        }
-        for entry in self.listeners.iter() {
-            let (key, bytes) = entry?;
-            line(&Line::Listener { name: String::from_utf8_lossy(&key).into_owned(), record: decode(&key, &bytes)? })?;
-            records += 1;
-        }
+            Ok(())
+        })?;
+        self.reading("views", || {
+            for entry in self.views.iter() {
+                let (key, bytes) = entry?;
+                line(&Line::View { view: String::from_utf8_lossy(&key).into_owned(), record: decode(&key, &bytes)? })?;
+                records += 1;
+            }
+            Ok(())
+        })?;
+        self.reading("runs", || {
+            for entry in self.runs.iter() {
+                let (key, bytes) = entry?;
+                line(&Line::Run { record: decode(&key, &bytes)? })?;
+                records += 1;
+            }
+            Ok(())
+        })?;
+        self.reading("flows", || {
+            for entry in self.flows.iter() {
+                let (key, bytes) = entry?;
+                let Some(split) = key.iter().position(|b| *b == 0) else {
+                    return Err(Error::Corrupt {
+                        key: String::from_utf8_lossy(&key).into_owned(),
+                        reason: "a flow key without its run".into(),
+                    });
+                };
+                let run = String::from_utf8_lossy(&key[..split]).into_owned();
+                let view = String::from_utf8_lossy(&key[split + 1..]).into_owned();
+                line(&Line::Flow { run, view, status: decode(&key, &bytes)? })?;
+                records += 1;
+            }
+            Ok(())
+        })?;
+        self.reading("events", || {
+            for entry in self.events.iter() {
+                let (key, bytes) = entry?;
+                let chunk: Vec<LoggedEvent> = decode(&key, &bytes)?;
+                for event in chunk {
+                    line(&Line::Event { event })?;
+                    records += 1;
+                }
+            }
+            Ok(())
+        })?;
+        self.reading("listeners", || {
+            for entry in self.listeners.iter() {
+                let (key, bytes) = entry?;
+                line(&Line::Listener {
+                    name: String::from_utf8_lossy(&key).into_owned(),
+                    record: decode(&key, &bytes)?,
+                })?;
+                records += 1;
+            }
+            Ok(())
+        })?;
         line(&Line::NextSequence { next: self.next_sequence()? })?;
         line(&Line::End { records })?;
         out.flush().map_err(|e| backup_error("writing the backup", e))?;
