@@ -85,14 +85,23 @@ impl Metastore {
     /// Every view record whose URL path starts with `prefix`, in key order.
     pub fn views_with_prefix(&self, prefix: &str) -> impl Iterator<Item = Result<(String, ViewRecord), Error>> + '_ {
         let mut entries = self.views.scan_prefix(prefix.as_bytes());
-        // Each step of sled's iterator reads pages: each is guarded.
+        let mut broken = false;
+        // Each step of sled's iterator reads pages: each is guarded, and a
+        // step that panicked ends the iteration (sled's iterator is left
+        // halfway through it).
         std::iter::from_fn(move || {
-            self.reading("views", || {
-                let Some(entry) = entries.next() else { return Ok(None) };
-                let (key, bytes) = entry?;
-                Ok(Some((String::from_utf8_lossy(&key).into_owned(), decode(&key, &bytes)?)))
-            })
-            .transpose()
+            if broken {
+                return None;
+            }
+            let item = self
+                .reading("views", || {
+                    let Some(entry) = entries.next() else { return Ok(None) };
+                    let (key, bytes) = entry?;
+                    Ok(Some((String::from_utf8_lossy(&key).into_owned(), decode(&key, &bytes)?)))
+                })
+                .transpose();
+            broken = matches!(item, Some(Err(Error::Damaged { .. })));
+            item
         })
     }
 }
