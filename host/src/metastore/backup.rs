@@ -77,7 +77,9 @@ fn backup_error(what: &str, e: impl std::fmt::Display) -> Error {
 }
 
 impl Metastore {
-    /// Writes every record to `out` and returns how many there were.
+    /// Writes every record to `out` and returns how many there were. It
+    /// reads the whole log, whose middle open did not: a page sled cannot
+    /// read is [`Error::Damaged`], and no backup.
     pub fn backup(&self, out: &mut impl Write) -> Result<u64, Error> {
         let mut records = 0u64;
         let mut line = |line: &Line| -> Result<(), Error> {
@@ -91,48 +93,69 @@ impl Metastore {
             written_by: format!("trellis {}", env!("CARGO_PKG_VERSION")),
             created: chrono::Utc::now().timestamp_millis(),
         })?;
-        for entry in self.schemas.iter() {
-            let (key, bytes) = entry?;
-            let view_type = String::from_utf8_lossy(&key).into_owned();
-            line(&Line::Schema { checksum: decode(&key, &bytes)?, view_type })?;
-            records += 1;
-        }
-        for entry in self.views.iter() {
-            let (key, bytes) = entry?;
-            line(&Line::View { view: String::from_utf8_lossy(&key).into_owned(), record: decode(&key, &bytes)? })?;
-            records += 1;
-        }
-        for entry in self.runs.iter() {
-            let (key, bytes) = entry?;
-            line(&Line::Run { record: decode(&key, &bytes)? })?;
-            records += 1;
-        }
-        for entry in self.flows.iter() {
-            let (key, bytes) = entry?;
-            let Some(split) = key.iter().position(|b| *b == 0) else {
-                return Err(Error::Corrupt {
-                    key: String::from_utf8_lossy(&key).into_owned(),
-                    reason: "a flow key without its run".into(),
-                });
-            };
-            let run = String::from_utf8_lossy(&key[..split]).into_owned();
-            let view = String::from_utf8_lossy(&key[split + 1..]).into_owned();
-            line(&Line::Flow { run, view, status: decode(&key, &bytes)? })?;
-            records += 1;
-        }
-        for entry in self.events.iter() {
-            let (key, bytes) = entry?;
-            let chunk: Vec<LoggedEvent> = decode(&key, &bytes)?;
-            for event in chunk {
-                line(&Line::Event { event })?;
+        self.reading("schemas", || {
+            for entry in self.schemas.iter() {
+                let (key, bytes) = entry?;
+                let view_type = String::from_utf8_lossy(&key).into_owned();
+                line(&Line::Schema { checksum: decode(&key, &bytes)?, view_type })?;
                 records += 1;
             }
-        }
-        for entry in self.listeners.iter() {
-            let (key, bytes) = entry?;
-            line(&Line::Listener { name: String::from_utf8_lossy(&key).into_owned(), record: decode(&key, &bytes)? })?;
-            records += 1;
-        }
+            Ok(())
+        })?;
+        self.reading("views", || {
+            for entry in self.views.iter() {
+                let (key, bytes) = entry?;
+                line(&Line::View { view: String::from_utf8_lossy(&key).into_owned(), record: decode(&key, &bytes)? })?;
+                records += 1;
+            }
+            Ok(())
+        })?;
+        self.reading("runs", || {
+            for entry in self.runs.iter() {
+                let (key, bytes) = entry?;
+                line(&Line::Run { record: decode(&key, &bytes)? })?;
+                records += 1;
+            }
+            Ok(())
+        })?;
+        self.reading("flows", || {
+            for entry in self.flows.iter() {
+                let (key, bytes) = entry?;
+                let Some(split) = key.iter().position(|b| *b == 0) else {
+                    return Err(Error::Corrupt {
+                        key: String::from_utf8_lossy(&key).into_owned(),
+                        reason: "a flow key without its run".into(),
+                    });
+                };
+                let run = String::from_utf8_lossy(&key[..split]).into_owned();
+                let view = String::from_utf8_lossy(&key[split + 1..]).into_owned();
+                line(&Line::Flow { run, view, status: decode(&key, &bytes)? })?;
+                records += 1;
+            }
+            Ok(())
+        })?;
+        self.reading("events", || {
+            for entry in self.events.iter() {
+                let (key, bytes) = entry?;
+                let chunk: Vec<LoggedEvent> = decode(&key, &bytes)?;
+                for event in chunk {
+                    line(&Line::Event { event })?;
+                    records += 1;
+                }
+            }
+            Ok(())
+        })?;
+        self.reading("listeners", || {
+            for entry in self.listeners.iter() {
+                let (key, bytes) = entry?;
+                line(&Line::Listener {
+                    name: String::from_utf8_lossy(&key).into_owned(),
+                    record: decode(&key, &bytes)?,
+                })?;
+                records += 1;
+            }
+            Ok(())
+        })?;
         line(&Line::NextSequence { next: self.next_sequence()? })?;
         line(&Line::End { records })?;
         out.flush().map_err(|e| backup_error("writing the backup", e))?;
@@ -212,6 +235,8 @@ fn fill(store: &Metastore, input: impl BufRead) -> Result<u64, Error> {
     let mut pending: Vec<LoggedEvent> = Vec::new();
     let mut batches = Batches::default();
     let mut end = None;
+    let mut last_event: Option<u64> = None;
+    let mut next_sequence: Option<(usize, u64)> = None;
     for (number, line) in lines {
         let line = line.map_err(|e| backup_error("reading the backup", e))?;
         if end.is_some() {
@@ -225,6 +250,18 @@ fn fill(store: &Metastore, input: impl BufRead) -> Result<u64, Error> {
             Line::Run { record } => batches.runs.insert(record.id.as_bytes(), encode(&record)),
             Line::Flow { run, view, status } => batches.flows.insert(flow_key(&run, &view), encode(&status)),
             Line::Event { event } => {
+                // Each event once, in order: chunks are keyed by their first
+                // event, so one out of order would overwrite or overlap
+                // another chunk.
+                if let Some(last) = last_event.filter(|last| event.sequence <= *last) {
+                    let reason = if event.sequence == last {
+                        format!("event {last} a second time")
+                    } else {
+                        format!("event {} comes after event {last}", event.sequence)
+                    };
+                    return Err(at(number, format!("{reason}: events must be in order, each once")));
+                }
+                last_event = Some(event.sequence);
                 if pending.last().is_some_and(|last| event.sequence != last.sequence + 1) {
                     batches.events_chunk(std::mem::take(&mut pending));
                 }
@@ -235,7 +272,10 @@ fn fill(store: &Metastore, input: impl BufRead) -> Result<u64, Error> {
             }
             Line::Listener { name, record } => batches.listeners.insert(name.as_bytes(), encode(&record)),
             Line::NextSequence { next } => {
-                batches.next_sequence = Some(next);
+                if next_sequence.is_some() {
+                    return Err(at(number, "a second next_sequence".into()));
+                }
+                next_sequence = Some((number, next));
                 continue;
             }
             Line::End { records } => {
@@ -252,6 +292,22 @@ fn fill(store: &Metastore, input: impl BufRead) -> Result<u64, Error> {
         }
         Some(_) => {}
     }
+    // The next event must get a number no restored event has, or new
+    // commits would overwrite restored chunks. The line is optional (a
+    // backup may be written by hand or by another tool): then it follows
+    // from the events.
+    batches.next_sequence = match (next_sequence, last_event) {
+        (Some((number, next)), Some(last)) if next <= last => {
+            return Err(at(number, format!("next_sequence {next} is not above the last event restored ({last})")));
+        }
+        (Some((number, 0)), None) => return Err(at(number, "next_sequence 0: sequence numbers start at 1".into())),
+        (Some((_, next)), _) => Some(next),
+        (None, None) => None,
+        (None, Some(last)) => Some(
+            last.checked_add(1)
+                .ok_or_else(|| Error::Backup(format!("event {last} leaves no sequence number for the next")))?,
+        ),
+    };
     batches.events_chunk(pending);
     batches.apply(store)?;
     Ok(records)
@@ -375,5 +431,114 @@ mod tests {
         let other = String::from_utf8(backup).unwrap().replacen("\"version\":1", "\"version\":9", 1);
         let error = restore(other.as_bytes(), &target).unwrap_err().to_string();
         assert!(error.contains("a backup of version 9"), "{error}");
+    }
+
+    /// The backup's lines after `edit`, its last line counting them again,
+    /// as a backup written that way would.
+    fn edited(backup: &[u8], edit: impl FnOnce(&mut Vec<String>)) -> String {
+        let mut lines: Vec<String> = String::from_utf8(backup.to_vec()).unwrap().lines().map(String::from).collect();
+        edit(&mut lines);
+        let records = lines
+            .iter()
+            .filter(|l| {
+                !l.contains(r#""kind":"header""#)
+                    && !l.contains(r#""kind":"end""#)
+                    && !l.contains(r#""kind":"next_sequence""#)
+            })
+            .count();
+        let last = lines.len() - 1;
+        lines[last] = format!(r#"{{"kind":"end","records":{records}}}"#);
+        lines.iter().map(|l| format!("{l}\n")).collect()
+    }
+
+    fn line_of(lines: &[String], sequence: u64) -> usize {
+        lines.iter().position(|l| l.contains(&format!(r#""kind":"event","event":{{"sequence":{sequence},"#))).unwrap()
+    }
+
+    #[test]
+    fn without_its_next_sequence_a_restore_numbers_on_from_the_last_event() {
+        let dir = tempfile::tempdir().unwrap();
+        let backup = backup_of(&filled(&dir.path().join("original")));
+        let without = edited(&backup, |lines| lines.retain(|l| !l.contains(r#""kind":"next_sequence""#)));
+        assert!(!without.contains("next_sequence"));
+        let target = dir.path().join("restored");
+        assert_eq!(restore(without.as_bytes(), &target).unwrap(), 296);
+        let restored = Metastore::open(&target).unwrap();
+        assert_eq!(restored.next_sequence().unwrap(), 301);
+        let before = restored.events_from(0, 1000).unwrap();
+        let new = Commit { events: vec![event("w", ViewState::Waiting, ViewState::Failed)], ..Commit::default() };
+        assert_eq!(restored.commit(&new).unwrap(), [301], "a number no restored event has");
+        let after = restored.events_from(0, 1000).unwrap();
+        assert_eq!(after[..after.len() - 1], before[..], "no restored event overwritten");
+        assert_eq!(after.len(), 292);
+    }
+
+    #[test]
+    fn a_restore_refuses_a_next_sequence_not_above_the_events_naming_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let backup = backup_of(&filled(&dir.path().join("original")));
+        let target = dir.path().join("restored");
+        for next in [300, 12, 0] {
+            let text = edited(&backup, |lines| {
+                let at = lines.iter().position(|l| l.contains(r#""kind":"next_sequence""#)).unwrap();
+                lines[at] = format!(r#"{{"kind":"next_sequence","next":{next}}}"#);
+            });
+            let error = restore(text.as_bytes(), &target).unwrap_err().to_string();
+            assert_eq!(
+                error,
+                format!("metastore backup: line 298: next_sequence {next} is not above the last event restored (300)")
+            );
+            assert!(!target.exists(), "nothing restored");
+        }
+        // With no event at all, a next of 0 would number one 0.
+        let empty = edited(&backup, |lines| {
+            lines.retain(|l| !l.contains(r#""kind":"event""#));
+            let at = lines.iter().position(|l| l.contains(r#""kind":"next_sequence""#)).unwrap();
+            lines[at] = r#"{"kind":"next_sequence","next":0}"#.into();
+        });
+        let error = restore(empty.as_bytes(), &target).unwrap_err().to_string();
+        assert_eq!(error, "metastore backup: line 7: next_sequence 0: sequence numbers start at 1");
+        let two = edited(&backup, |lines| {
+            let at = lines.iter().position(|l| l.contains(r#""kind":"next_sequence""#)).unwrap();
+            lines.insert(at, lines[at].clone());
+        });
+        let error = restore(two.as_bytes(), &target).unwrap_err().to_string();
+        assert_eq!(error, "metastore backup: line 299: a second next_sequence");
+    }
+
+    #[test]
+    fn a_restore_refuses_events_out_of_order_or_overlapping_naming_the_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let backup = backup_of(&filled(&dir.path().join("original")));
+        let target = dir.path().join("restored");
+        // Event 100 moved after event 200.
+        let moved = edited(&backup, |lines| {
+            let line = lines.remove(line_of(lines, 100));
+            lines.insert(line_of(lines, 200) + 1, line);
+        });
+        let error = restore(moved.as_bytes(), &target).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "metastore backup: line 196: event 100 comes after event 200: events must be in order, each once"
+        );
+        // Events 50 to 60 again after the last one, as from overlapping chunks.
+        let overlapping = edited(&backup, |lines| {
+            let again: Vec<String> = lines[line_of(lines, 50)..=line_of(lines, 60)].to_vec();
+            let after = line_of(lines, 300) + 1;
+            lines.splice(after..after, again);
+        });
+        let error = restore(overlapping.as_bytes(), &target).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "metastore backup: line 297: event 50 comes after event 300: events must be in order, each once"
+        );
+        // The same event twice in a row.
+        let twice = edited(&backup, |lines| {
+            let at = line_of(lines, 20);
+            lines.insert(at, lines[at].clone());
+        });
+        let error = restore(twice.as_bytes(), &target).unwrap_err().to_string();
+        assert_eq!(error, "metastore backup: line 17: event 20 a second time: events must be in order, each once");
+        assert!(!target.exists(), "nothing restored");
     }
 }

@@ -18,7 +18,7 @@ use std::path::Path;
 
 use serde::de::DeserializeOwned;
 
-use super::format::{FORMAT_KEY, decode};
+use super::format::{FORMAT_KEY, decode, decode_counter};
 use super::{Error, ListenerRecord, LoggedEvent, Metastore, RunRecord, ViewRecord};
 use crate::model::FlowStatus;
 
@@ -47,23 +47,26 @@ impl Metastore {
     /// Reads every entry of every tree (at open, of the event log only its
     /// first and last chunks). sled checks each page as it loads it, so a
     /// page it cannot read shows here. The log is most of a store (900,000
-    /// events beside 100,000 views in the bench's) and only listeners and
-    /// the event stream read it, from a cursor on, where a damaged chunk
-    /// is reported as such; `check` reads all of it.
+    /// events beside 100,000 views in the bench's) and only listeners,
+    /// the event stream, retention and backups read it, from a cursor on,
+    /// where a damaged page is reported as such (see
+    /// [`Metastore::reading`]); `check` reads all of it.
     /// The trees are read on two threads, half of them each: reading is
     /// most of what opening costs.
     pub(super) fn read_through(&self, whole_log: bool) -> Result<(), Error> {
         let read = |name: &'static str, tree: &sled::Tree| -> Result<(), Error> {
             let damaged = |e: sled::Error| self.damaged(format!("its `{name}` tree"), e.to_string());
-            if name == "events" && !whole_log {
-                tree.first().map_err(damaged)?;
-                tree.last().map_err(damaged)?;
-                return Ok(());
-            }
-            for entry in tree.iter() {
-                entry.map_err(damaged)?;
-            }
-            Ok(())
+            self.reading(name, || {
+                if name == "events" && !whole_log {
+                    tree.first().map_err(damaged)?;
+                    tree.last().map_err(damaged)?;
+                    return Ok(());
+                }
+                for entry in tree.iter() {
+                    entry.map_err(damaged)?;
+                }
+                Ok(())
+            })
         };
         let trees = self.trees();
         // The views and flows trees are the largest but for the log; each
@@ -71,7 +74,7 @@ impl Metastore {
         let (first, second): (Vec<_>, Vec<_>) =
             trees.iter().partition(|(name, _)| *name != "flows" && *name != "events");
         std::thread::scope(|scope| {
-            let other = scope.spawn(|| guarded(|| second.iter().try_for_each(|(name, tree)| read(name, tree))));
+            let other = scope.spawn(|| second.iter().try_for_each(|(name, tree)| read(name, tree)));
             let mine = first.iter().try_for_each(|(name, tree)| read(name, tree));
             let other = other.join().unwrap_or_else(|_| Err(Error::Storage("sled failed".into())));
             mine.and(other)
@@ -81,30 +84,35 @@ impl Metastore {
     /// What `trellis metastore check` does beyond the check at open: every
     /// record decoded as what it should be. Returns what the trees hold.
     pub fn check(&self) -> Result<Contents, Error> {
-        guarded(|| self.read_through(true))?;
-        for entry in self.meta.iter() {
-            let (key, _) = entry?;
-            if !is_meta_key(&key) {
-                let key = String::from_utf8_lossy(&key).into_owned();
-                return Err(Error::Corrupt { key, reason: "not a key of the `meta` tree".into() });
+        self.read_through(true)?;
+        self.reading("meta", || {
+            for entry in self.meta.iter() {
+                let (key, _) = entry?;
+                if !is_meta_key(&key) {
+                    let key = String::from_utf8_lossy(&key).into_owned();
+                    return Err(Error::Corrupt { key, reason: "not a key of the `meta` tree".into() });
+                }
             }
-        }
+            Ok(())
+        })?;
         let mut contents = Contents::default();
-        let decode_all = |tree: &sled::Tree, count: &mut usize, decode_one: &DecodeOne| {
-            for entry in tree.iter() {
-                let (key, value) = entry?;
-                *count += decode_one(&key, &value)?;
-            }
-            Ok::<(), Error>(())
+        let decode_all = |name: &str, tree: &sled::Tree, count: &mut usize, decode_one: &DecodeOne| {
+            self.reading(name, || {
+                for entry in tree.iter() {
+                    let (key, value) = entry?;
+                    *count += decode_one(&key, &value)?;
+                }
+                Ok(())
+            })
         };
         fn one<T: DeserializeOwned>(key: &[u8], value: &[u8]) -> Result<usize, Error> {
             decode::<T>(key, value).map(|_| 1)
         }
-        decode_all(&self.schemas, &mut contents.schemas, &one::<String>)?;
-        decode_all(&self.views, &mut contents.views, &one::<ViewRecord>)?;
-        decode_all(&self.runs, &mut contents.runs, &one::<RunRecord>)?;
-        decode_all(&self.flows, &mut contents.flows, &one::<FlowStatus>)?;
-        decode_all(&self.events, &mut contents.events, &|key, value| {
+        decode_all("schemas", &self.schemas, &mut contents.schemas, &one::<String>)?;
+        decode_all("views", &self.views, &mut contents.views, &one::<ViewRecord>)?;
+        decode_all("runs", &self.runs, &mut contents.runs, &one::<RunRecord>)?;
+        decode_all("flows", &self.flows, &mut contents.flows, &one::<FlowStatus>)?;
+        decode_all("events", &self.events, &mut contents.events, &|key, value| {
             let chunk: Vec<LoggedEvent> = decode(key, value)?;
             let start = super::events::chunk_start(key)?;
             let gapless = chunk.iter().zip(start..).all(|(event, expected)| event.sequence == expected);
@@ -116,7 +124,7 @@ impl Metastore {
             }
             Ok(chunk.len())
         })?;
-        decode_all(&self.listeners, &mut contents.listeners, &one::<ListenerRecord>)?;
+        decode_all("listeners", &self.listeners, &mut contents.listeners, &one::<ListenerRecord>)?;
         Ok(contents)
     }
 
@@ -139,12 +147,7 @@ impl Metastore {
 
     /// The commits the store holds, by its own counter.
     pub(super) fn commits(&self) -> Result<u64, Error> {
-        match self.meta.get(COMMITS_KEY)? {
-            None => Ok(0),
-            Some(bytes) => <[u8; 8]>::try_from(bytes.as_ref())
-                .map(u64::from_be_bytes)
-                .map_err(|_| Error::Corrupt { key: "commits".into(), reason: "not 8 bytes".into() }),
-        }
+        Ok(decode_counter(COMMITS_KEY, self.meta.get(COMMITS_KEY)?.as_deref())?.unwrap_or(0))
     }
 
     /// Refuses a store that holds fewer commits than were made durable in
@@ -199,6 +202,12 @@ thread_local! {
 /// pages) into [`Error::Storage`] with the panic's message. The panic hook
 /// stays quiet for it; panics elsewhere are reported as before.
 pub(super) fn guarded<T>(f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+    caught(f).unwrap_or_else(|message| Err(Error::Storage(format!("sled failed: {message}"))))
+}
+
+/// Runs `f`; a panic inside it is `Err` with the panic's message, on one
+/// line, and the panic hook stays quiet for it.
+fn caught<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     static QUIET_HOOK: std::sync::Once = std::sync::Once::new();
     QUIET_HOOK.call_once(|| {
         let previous = std::panic::take_hook();
@@ -218,9 +227,22 @@ pub(super) fn guarded<T>(f: impl FnOnce() -> Result<T, Error>) -> Result<T, Erro
     let outer = GUARDED.with(|guarded| guarded.borrow_mut().replace(String::new()));
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
     let message = GUARDED.with(|guarded| std::mem::replace(&mut *guarded.borrow_mut(), outer));
-    match result {
-        Ok(result) => result,
-        Err(_) => Err(Error::Storage(format!("sled failed: {}", message.unwrap_or_default()))),
+    result.map_err(|_| message.unwrap_or_default())
+}
+
+impl Metastore {
+    /// Runs `f`, a read of `tree` (or of the records of several, for a
+    /// backup) by an open store; a panic of sled's inside it becomes
+    /// [`Error::Damaged`], naming the tree. Open reads every page but those
+    /// of the event log's middle, which listeners, event streams, retention
+    /// and backups read later, often in a process that lives for days: a
+    /// damaged page there must end that read with the error its callers
+    /// report, not the thread that made it. Every read of an open store
+    /// goes through here.
+    pub(super) fn reading<T>(&self, tree: &str, f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+        caught(f).unwrap_or_else(|message| {
+            Err(self.damaged(format!("its `{tree}` tree"), format!("sled failed: {message}")))
+        })
     }
 }
 

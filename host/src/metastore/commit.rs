@@ -3,11 +3,11 @@
 //! and only then announced to subscribers.
 
 use sled::Transactional;
-use sled::transaction::TransactionError;
+use sled::transaction::{ConflictableTransactionError, TransactionError};
 
 use super::check::COMMITS_KEY;
 use super::events::append;
-use super::format::encode;
+use super::format::{decode_counter, encode};
 use super::runs::flow_key;
 use super::{Error, Metastore, NewEvent, RunRecord, ViewRecord};
 use crate::model::FlowStatus;
@@ -37,10 +37,11 @@ impl Metastore {
             for (run, view, status) in &commit.flows {
                 flows.insert(flow_key(run, view), encode(status))?;
             }
-            let count = match meta.get(COMMITS_KEY)? {
-                Some(bytes) => <[u8; 8]>::try_from(bytes.as_ref()).map(u64::from_be_bytes).unwrap_or(0),
-                None => 0,
-            } + 1;
+            // A malformed counter aborts the commit: counting on from zero
+            // would hide lost commits from the check at open.
+            let held = decode_counter(COMMITS_KEY, meta.get(COMMITS_KEY)?.as_deref())
+                .map_err(ConflictableTransactionError::Abort)?;
+            let count = held.unwrap_or(0) + 1;
             meta.insert(COMMITS_KEY, &count.to_be_bytes())?;
             Ok((append(meta, events, &commit.events)?, count))
         });
@@ -110,5 +111,46 @@ mod tests {
         store.put_listener("audit", &record).unwrap();
         assert_eq!(store.listener("audit").unwrap(), Some(record));
         assert_eq!(store.listener("other").unwrap(), None);
+    }
+
+    #[test]
+    fn a_malformed_counter_aborts_the_commit_and_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Metastore::open(dir.path()).unwrap();
+        let view = "s.d/Daily/A/2015/05/01";
+        let commit = Commit {
+            views: vec![(view.into(), materialized(10))],
+            events: vec![event(view, ViewState::Waiting, ViewState::Materialized)],
+            ..Commit::default()
+        };
+        for key in [COMMITS_KEY, crate::metastore::events::SEQUENCE_KEY] {
+            let name = String::from_utf8_lossy(key);
+            let kept = store.meta.get(key).unwrap();
+            store.meta.insert(key, b"\x00\x01\x02".as_slice()).unwrap();
+            let expected = format!("metastore record `{name}` is unreadable: a counter is 8 bytes, this one 3");
+            assert_eq!(store.commit(&commit).unwrap_err().to_string(), expected);
+            assert_eq!(store.view(view).unwrap(), None, "{name}: nothing of the commit written");
+            assert_eq!(store.events_from(0, 10).unwrap(), [], "{name}");
+            assert_eq!(
+                store.meta.get(key).unwrap().as_deref(),
+                Some(b"\x00\x01\x02".as_slice()),
+                "{name}: kept as found"
+            );
+            match kept {
+                Some(kept) => store.meta.insert(key, kept).unwrap(),
+                None => store.meta.remove(key).unwrap(),
+            };
+        }
+        // Read outside a commit, the counters are as damaged, not a fresh count.
+        store.meta.insert(crate::metastore::events::SEQUENCE_KEY, b"\x07".as_slice()).unwrap();
+        assert_eq!(
+            store.next_sequence().unwrap_err().to_string(),
+            "metastore record `next-sequence` is unreadable: a counter is 8 bytes, this one 1"
+        );
+        store.meta.insert(COMMITS_KEY, b"\x07".as_slice()).unwrap();
+        assert_eq!(
+            store.commits().unwrap_err().to_string(),
+            "metastore record `commits` is unreadable: a counter is 8 bytes, this one 1"
+        );
     }
 }

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use sled::transaction::{ConflictableTransactionError, ConflictableTransactionResult, TransactionalTree};
 
-use super::format::{decode, encode};
+use super::format::{decode, decode_counter, encode};
 use super::{Error, Metastore};
 use crate::model::ViewState;
 
@@ -62,15 +62,9 @@ pub(super) fn append(
     events: &TransactionalTree,
     new: &[NewEvent],
 ) -> ConflictableTransactionResult<Vec<u64>, Error> {
-    let mut next = match meta.get(SEQUENCE_KEY)? {
-        Some(bytes) => <[u8; 8]>::try_from(bytes.as_ref()).map(u64::from_be_bytes).map_err(|_| {
-            ConflictableTransactionError::Abort(Error::Corrupt {
-                key: "next-sequence".into(),
-                reason: "not 8 bytes".into(),
-            })
-        })?,
-        None => 1,
-    };
+    let mut next = decode_counter(SEQUENCE_KEY, meta.get(SEQUENCE_KEY)?.as_deref())
+        .map_err(ConflictableTransactionError::Abort)?
+        .unwrap_or(1);
     let first = next;
     for chunk in new.chunks(EVENTS_PER_CHUNK) {
         let stored: Vec<StoredEvent<'_>> = chunk
@@ -97,15 +91,18 @@ impl Metastore {
 
     /// The sequence number the next event will get.
     pub fn next_sequence(&self) -> Result<u64, Error> {
-        Ok(self
-            .meta
-            .get(SEQUENCE_KEY)?
-            .and_then(|bytes| <[u8; 8]>::try_from(bytes.as_ref()).ok())
-            .map_or(1, u64::from_be_bytes))
+        self.reading("meta", || Ok(decode_counter(SEQUENCE_KEY, self.meta.get(SEQUENCE_KEY)?.as_deref())?.unwrap_or(1)))
     }
 
-    /// Up to `limit` events with a sequence number of at least `from`.
+    /// Up to `limit` events with a sequence number of at least `from`. Open
+    /// did not read the log's middle: a page there that sled cannot read
+    /// is [`Error::Damaged`] here, never a panic in the listener or the
+    /// event stream that asked.
     pub fn events_from(&self, from: u64, limit: usize) -> Result<Vec<LoggedEvent>, Error> {
+        self.reading("events", || self.read_events_from(from, limit))
+    }
+
+    fn read_events_from(&self, from: u64, limit: usize) -> Result<Vec<LoggedEvent>, Error> {
         // Start with the chunk that holds `from`, if any.
         let start = match self.events.range(..=from.to_be_bytes()).next_back() {
             Some(entry) => entry?.0,
@@ -126,7 +123,7 @@ impl Metastore {
     /// The sequence number of the oldest event kept, or the next one when
     /// the log is empty.
     pub fn first_sequence(&self) -> Result<u64, Error> {
-        match self.events.first()? {
+        match self.reading("events", || Ok(self.events.first()?))? {
             Some((key, _)) => chunk_start(&key),
             None => self.next_sequence(),
         }
@@ -136,6 +133,16 @@ impl Metastore {
     /// before it go whole; the one it falls in keeps its tail.
     pub fn truncate_events(&self, before: u64) -> Result<usize, Error> {
         let before = before.min(self.next_sequence()?);
+        // What goes is read first, through the pages it removes from, so
+        // that applying the batch touches only pages read whole.
+        let (batch, removed) = self.reading("events", || self.trimmed(before))?;
+        self.events.apply_batch(batch)?;
+        self.db.flush()?;
+        Ok(removed)
+    }
+
+    /// The batch that removes events before `before`, and how many it removes.
+    fn trimmed(&self, before: u64) -> Result<(sled::Batch, usize), Error> {
         let mut batch = sled::Batch::default();
         let mut removed = 0;
         let mut chunks = self.events.range(..before.to_be_bytes()).peekable();
@@ -163,9 +170,7 @@ impl Metastore {
                 batch.insert(&first_kept.sequence.to_be_bytes(), encode(&stored));
             }
         }
-        self.events.apply_batch(batch)?;
-        self.db.flush()?;
-        Ok(removed)
+        Ok((batch, removed))
     }
 }
 
@@ -201,5 +206,110 @@ mod tests {
         assert_eq!(store.truncate_events(10_000).unwrap(), 302, "never past the end");
         assert_eq!(store.first_sequence().unwrap(), 602);
         assert_eq!(store.next_sequence().unwrap(), 602);
+    }
+
+    /// sled's log as it lays it out (0.34): segments of 512 KiB, each a
+    /// 20-byte header and then messages, each a header (crc32, kind, then
+    /// length, segment number and page id as sled's varints) and its body.
+    /// Only this test reads it: to damage one page the way a misdirected
+    /// write would, with a whole valid message of another page.
+    mod sled_log {
+        pub(super) const SEGMENT: usize = 512 * 1024;
+
+        fn varint(bytes: &[u8]) -> (u64, usize) {
+            match bytes[0] {
+                small @ 0..=240 => (u64::from(small), 1),
+                two @ 241..=248 => ((u64::from(two) - 241) * 256 + u64::from(bytes[1]) + 240, 2),
+                249 => (2288 + 256 * u64::from(bytes[1]) + u64::from(bytes[2]), 3),
+                wide => {
+                    let len = usize::from(wide - 247);
+                    let mut le = [0u8; 8];
+                    le[..len].copy_from_slice(&bytes[1..=len]);
+                    (u64::from_le_bytes(le), 1 + len)
+                }
+            }
+        }
+
+        /// A message: where it starts, its whole length, kind and page.
+        #[derive(Debug, Clone, Copy)]
+        pub(super) struct Message {
+            pub(super) at: usize,
+            pub(super) len: usize,
+            pub(super) kind: u8,
+            pub(super) page: u64,
+        }
+
+        /// The messages of the segment that holds `offset`, up to its cap.
+        pub(super) fn segment_of(file: &[u8], offset: usize) -> Vec<Message> {
+            let start = offset / SEGMENT * SEGMENT;
+            let end = (start + SEGMENT).min(file.len());
+            let mut messages = Vec::new();
+            let mut at = start + 20;
+            // Kind 0 is sled's canary for an unwritten end, 2 its cap.
+            while at + 32 <= end && !matches!(file[at + 4], 0 | 2) {
+                let mut header = at + 5;
+                let (body, n) = varint(&file[header..]);
+                header += n;
+                header += varint(&file[header..]).1;
+                let (page, n) = varint(&file[header..]);
+                header += n;
+                let len = header - at + body as usize;
+                messages.push(Message { at, len, kind: file[at + 4], page });
+                at += len;
+            }
+            messages
+        }
+    }
+
+    #[test]
+    fn a_damaged_page_in_the_middle_of_the_log_is_an_error_where_it_is_read_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = Metastore::open(dir.path()).unwrap();
+            for commit in 0..60 {
+                let events = (0..100)
+                    .map(|i| event(&format!("s.d/Daily/{commit}/{i}"), ViewState::Receive, ViewState::Waiting))
+                    .collect();
+                store.commit(&Commit { events, ..Commit::default() }).unwrap();
+            }
+        }
+        // Open reads the log's ends only: the damage below, in its middle,
+        // is done to a store open as a long-lived server's is.
+        let store = Metastore::open(dir.path()).unwrap();
+        let db = dir.path().join("db");
+        let file = std::fs::read(&db).unwrap();
+        let marker = br#"{"sequence":3001,"#;
+        let found = file.windows(marker.len()).rposition(|w| w == marker).expect("event 3001 is in the file");
+        let messages = sled_log::segment_of(&file, found);
+        let page = *messages.iter().find(|m| m.at <= found && found < m.at + m.len).expect("its message");
+        // Another page's message (a node or a link, inline), whole and
+        // valid, written over this page's.
+        let other = *messages
+            .iter()
+            .find(|m| m.page != page.page && m.len <= page.len && matches!(m.kind, 8 | 10))
+            .expect("another page's message in the segment");
+        std::os::unix::fs::FileExt::write_all_at(
+            &std::fs::OpenOptions::new().write(true).open(&db).unwrap(),
+            &file[other.at..other.at + other.len],
+            page.at as u64,
+        )
+        .unwrap();
+
+        let damaged = format!("the metastore in {} is damaged (its `events` tree: sled failed: ", dir.path().display());
+        for (what, error) in [
+            ("events_from", store.events_from(2900, 200).map(|_| ()).unwrap_err()),
+            ("truncate_events", store.truncate_events(3500).map(|_| ()).unwrap_err()),
+            ("backup", store.backup(&mut Vec::new()).map(|_| ()).unwrap_err()),
+            ("check", store.check().map(|_| ()).unwrap_err()),
+        ] {
+            let error = error.to_string();
+            assert!(error.starts_with(&damaged), "{what}: {error}");
+            assert!(error.contains("on pull of pointer"), "{what}: sled's own assertion: {error}");
+            assert!(!error.contains('\n'), "{what}: one line: {error}");
+        }
+        // The ends of the log, and everything else, still read.
+        assert_eq!(store.first_sequence().unwrap(), 1);
+        assert_eq!(store.events_from(5990, 100).unwrap().len(), 11);
+        assert_eq!(store.next_sequence().unwrap(), 6001);
     }
 }

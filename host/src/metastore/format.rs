@@ -38,6 +38,22 @@ pub(super) fn decode<T: DeserializeOwned>(key: &[u8], bytes: &[u8]) -> Result<T,
     serde_json::from_value(stored.record).map_err(|e| corrupt(e.to_string()))
 }
 
+/// A counter of the `meta` tree (commits made, the next sequence number):
+/// eight bytes, big-endian; `None` when the key is absent. Anything else is
+/// damage and reported as such, never read as a fresh count: a count
+/// restarted would give sequence numbers again, or let lost commits pass
+/// the check at open.
+pub(super) fn decode_counter(key: &[u8], bytes: Option<&[u8]>) -> Result<Option<u64>, Error> {
+    bytes
+        .map(|bytes| {
+            <[u8; 8]>::try_from(bytes).map(u64::from_be_bytes).map_err(|_| Error::Corrupt {
+                key: String::from_utf8_lossy(key).into_owned(),
+                reason: format!("a counter is 8 bytes, this one {}", bytes.len()),
+            })
+        })
+        .transpose()
+}
+
 impl Metastore {
     /// Opens (or creates) the metastore in `dir`, and refuses it when it is
     /// damaged (see `check.rs`): every tree is read through once (of the

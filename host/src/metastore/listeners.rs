@@ -24,7 +24,7 @@ pub struct ListenerRecord {
 
 impl Metastore {
     pub fn listener(&self, name: &str) -> Result<Option<ListenerRecord>, Error> {
-        self.listeners.get(name)?.map(|bytes| decode(name.as_bytes(), &bytes)).transpose()
+        self.reading("listeners", || self.listeners.get(name)?.map(|bytes| decode(name.as_bytes(), &bytes)).transpose())
     }
 
     /// Stores a listener's record. It becomes durable with the next flush

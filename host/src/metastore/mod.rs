@@ -15,8 +15,11 @@
 //!   [`Metastore::commit`] returns only once it is durable, so that callers
 //!   can announce its effects afterwards.
 //! - A store that cannot be read whole, or holds fewer commits than were
-//!   made durable in it, is refused at open with [`Error::Damaged`]; a
-//!   panic inside sled becomes that error too (`check.rs`).
+//!   made durable in it, is refused at open with [`Error::Damaged`]. A
+//!   panic inside sled, at open or in any read after it (of the event
+//!   log's middle, which open does not read, above all), becomes that
+//!   error too (`check.rs`: `guarded`, `reading`). Writes touch only pages
+//!   already read.
 //! - Backups are JSON lines of the records, in a versioned format of
 //!   trellis's own (`backup.rs`, docs/operations.md).
 //! - It knows nothing of the catalog, the lattice or scheduling rules: keys

@@ -30,30 +30,34 @@ pub(super) fn flow_key(run: &str, view: &str) -> Vec<u8> {
 
 impl Metastore {
     pub fn run(&self, id: &str) -> Result<Option<RunRecord>, Error> {
-        self.runs.get(id)?.map(|bytes| decode(id.as_bytes(), &bytes)).transpose()
+        self.reading("runs", || self.runs.get(id)?.map(|bytes| decode(id.as_bytes(), &bytes)).transpose())
     }
 
     /// Every run, in id order.
     pub fn runs(&self) -> Result<Vec<RunRecord>, Error> {
-        self.runs
-            .iter()
-            .map(|entry| {
-                let (key, bytes) = entry?;
-                decode(&key, &bytes)
-            })
-            .collect()
+        self.reading("runs", || {
+            self.runs
+                .iter()
+                .map(|entry| {
+                    let (key, bytes) = entry?;
+                    decode(&key, &bytes)
+                })
+                .collect()
+        })
     }
 
     /// The flow statuses of one run, by view URL path.
     pub fn flows(&self, run: &str) -> Result<Vec<(String, FlowStatus)>, Error> {
         let prefix = flow_key(run, "");
-        self.flows
-            .scan_prefix(&prefix)
-            .map(|entry| {
-                let (key, bytes) = entry?;
-                let view = String::from_utf8_lossy(&key[prefix.len()..]).into_owned();
-                Ok((view, decode(&key, &bytes)?))
-            })
-            .collect()
+        self.reading("flows", || {
+            self.flows
+                .scan_prefix(&prefix)
+                .map(|entry| {
+                    let (key, bytes) = entry?;
+                    let view = String::from_utf8_lossy(&key[prefix.len()..]).into_owned();
+                    Ok((view, decode(&key, &bytes)?))
+                })
+                .collect()
+        })
     }
 }

@@ -44,7 +44,9 @@ pub enum SchemaChange {
 impl Metastore {
     /// The recorded schema checksum of a view type.
     pub fn schema_checksum(&self, view_type: &str) -> Result<Option<String>, Error> {
-        self.schemas.get(view_type)?.map(|bytes| decode(view_type.as_bytes(), &bytes)).transpose()
+        self.reading("schemas", || {
+            self.schemas.get(view_type)?.map(|bytes| decode(view_type.as_bytes(), &bytes)).transpose()
+        })
     }
 
     /// Records `checksum` for `view_type`. When it differs from the one
@@ -56,13 +58,16 @@ impl Metastore {
             Some(recorded) if recorded == checksum => return Ok(SchemaChange::Unchanged),
             Some(_) => {
                 let prefix = format!("{view_type}/");
-                let mut batch = sled::Batch::default();
-                let mut dropped = 0;
-                for entry in self.views.scan_prefix(prefix.as_bytes()) {
-                    let (key, _) = entry?;
-                    batch.remove(key);
-                    dropped += 1;
-                }
+                let (batch, dropped) = self.reading("views", || {
+                    let mut batch = sled::Batch::default();
+                    let mut dropped = 0;
+                    for entry in self.views.scan_prefix(prefix.as_bytes()) {
+                        let (key, _) = entry?;
+                        batch.remove(key);
+                        dropped += 1;
+                    }
+                    Ok((batch, dropped))
+                })?;
                 self.views.apply_batch(batch)?;
                 SchemaChange::Changed { dropped }
             }
@@ -74,14 +79,29 @@ impl Metastore {
     }
 
     pub fn view(&self, url_path: &str) -> Result<Option<ViewRecord>, Error> {
-        self.views.get(url_path)?.map(|bytes| decode(url_path.as_bytes(), &bytes)).transpose()
+        self.reading("views", || self.views.get(url_path)?.map(|bytes| decode(url_path.as_bytes(), &bytes)).transpose())
     }
 
     /// Every view record whose URL path starts with `prefix`, in key order.
     pub fn views_with_prefix(&self, prefix: &str) -> impl Iterator<Item = Result<(String, ViewRecord), Error>> + '_ {
-        self.views.scan_prefix(prefix.as_bytes()).map(|entry| {
-            let (key, bytes) = entry?;
-            Ok((String::from_utf8_lossy(&key).into_owned(), decode(&key, &bytes)?))
+        let mut entries = self.views.scan_prefix(prefix.as_bytes());
+        let mut broken = false;
+        // Each step of sled's iterator reads pages: each is guarded, and a
+        // step that panicked ends the iteration (sled's iterator is left
+        // halfway through it).
+        std::iter::from_fn(move || {
+            if broken {
+                return None;
+            }
+            let item = self
+                .reading("views", || {
+                    let Some(entry) = entries.next() else { return Ok(None) };
+                    let (key, bytes) = entry?;
+                    Ok(Some((String::from_utf8_lossy(&key).into_owned(), decode(&key, &bytes)?)))
+                })
+                .transpose();
+            broken = matches!(item, Some(Err(Error::Damaged { .. })));
+            item
         })
     }
 }

@@ -17,27 +17,52 @@ use crate::catalog::{EvaluationTime, ParameterKind, closest};
 /// rest of the file is parsed with that run blanked out (every byte but
 /// newlines a space), so that its spans stay the file's. Parsing is most of
 /// loading a project of many view types, and TOML's document tree is many
-/// times the text: parts keep it small and reuse its memory. Whenever the
-/// split is not plainly safe (a multi-line string could hide a header line)
-/// or any part fails to parse, the whole file is parsed as one, so that
-/// errors are always the whole file's.
+/// times the text: parts keep it small and reuse its memory.
+///
+/// The parts are used only when together they are the whole file's parse,
+/// which holds when:
+/// - every table of the run is a view's, its headers spelled plainly
+///   (`[[view]]`, `[view.x]`, `[[view.x]]`), so that each of its sub-tables
+///   belongs to the `[[view]]` before it in the same chunk; a header not
+///   spelled plainly anywhere, or a view's table outside a run, and the
+///   file is parsed whole ([`longest_view_run`]);
+/// - the run starts where the file's parser is between tables, not inside
+///   a value that a multi-line array left open: the first line of the
+///   blanked run is the header [`SENTINEL`], which parses only there, and
+///   must come out an empty table; each chunk parses on its own, so each
+///   ends between tables too;
+/// - the rest defines no `view` at all (no other view, no `view = [...]`),
+///   so that every view is the run's, in the file's order.
+///
+/// Otherwise, or when any part fails to parse, the whole file is parsed as
+/// one, so that errors are always the whole file's. A multi-line string
+/// could hide a header line: a file with one is parsed whole too.
 pub(super) fn parse(text: &str) -> Result<RawProject, toml::de::Error> {
-    let whole = || toml::from_str::<RawProject>(text);
-    let Some(run) = longest_view_run(text) else { return whole() };
+    match in_parts(text) {
+        Some(raw) => Ok(raw),
+        None => toml::from_str(text),
+    }
+}
+
+/// The file parsed in parts, or `None` when that would not be the whole
+/// file's parse (or it is small, or some part fails).
+fn in_parts(text: &str) -> Option<RawProject> {
+    let run = longest_view_run(text)?;
     let chunks = chunks(text, &run);
-    let rest_text = if run.end == text.len() {
-        std::borrow::Cow::Borrowed(&text[..run.start])
-    } else {
-        let bytes: Vec<u8> = text[..run.start]
+    let sentinel = run.end != text.len();
+    let rest_text = if sentinel {
+        let mut bytes: Vec<u8> = text[..run.start]
             .bytes()
             .chain(text[run.clone()].bytes().map(|b| if b == b'\n' { b'\n' } else { b' ' }))
             .chain(text[run.end..].bytes())
             .collect();
+        // The run's first line is at least as long as `[[view]]`.
+        bytes[run.start..run.start + SENTINEL.len()].copy_from_slice(SENTINEL.as_bytes());
         // Only ASCII bytes and whole lines were replaced: UTF-8 still.
-        match String::from_utf8(bytes) {
-            Ok(rest) => std::borrow::Cow::Owned(rest),
-            Err(_) => return whole(),
-        }
+        std::borrow::Cow::Owned(String::from_utf8(bytes).ok()?)
+    } else {
+        // Nothing follows the run: what precedes it must parse on its own.
+        std::borrow::Cow::Borrowed(&text[..run.start])
     };
     let parse_chunks = |parity: usize| -> Option<Vec<Spanned<RawViewType>>> {
         let mut views = Vec::new();
@@ -47,21 +72,30 @@ pub(super) fn parse(text: &str) -> Result<RawProject, toml::de::Error> {
         }
         Some(views)
     };
+    let parse_rest = || -> Option<RawProject> {
+        let mut table = toml::de::DeTable::parse(&rest_text).ok()?;
+        if table.get_ref().contains_key("view") {
+            return None;
+        }
+        if sentinel {
+            match table.get_mut().remove(SENTINEL_KEY).map(Spanned::into_inner) {
+                Some(toml::de::DeValue::Table(mark)) if mark.is_empty() => {}
+                _ => return None,
+            }
+        }
+        RawProject::deserialize(toml::de::Deserializer::from(table)).ok()
+    };
     let (rest, odd, even) = std::thread::scope(|scope| {
         let odd = scope.spawn(|| parse_chunks(1));
         let even = parse_chunks(0);
-        let rest = toml::from_str::<RawProject>(&rest_text);
+        let rest = parse_rest();
         (rest, odd.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)), even)
     });
-    match (rest, odd, even) {
-        (Ok(mut rest), Some(odd), Some(even)) => {
-            rest.views.extend(odd);
-            rest.views.extend(even);
-            rest.views.sort_by_key(|view| view.span().start);
-            Ok(rest)
-        }
-        _ => whole(),
-    }
+    let (mut rest, odd, even) = (rest?, odd?, even?);
+    rest.views.extend(odd);
+    rest.views.extend(even);
+    rest.views.sort_by_key(|view| view.span().start);
+    Some(rest)
 }
 
 /// Below this size a file is parsed in one part.
@@ -70,9 +104,64 @@ const SPLIT_FROM_BYTES: usize = 1 << 20;
 /// About how much of the file one part is.
 const CHUNK_BYTES: usize = 1 << 20;
 
+/// Written over the start of the blanked run in the rest: a table header,
+/// which TOML allows only between tables. Had the part before the run left
+/// a value open (`x = [` and lines on), the header would be read as part
+/// of that value and fail, as the whole file's parse would. Its key is no
+/// key of a project's: a file that uses it is parsed whole, since the
+/// header then clashes with it or does not come out empty.
+const SENTINEL: &str = "[_split]";
+const SENTINEL_KEY: &str = "_split";
+const _: () = assert!(SENTINEL.len() <= "[[view]]".len());
+
+/// What a line that starts with `[` is, as [`longest_view_run`] needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Header {
+    /// `[[view]]`: a new view type.
+    View,
+    /// `[view.x]` or `[[view.x]]` (bare keys, dotted): a table of the last view.
+    OfView,
+    /// `[x]` or `[[x]]`, `x` bare keys, dotted, the first not `view`.
+    Other,
+    /// Spelled any other way (`[[ view ]]`, `["view"]`, `[view]`, an array
+    /// on a line of its own): where it belongs is the parser's to say.
+    Unknown,
+}
+
+/// The header on `line`, or `None` when the line does not start with `[`.
+/// A comment may follow; TOML's whitespace is spaces and tabs.
+fn header(line: &str) -> Option<Header> {
+    let line = line.trim_matches([' ', '\t', '\r', '\n']);
+    if !line.starts_with('[') {
+        return None;
+    }
+    let line = line.split_once('#').map_or(line, |(header, _comment)| header.trim_end_matches([' ', '\t']));
+    let (keys, array) = match line.strip_prefix("[[").and_then(|rest| rest.strip_suffix("]]")) {
+        Some(keys) => (keys, true),
+        None => match line.strip_prefix('[').and_then(|rest| rest.strip_suffix(']')) {
+            Some(keys) => (keys, false),
+            None => return Some(Header::Unknown),
+        },
+    };
+    let bare = |key: &str| !key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if !keys.split('.').all(bare) {
+        return Some(Header::Unknown);
+    }
+    Some(match (keys.split_once('.'), array) {
+        (Some(("view", _)), _) => Header::OfView,
+        (None, true) if keys == "view" => Header::View,
+        // `[view]` would make `view` a table: the whole file's parse says why not.
+        (None, false) if keys == "view" => Header::Unknown,
+        _ => Header::Other,
+    })
+}
+
 /// The longest run of lines, from a `[[view]]` line on, with no table
 /// header but a view's (`[[view]]`, `[view.x]`, `[[view.x]]`), or `None`
-/// for a small file or one with a multi-line string.
+/// for a small file, one with a multi-line string, one with a header not
+/// spelled plainly ([`Header::Unknown`]), or one with a view's table
+/// outside a run (after another table, where it still belongs to the last
+/// `[[view]]`, which the run's chunks cannot see).
 fn longest_view_run(text: &str) -> Option<std::ops::Range<usize>> {
     if text.len() < SPLIT_FROM_BYTES || text.contains("\"\"\"") || text.contains("'''") {
         return None;
@@ -88,20 +177,20 @@ fn longest_view_run(text: &str) -> Option<std::ops::Range<usize>> {
         }
     };
     for line in text.split_inclusive('\n') {
-        let header = line.trim();
-        if header.starts_with('[') && !is_view_header(header) {
-            close(&mut start, offset);
-        } else if header == "[[view]]" && start.is_none() {
-            start = Some(offset);
+        match header(line) {
+            None => {}
+            Some(Header::Unknown) => return None,
+            Some(Header::View) => {
+                start.get_or_insert(offset);
+            }
+            Some(Header::OfView) if start.is_none() => return None,
+            Some(Header::OfView) => {}
+            Some(Header::Other) => close(&mut start, offset),
         }
         offset += line.len();
     }
     close(&mut start, text.len());
     best
-}
-
-fn is_view_header(header: &str) -> bool {
-    header == "[[view]]" || header.starts_with("[view.") || header.starts_with("[[view.")
 }
 
 /// `run` cut at `[[view]]` lines into parts of about [`CHUNK_BYTES`].
@@ -110,7 +199,7 @@ fn chunks(text: &str, run: &std::ops::Range<usize>) -> Vec<std::ops::Range<usize
     let mut start = run.start;
     let mut offset = run.start;
     for line in text[run.clone()].split_inclusive('\n') {
-        if offset - start >= CHUNK_BYTES && line.trim() == "[[view]]" {
+        if offset - start >= CHUNK_BYTES && header(line) == Some(Header::View) {
             chunks.push(start..offset);
             start = offset;
         }
@@ -400,7 +489,7 @@ mod tests {
         let run = longest_view_run(&text).expect("the file is split");
         assert!(text[run.end..].starts_with("[[listener]]"), "{run:?}");
         assert!(chunks(&text, &run).len() >= 2);
-        let split = parse(&text).unwrap();
+        let split = in_parts(&text).expect("parsed in parts");
         let whole = toml::from_str::<RawProject>(&text).unwrap();
         assert_eq!(split.views.len(), 8000);
         assert_eq!(summary(&split), summary(&whole));
@@ -414,5 +503,114 @@ mod tests {
             let whole = toml::from_str::<RawProject>(&text).err().unwrap();
             assert_eq!((split.message(), split.span()), (whole.message(), whole.span()));
         }
+    }
+
+    /// Plain view types from `p.q/T0` on, enough of them that a file
+    /// holding them is parsed in parts.
+    fn many_views() -> String {
+        let mut text = String::new();
+        for i in 0..12_000 {
+            text.push_str(&format!(
+                "[[view]]\nname = \"p.q/T{i}\"\nparameters = [{{ name = \"shop\" }}]\ntransformation = {{ plugin = \"concat\" }}\n\n"
+            ));
+        }
+        text
+    }
+
+    /// Parsed as `parse` does and parsed whole: the same views with the
+    /// same spans, the same settings, or the same error; and parsed in
+    /// parts or not, as `parts` says. Returns the whole parse.
+    fn assert_split_is_whole(case: &str, text: &str, parts: bool) -> Result<RawProject, toml::de::Error> {
+        assert!(text.len() >= SPLIT_FROM_BYTES, "{case}: large enough to be split");
+        assert_eq!(in_parts(text).is_some(), parts, "{case}: parsed in parts?");
+        let whole = toml::from_str::<RawProject>(text);
+        match (parse(text), &whole) {
+            (Ok(split), Ok(whole)) => {
+                let (split, whole) = (summary(&split), summary(whole));
+                // The first difference, not two lists of 12,000 views.
+                let differ = split.iter().zip(&whole).find(|(split, whole)| split != whole);
+                assert_eq!(differ, None, "{case}: parsed as `parse` does, then whole");
+                assert_eq!(split.len(), whole.len(), "{case}");
+            }
+            (Err(split), Err(whole)) => {
+                assert_eq!((split.message(), split.span()), (whole.message(), whole.span()), "{case}")
+            }
+            (split, whole) => panic!(
+                "{case}: parsed as `parse` does it {}, parsed whole it {}",
+                split.map_or_else(|e| format!("fails ({})", e.message()), |_| "succeeds".into()),
+                whole.as_ref().map_or_else(|e| format!("fails ({})", e.message()), |_| "succeeds".into()),
+            ),
+        }
+        whole
+    }
+
+    #[test]
+    fn a_views_table_after_another_table_is_the_last_views_when_split_too() {
+        // The reviewer's file: view X, `[project]`, the run, `[events]`, and
+        // then a table of the last view (TOML gives it to T11999, not X).
+        let before = "[[view]]\nname = \"p.q/X\"\n\n[project]\nname = \"p\"\n\n";
+        for (case, after) in [
+            ("a dependency", "[[view.dependency]]\nview = \"p.q/T0\"\n"),
+            ("a dependency, spaced", "[[ view.dependency ]]\nview = \"p.q/T0\"\n"),
+            ("a dependency, quoted", "[[\"view\".dependency]]\nview = \"p.q/T0\"\n"),
+            ("a dependency, spaced around the dot", "[[view . dependency]]\nview = \"p.q/T0\"\n"),
+            ("fields", "[[view.fields]]\nname = \"total\"\ntype = \"long\"\n"),
+        ] {
+            let text = format!("{before}{}[events]\nhistory = 5\n\n{after}", many_views());
+            let whole = assert_split_is_whole(case, &text, false).unwrap();
+            let last = whole.views.last().unwrap().get_ref();
+            assert_eq!(last.name.get_ref(), "p.q/T11999", "{case}");
+            assert_eq!(last.dependencies.len() + last.fields.len(), 1, "{case}: the last view's, as TOML says");
+        }
+        // A table of a view spelled with spaces, right after its view in the
+        // run: it ends the run (it is not spelled plainly), and belongs to
+        // the view above it, not to X.
+        let mut run = many_views();
+        run.push_str("[ view.time ]\nfrequency = \"daily\"\ninitial = \"2015-01-01\"\n\n");
+        let text = format!("{before}{run}[events]\nhistory = 5\n");
+        assert_split_is_whole("a table spaced inside the run", &text, false).unwrap();
+        // Another view outside the run: parsed whole, whatever follows.
+        let text = format!("{before}{}[events]\nhistory = 5\n", many_views());
+        assert_split_is_whole("another view before the run", &text, false).unwrap();
+    }
+
+    #[test]
+    fn a_file_the_whole_parse_refuses_is_refused_when_split_too() {
+        for (case, before, after) in [
+            // `view` defined twice: an array, then tables appended to it.
+            ("a view array before the tables", "view = [{ name = \"p.q/Z\" }]\n\n", ""),
+            ("an empty view array before the tables", "view = []\n\n", ""),
+            ("a view table before the tables", "[view]\nname = \"p.q/Z\"\n\n", "[events]\nhistory = 5\n"),
+            // The run's first `[[view]]` inside an array the lines before it
+            // left open, closed after the run: not a header, so an error.
+            ("the run inside an open array", "[plugins]\nx = [\n", "[1]\n]\n"),
+            ("the run inside an open array, to the end", "[plugins]\nx = [\n", ""),
+        ] {
+            let text = format!("{before}{}{after}", many_views());
+            assert!(assert_split_is_whole(case, &text, false).is_err(), "{case}: the whole parse refuses it");
+        }
+    }
+
+    #[test]
+    fn a_header_not_spelled_plainly_or_a_views_table_outside_a_run_is_parsed_whole() {
+        let run = many_views();
+        for header in ["[[ view ]]", "[\"view\"]", "[[view]] trailing", "[ view.x ]", "[view]", "[1, 2],"] {
+            let text = format!("{run}{header}\n");
+            assert_eq!(longest_view_run(&text), None, "{header}");
+        }
+        let text = format!("{run}[events]\nhistory = 5\n[[view.dependency]]\nview = \"p.q/T0\"\n");
+        assert_eq!(longest_view_run(&text), None, "a view's table outside the run");
+        // Plain headers, and comments after them, keep the split.
+        let text = format!(
+            "[project] # p\nname = \"p\"\n{}[[listener]]\t# audit\nname = \"a\"\nplugin = \"concat\"\n",
+            run.replacen("[[view]]\n", "[[view]]   # first\n", 1)
+        );
+        let found = longest_view_run(&text).expect("split");
+        assert_eq!(&text[found.clone()][..8], "[[view]]");
+        assert!(text[found.end..].starts_with("[[listener]]"));
+        assert_split_is_whole("comments after headers", &text, true).unwrap();
+        // A run to the end of the file, after settings.
+        let text = format!("[project]\nname = \"p\"\n\n{run}");
+        assert_split_is_whole("a run to the end", &text, true).unwrap();
     }
 }
