@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use trellis::metastore::Metastore;
 
-use crate::support::{Daily, run, trellis};
+use crate::support::{Daily, run, run_within, trellis};
 
 /// Days of external input; each feeds one output view.
 pub(crate) const DAYS: usize = 4;
@@ -42,7 +42,10 @@ pub(crate) fn listener(name: &str, config: &str, extra: &str) -> String {
 
 fn materialize(dir: &Path) -> crate::support::Run {
     let days = std::fs::read_dir(dir.join("data/raw/2015/01")).unwrap().count();
-    let result = run(trellis().args(["materialize", "-p"]).arg(dir).args(["-v", &pattern(days)]));
+    let result = run_within(
+        trellis().args(["materialize", "-p"]).arg(dir).args(["-v", &pattern(days)]),
+        Duration::from_secs(300),
+    );
     assert_eq!(result.code, 0, "{}{}", result.stdout, result.stderr);
     result
 }
@@ -285,6 +288,29 @@ fn a_listener_spinning_past_its_cpu_deadline_is_restarted_and_the_event_dropped(
         "{}",
         result.stderr
     );
+}
+
+#[test]
+fn a_restarted_listener_does_not_wait_for_the_memory_its_failed_instance_held() {
+    // The budget holds the listener's cap (64 MiB) and one transformation's
+    // (32 MiB), not the listener's twice: a new instance that reserved its
+    // memory while the failed one still held its own would wait forever,
+    // and every transformation behind it.
+    const K: u64 = 5;
+    let (_temp, dir) = setup(&listener("fixture", &format!("behaviour = \"trap\", k = {K}"), "max_retries = -1"));
+    let toml = std::fs::read_to_string(dir.join("trellis.toml")).unwrap();
+    let toml = toml.replacen("[defaults]\n", "[defaults]\nmemory_budget_mib = 96\n", 1).replacen(
+        "concat = \"plugins/concat.wasm\"",
+        "concat = { file = \"plugins/concat.wasm\", memory_mib = 32 }",
+        1,
+    );
+    std::fs::write(dir.join("trellis.toml"), toml).unwrap();
+    let result = materialize(&dir);
+    assert!(result.stdout.contains("8 successful"), "{}", result.stdout);
+    let (expected, restarts) = expected_with_failures(&log(&dir), K, Failing::Dropped);
+    assert!(restarts >= 2, "the test needs a few restarts");
+    assert_eq!(received(&dir, "fixture"), expected);
+    assert_eq!(status(&dir, "fixture")["restarts"], restarts);
 }
 
 #[test]

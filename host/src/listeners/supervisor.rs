@@ -46,6 +46,9 @@ enum Target {
 enum Instance {
     Monitor,
     Plugin(Box<ListenerInstance>),
+    /// None: a failed instance was dropped and the next one has not
+    /// started yet.
+    Stopped,
 }
 
 impl Instance {
@@ -62,6 +65,9 @@ impl Instance {
                 retryable: failure.kind == FailureKind::Retryable,
                 message: one_line(&format!("{} ({:?})", failure.message, failure.kind)),
             }),
+            Instance::Stopped => {
+                Err(ListenerFailure { retryable: false, message: "the listener has no running instance".into() })
+            }
         }
     }
 }
@@ -143,7 +149,7 @@ impl Supervisor {
         let target = match decl {
             None => Target::Monitor,
             Some(decl) => {
-                let plugin = plugins.get(&decl.plugin).cloned();
+                let plugin = plugins.listener(decl).cloned();
                 let state_dir = state_dir(catalog, &decl.name);
                 Target::Plugin { plugin, config: decl.config.clone(), state_dir }
             }
@@ -336,6 +342,10 @@ impl Supervisor {
         };
         let mut position = 0;
         loop {
+            // A failed instance still holds its store, and with it its
+            // share of the memory budget: it goes before the next one
+            // reserves its own, which would otherwise wait behind it.
+            *instance = Instance::Stopped;
             self.failures_in_row += 1;
             let decision = supervise::decide(&self.record, self.max_retries, self.backoff, self.failures_in_row);
             self.record.last_error = Some(failure.message.clone());
