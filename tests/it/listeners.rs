@@ -250,7 +250,7 @@ fn with_fixture_deadline(dir: &Path, deadline: &str) {
 fn a_listener_waiting_past_its_deadline_without_using_cpu_is_not_restarted() {
     // A listener's deadline counts the CPU time it used: a sleep (a
     // host-side wait, like waiting for a CPU on a busy machine) past it is
-    // no failure, as long as it stays under the wall-clock ceiling (60
+    // no failure, as long as it stays under the wall-clock ceiling (200
     // times the deadline).
     const K: u64 = 7;
     let (_temp, dir) =
