@@ -1,18 +1,20 @@
 //! The plugins a project declares, loaded once per process: each file is
 //! loaded with the limits the project gives it and the project's memory
-//! budget (a plugin whose cap exceeds the budget is unavailable), each
-//! transformation is described once, and every view type is checked
-//! against what it uses.
+//! budget, each transformation is described once, and every view type is
+//! checked against what it uses.
 //! The scheduler, the listeners, `validate` and `GET /plugins` all read the
 //! same [`Plugins`].
 //!
-//! Invariant: it knows the catalog and the runtime, nothing of views,
+//! Invariants: it knows the catalog and the runtime, nothing of views,
 //! scheduling state or the metastore. A plugin that cannot be loaded is a
-//! value here (a reason), never an error: whoever needs it says so.
+//! value here (a reason), never an error: whoever needs it says so. No call
+//! waits for the memory budget forever: the listeners that may start hold
+//! their caps for good, and every transformation and checksum plugin left
+//! available fits in what they leave (see [`Plugins::fit_the_budget`]).
 
 use std::collections::{BTreeSet, HashMap};
 
-use crate::catalog::{Catalog, Diagnostic, PluginDecl, Transformation, ViewType, ViewTypeId};
+use crate::catalog::{Catalog, Diagnostic, ListenerDecl, PluginDecl, Transformation, ViewType, ViewTypeId};
 use crate::runtime::{self, ChecksumRequest, MemoryBudget, Plugin, PluginInfo, Runtime, World};
 
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +41,12 @@ pub struct Plugins {
     /// cannot be loaded, a plugin of another world, a configuration its
     /// `describe` rejects.
     pub problems: Vec<Diagnostic>,
+    /// One line each, naming the listener and its line: a listener that
+    /// will not be started (scheduling goes on without it).
+    pub warnings: Vec<Diagnostic>,
+    /// `[[listener]]`s, by name, whose memory cap does not fit in the budget
+    /// beside the listeners before them, with the reason.
+    refused_listeners: HashMap<String, String>,
     /// The budget every loaded plugin's stores reserve their memory cap from.
     budget: MemoryBudget,
 }
@@ -50,37 +58,29 @@ impl Plugins {
     /// skipped when listeners start. Every plugin reserves from one memory
     /// budget of the project's own (`[defaults] memory_budget_mib`, else
     /// the runtime's default); listener instances, which keep their store,
-    /// hold their reservation for as long as they live.
+    /// hold their reservation for as long as they live, so a plugin that
+    /// does not fit beside them is unavailable ([`Plugins::fit_the_budget`]).
     pub async fn load(runtime: &Runtime, catalog: &Catalog) -> Plugins {
         let runtime = match catalog.settings.memory_budget_mib {
             Some(mib) => runtime.with_memory_budget(mib.saturating_mul(1 << 20)),
             None => runtime.with_memory_budget(runtime::default_memory_budget()),
         };
         let runtime = &runtime;
-        let used = used_plugins(catalog);
         let mut plugins = Plugins {
             loaded: HashMap::new(),
             unavailable: HashMap::new(),
             missing: BTreeSet::new(),
             problems: Vec::new(),
+            warnings: Vec::new(),
+            refused_listeners: HashMap::new(),
             budget: runtime.memory_budget().clone(),
         };
-        let mut described: HashMap<&str, Result<PluginInfo, String>> = HashMap::new();
         for (name, decl) in &catalog.plugins {
             if !decl.file.exists() {
                 plugins.missing.insert(name.clone());
             }
             match load_plugin(runtime, catalog, decl).await {
                 Ok(plugin) => {
-                    if used.contains(name.as_str()) && plugin.world() == World::Transformation {
-                        let info = match plugin.describe().await {
-                            Ok(report) => {
-                                report.result.map_err(|failure| format!("{name}'s describe failed: {failure}"))
-                            }
-                            Err(e) => Err(e.to_string()),
-                        };
-                        described.insert(name, info);
-                    }
                     plugins.loaded.insert(name.clone(), plugin);
                 }
                 Err(reason) => {
@@ -88,8 +88,77 @@ impl Plugins {
                 }
             }
         }
+        plugins.fit_the_budget(catalog);
+        let used = used_plugins(catalog);
+        let mut described: HashMap<&str, Result<PluginInfo, String>> = HashMap::new();
+        for name in catalog.plugins.keys() {
+            let Some(plugin) = plugins.loaded.get(name) else { continue };
+            if used.contains(name.as_str()) && plugin.world() == World::Transformation {
+                let info = match plugin.describe().await {
+                    Ok(report) => report.result.map_err(|failure| format!("{name}'s describe failed: {failure}")),
+                    Err(e) => Err(e.to_string()),
+                };
+                described.insert(name, info);
+            }
+        }
         plugins.problems = plugins.check(catalog, &described);
         plugins
+    }
+
+    /// Makes sure that no call waits for the memory budget forever. A
+    /// listener instance holds its cap for as long as it runs, which is
+    /// as long as the process does, so the listeners' caps are counted as
+    /// reserved for good: in file order, each `[[listener]]` holds its
+    /// plugin's cap if that fits beside the ones before it, and one that
+    /// does not fit is not started (a warning). Then every transformation
+    /// and checksum plugin whose cap exceeds what the listeners leave is
+    /// unavailable, with a reason naming it, the listeners and the
+    /// setting. What is left waits for the budget only while calls that
+    /// end hold it. Listeners disabled in the metastore are counted too:
+    /// they can be re-enabled while a server runs.
+    fn fit_the_budget(&mut self, catalog: &Catalog) {
+        let budget = self.budget.bytes();
+        // (listener, bytes it holds), in file order.
+        let mut held: Vec<(&str, usize)> = Vec::new();
+        for decl in &catalog.listeners {
+            let Some(plugin) = self.loaded.get(&decl.plugin).filter(|p| p.world() == World::Listener) else {
+                continue;
+            };
+            let cap = MemoryBudget::reservation_of(plugin.limits().memory);
+            let holding: usize = held.iter().map(|(_, bytes)| bytes).sum();
+            if holding + cap <= budget {
+                held.push((&decl.name, cap));
+                continue;
+            }
+            let reason = format!(
+                "plugin {}'s memory cap of {} MiB exceeds {}; it is not started; \
+                 lower the plugin's memory_mib or raise the budget",
+                decl.plugin,
+                cap >> 20,
+                what_is_left(budget, &held)
+            );
+            self.warnings
+                .push(Diagnostic { line: Some(decl.line), message: format!("listener {}: {reason}", decl.name) });
+            self.refused_listeners.insert(decl.name.clone(), reason);
+        }
+        let holding: usize = held.iter().map(|(_, bytes)| bytes).sum();
+        let misfits: Vec<(String, usize)> = self
+            .loaded
+            .iter()
+            .filter(|(_, plugin)| plugin.world() != World::Listener)
+            .map(|(name, plugin)| (name.clone(), MemoryBudget::reservation_of(plugin.limits().memory)))
+            .filter(|(_, cap)| holding + cap > budget)
+            .collect();
+        for (name, cap) in misfits {
+            let advice = if held.is_empty() { "" } else { " or a listener's," };
+            let reason = format!(
+                "plugin {name}: its memory cap of {} MiB exceeds {}; lower its memory_mib{advice} or raise the budget",
+                cap >> 20,
+                what_is_left(budget, &held)
+            );
+            self.loaded.remove(&name);
+            self.unavailable.insert(name, reason);
+        }
     }
 
     /// What is wrong with how each view type uses its plugins.
@@ -148,6 +217,14 @@ impl Plugins {
             return Ok(plugin);
         }
         Err(self.unavailable.get(name).cloned().unwrap_or_else(|| format!("plugin `{name}` is not declared")))
+    }
+
+    /// The plugin of a `[[listener]]`, or why it cannot be started.
+    pub fn listener(&self, decl: &ListenerDecl) -> Result<&Plugin, String> {
+        if let Some(reason) = self.refused_listeners.get(&decl.name) {
+            return Err(reason.clone());
+        }
+        self.get(&decl.plugin)
     }
 
     /// Every plugin the view types use is loaded and used as it should be:
@@ -246,17 +323,28 @@ async fn load_plugin(runtime: &Runtime, catalog: &Catalog, decl: &PluginDecl) ->
     if let Some(mib) = decl.memory_mib.or(catalog.settings.memory_mib.filter(|_| transformation)) {
         limits.memory = mib.saturating_mul(1 << 20);
     }
-    let plugin = plugin.with_limits(limits);
-    // Its calls would wait for the budget forever.
-    let budget = plugin.memory_budget();
-    if !budget.admits(plugin.limits().memory) {
-        return Err(format!(
-            "plugin {}: its memory cap of {} MiB exceeds the memory budget of {} MiB ([defaults] memory_budget_mib); \
-             lower its memory_mib or raise the budget",
-            decl.name,
-            plugin.limits().memory >> 20,
-            budget.bytes() >> 20
-        ));
+    Ok(plugin.with_limits(limits))
+}
+
+/// What the memory budget of `budget` bytes leaves beside the listeners
+/// that hold part of it, for a reason: "the memory budget of 512 MiB
+/// ([defaults] memory_budget_mib)", or "the 448 MiB that ... leaves beside
+/// listener stats (64 MiB), which holds its cap while it runs".
+fn what_is_left(budget: usize, held: &[(&str, usize)]) -> String {
+    let setting = format!("the memory budget of {} MiB ([defaults] memory_budget_mib)", budget >> 20);
+    if held.is_empty() {
+        return setting;
     }
-    Ok(plugin)
+    let holding: usize = held.iter().map(|(_, bytes)| bytes).sum();
+    let listeners: Vec<String> = held.iter().map(|(name, bytes)| format!("{name} ({} MiB)", bytes >> 20)).collect();
+    let (listener, holds) = if held.len() == 1 {
+        ("listener", "holds its cap while it runs")
+    } else {
+        ("listeners", "hold their caps while they run")
+    };
+    format!(
+        "the {} MiB that {setting} leaves beside {listener} {}, which {holds}",
+        (budget - holding) >> 20,
+        listeners.join(", ")
+    )
 }

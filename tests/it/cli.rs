@@ -3,7 +3,7 @@
 
 use expect_test::expect;
 
-use crate::support::{plugin_path, run, trellis};
+use crate::support::{plugin_path, run, run_within, trellis};
 
 #[test]
 fn inspect_shows_world_identity_exports_and_configuration() {
@@ -176,4 +176,44 @@ fn the_demo_runs_end_to_end_and_only_overwrites_its_own_directory() {
     assert_eq!(result.code, 2);
     assert!(result.stderr.contains("exists and was not written by `trellis demo`"), "{}", result.stderr);
     assert_eq!(std::fs::read_to_string(precious.join("thesis.tex")).unwrap(), "years of work");
+}
+
+#[test]
+fn a_transformation_that_fits_the_memory_budget_only_without_the_listeners_is_refused_not_left_waiting() {
+    // The demo's project with a budget of 512 MiB: its transformation's cap
+    // (512 MiB) fits in it alone, but the stats listener's instance holds
+    // its 64 MiB for as long as it runs, so every transformation would wait
+    // for its memory forever.
+    let dir = tempfile::tempdir().unwrap();
+    let demo = crate::support::demo(dir.path());
+    // From nothing again: only the project, its plugins and the orders stay.
+    std::fs::remove_dir_all(demo.join(".trellis")).unwrap();
+    std::fs::remove_dir_all(demo.join("data/shop")).unwrap();
+    let project = std::fs::read_to_string(demo.join("trellis.toml")).unwrap();
+    let with_budget = |mib: u32| {
+        let toml = project.replacen("[defaults]\n", &format!("[defaults]\nmemory_budget_mib = {mib}\n"), 1);
+        std::fs::write(demo.join("trellis.toml"), toml).unwrap();
+    };
+    let limit = std::time::Duration::from_secs(300);
+    let materialize = || {
+        run_within(trellis().args(["materialize", "-v", "shop.datamart/MonthlyTotal/2015/05", "-p"]).arg(&demo), limit)
+    };
+    let reason = "plugin csv-aggregate: its memory cap of 512 MiB exceeds the 448 MiB that the memory budget of \
+                  512 MiB ([defaults] memory_budget_mib) leaves beside listener stats (64 MiB), which holds its cap \
+                  while it runs; lower its memory_mib or a listener's, or raise the budget";
+
+    with_budget(512);
+    let refused = materialize();
+    assert_eq!(refused.code, 2, "{}{}", refused.stdout, refused.stderr);
+    assert!(refused.stderr.contains(reason), "{}", refused.stderr);
+    let validate = run_within(trellis().args(["validate", "-p"]).arg(&demo), limit);
+    assert_eq!(validate.code, 2, "{}{}", validate.stdout, validate.stderr);
+    // One line per view type that uses it.
+    assert_eq!(validate.stderr.matches(reason).count(), 3, "{}", validate.stderr);
+
+    // With room for both, it runs.
+    with_budget(576);
+    let ran = materialize();
+    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
+    assert!(ran.stdout.contains("190 successful"), "{}", ran.stdout);
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use trellis::metastore::Metastore;
 
-use crate::support::{Daily, run, trellis};
+use crate::support::{Daily, run, run_within, trellis};
 
 /// Days of external input; each feeds one output view.
 pub(crate) const DAYS: usize = 4;
@@ -42,7 +42,10 @@ pub(crate) fn listener(name: &str, config: &str, extra: &str) -> String {
 
 fn materialize(dir: &Path) -> crate::support::Run {
     let days = std::fs::read_dir(dir.join("data/raw/2015/01")).unwrap().count();
-    let result = run(trellis().args(["materialize", "-p"]).arg(dir).args(["-v", &pattern(days)]));
+    let result = run_within(
+        trellis().args(["materialize", "-p"]).arg(dir).args(["-v", &pattern(days)]),
+        Duration::from_secs(300),
+    );
     assert_eq!(result.code, 0, "{}{}", result.stdout, result.stderr);
     result
 }
@@ -247,7 +250,7 @@ fn with_fixture_deadline(dir: &Path, deadline: &str) {
 fn a_listener_waiting_past_its_deadline_without_using_cpu_is_not_restarted() {
     // A listener's deadline counts the CPU time it used: a sleep (a
     // host-side wait, like waiting for a CPU on a busy machine) past it is
-    // no failure, as long as it stays under the wall-clock ceiling (60
+    // no failure, as long as it stays under the wall-clock ceiling (200
     // times the deadline).
     const K: u64 = 7;
     let (_temp, dir) =
@@ -288,22 +291,60 @@ fn a_listener_spinning_past_its_cpu_deadline_is_restarted_and_the_event_dropped(
 }
 
 #[test]
+fn a_restarted_listener_does_not_wait_for_the_memory_its_failed_instance_held() {
+    // The budget holds the listener's cap (64 MiB) and one transformation's
+    // (32 MiB), not the listener's twice: a new instance that reserved its
+    // memory while the failed one still held its own would wait forever,
+    // and every transformation behind it.
+    const K: u64 = 5;
+    let (_temp, dir) = setup(&listener("fixture", &format!("behaviour = \"trap\", k = {K}"), "max_retries = -1"));
+    let toml = std::fs::read_to_string(dir.join("trellis.toml")).unwrap();
+    let toml = toml.replacen("[defaults]\n", "[defaults]\nmemory_budget_mib = 96\n", 1).replacen(
+        "concat = \"plugins/concat.wasm\"",
+        "concat = { file = \"plugins/concat.wasm\", memory_mib = 32 }",
+        1,
+    );
+    std::fs::write(dir.join("trellis.toml"), toml).unwrap();
+    let result = materialize(&dir);
+    assert!(result.stdout.contains("8 successful"), "{}", result.stdout);
+    let (expected, restarts) = expected_with_failures(&log(&dir), K, Failing::Dropped);
+    assert!(restarts >= 2, "the test needs a few restarts");
+    assert_eq!(received(&dir, "fixture"), expected);
+    assert_eq!(status(&dir, "fixture")["restarts"], restarts);
+}
+
+#[test]
 fn materialize_says_how_far_behind_a_listener_is_at_its_end() {
-    // Every event sleeps 300 ms and the drain allows 1 s: it cannot catch up.
-    let (_temp, dir) = setup(&listener("fixture", "behaviour = \"sleep\", sleep_ms = 300", ""));
+    // Every event waits for a file that is not there: the listener is held
+    // at its first event through the run and the drain (1 s), and the
+    // shutdown abandons that event.
+    let gated = listener("fixture", "gate = \"/state/GO\"", "");
+    let (_temp, dir) = setup(&gated);
     let toml = std::fs::read_to_string(dir.join("trellis.toml")).unwrap();
     std::fs::write(dir.join("trellis.toml"), toml.replace("drain = \"60s\"", "drain = \"1s\"")).unwrap();
     let result = materialize(&dir);
-    let behind = status(&dir, "fixture")["behind"].as_u64().unwrap();
-    assert!(behind > 0, "it kept up after all");
+    let total = log(&dir).len() as u64;
+    assert_eq!(received(&dir, "fixture"), [Received::Start, Received::Event(1)]);
+    let status = status(&dir, "fixture");
+    assert_eq!((status["behind"].as_u64(), status["restarts"].as_u64()), (Some(total), Some(0)), "{status}");
     assert!(
         result.stderr.contains(&format!(
-            "listener fixture: {behind} events behind, which it receives from its cursor next time\n"
+            "listener fixture: {total} events behind, which it receives from its cursor next time\n"
         )),
         "{}",
         result.stderr
     );
     assert!(!result.stderr.contains("caught up"), "{}", result.stderr);
+
+    // The gate open, the next run gives it everything from its cursor: the
+    // event it was abandoned in first.
+    std::fs::write(dir.join(".trellis/listeners/fixture/GO"), "").unwrap();
+    std::fs::write(dir.join("trellis.toml"), toml).unwrap();
+    let result = materialize(&dir);
+    assert!(result.stderr.contains("listener fixture: caught up\n"), "{}", result.stderr);
+    let mut expected = vec![Received::Start, Received::Event(1), Received::Start];
+    expected.extend(events(1..=log(&dir).len() as u64));
+    assert_eq!(received(&dir, "fixture"), expected);
 }
 
 #[test]
@@ -490,7 +531,7 @@ async fn the_drain_moves_listeners_from_nice_19_to_the_callers_priority() {
     // drain at a command's end, when scheduling is done, lets it catch up
     // at the caller's priority, so that busy processes beside it do not
     // starve it through the drain. Its instance goes with it: no restart.
-    let (_temp, dir) = setup(&listener("prio-moved", "behaviour = \"sleep\", sleep_ms = 50", ""));
+    let (_temp, dir) = setup(&listener("prio-moved", "gate = \"/state/GO\"", ""));
     let catalog = std::sync::Arc::new(trellis::catalog::load(&dir).unwrap());
     let plugins = std::sync::Arc::new(trellis::plugins::Plugins::load(crate::support::runtime(), &catalog).await);
     let mut scheduler = trellis::scheduler::Scheduler::open(catalog.clone(), plugins.clone()).await.unwrap();
@@ -499,23 +540,42 @@ async fn the_drain_moves_listeners_from_nice_19_to_the_callers_priority() {
     assert!(summary.failures.is_empty(), "{summary:?}");
     let thread = "listener prio-moved";
     eventually("the listener at nice 19", || nice_of_threads(thread) == [19]);
+    // The gate holds it at its first event: every other one is still to come.
+    eventually("the listener held at its first event", || {
+        received(&dir, "prio-moved") == [Received::Start, Received::Event(1)]
+    });
+    let total = log_of(&scheduler).len() as u64;
+    assert!(total >= 16, "{total} events");
+    assert_eq!(listeners.lag_probe()(), total);
 
     let caller: i64 = {
         let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
         stat[stat.rfind(')').unwrap() + 2..].split(' ').nth(16).unwrap().parse().unwrap()
     };
     assert_ne!(caller, 19);
-    // 50 ms per event and about 30 events: still behind after 200 ms.
-    let behind = listeners.drain(Duration::from_millis(200)).await.unwrap();
-    assert_eq!(behind, ["prio-moved"]);
-    // The thread it left ends; it goes on on the new one.
+    // The drain asks it to park after the event in progress; only then does
+    // the gate open, so it parks behind by all but one event, and receives
+    // those on a thread at the caller's priority.
+    let behind = {
+        let mut drain = std::pin::pin!(listeners.drain(Duration::from_secs(60)));
+        assert!(futures_util::poll!(drain.as_mut()).is_pending(), "the drain ended with the listener held");
+        std::fs::write(dir.join(".trellis/listeners/prio-moved/GO"), "").unwrap();
+        drain.await.unwrap()
+    };
+    assert!(behind.is_empty(), "{behind:?}");
+    // The thread it left ends; it went on on the new one.
     eventually("the listener on one thread at the caller's priority", || nice_of_threads(thread) == [caller]);
-    let lags = listeners.drain(Duration::from_secs(60)).await.unwrap();
-    assert!(lags.is_empty(), "{lags:?}");
     let lags = listeners.close(&catalog).await.unwrap();
     let moved = lags.iter().find(|lag| lag.name == "prio-moved").unwrap();
     assert_eq!((moved.behind, moved.restarts), (0, 0), "{moved:?}");
     drop(scheduler);
-    let starts = received(&dir, "prio-moved").iter().filter(|r| **r == Received::Start).count();
-    assert_eq!(starts, 1, "the instance moved with it, it was not started again");
+    let mut expected = vec![Received::Start];
+    expected.extend(events(1..=total));
+    assert_eq!(received(&dir, "prio-moved"), expected, "the instance moved with it, it was not started again");
+}
+
+/// The event log of the scheduler's metastore, while it holds it.
+fn log_of(scheduler: &trellis::scheduler::Scheduler) -> Vec<u64> {
+    let store = scheduler.metastore();
+    store.events_from(0, usize::MAX).unwrap().into_iter().map(|e| e.sequence).collect()
 }

@@ -258,7 +258,7 @@ fn execute(command: &Command, project: &Path) -> String {
         }
         Command::Trellis(args) => {
             // Logs carry timestamps; what a scenario checks is the output.
-            let result = run_to_end(trellis().current_dir(project).env("TRELLIS_LOG", "off").args(args), args);
+            let result = run_to_end(trellis().current_dir(project).env("TRELLIS_LOG", "off").args(args));
             let project = project.display().to_string();
             // Blank lines end an expectation in the file format, so they are left out.
             let output = format!("{}{}", result.stdout, result.stderr).replace(&project, "$PROJECT");
@@ -280,20 +280,8 @@ const COMMAND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300)
 /// Runs a command to its end. One that should refuse at once but runs on
 /// (a `trellis serve` that starts) is killed and fails the scenario, rather
 /// than hanging it.
-fn run_to_end(command: &mut std::process::Command, args: &[String]) -> Run {
-    use std::process::Stdio;
-    let child = command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let pid = child.id() as libc::pid_t;
-    let (done, ended) = std::sync::mpsc::channel();
-    std::thread::spawn(move || done.send(child.wait_with_output()));
-    match ended.recv_timeout(COMMAND_TIMEOUT) {
-        Ok(output) => Run::from(output.expect("trellis runs")),
-        Err(_) => {
-            // SAFETY: the pid of our own child, not yet reaped (its waiter is still waiting).
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            panic!("`trellis {}` did not end within {COMMAND_TIMEOUT:?}", args.join(" "));
-        }
-    }
+fn run_to_end(command: &mut std::process::Command) -> Run {
+    crate::support::run_within(command, COMMAND_TIMEOUT)
 }
 
 fn copy(from: &Path, to: &Path) {

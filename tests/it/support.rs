@@ -93,6 +93,26 @@ pub fn run(command: &mut Command) -> Run {
     Run::from(command.output().expect("trellis runs"))
 }
 
+/// Runs `command` to its end, like [`run`]; one still running after
+/// `limit` is killed and fails the test: the limit only turns a hang into
+/// a failure.
+pub fn run_within(command: &mut Command, limit: std::time::Duration) -> Run {
+    use std::process::Stdio;
+    let what = format!("{command:?}");
+    let child = command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let pid = child.id() as libc::pid_t;
+    let (done, ended) = std::sync::mpsc::channel();
+    std::thread::spawn(move || done.send(child.wait_with_output()));
+    match ended.recv_timeout(limit) {
+        Ok(output) => Run::from(output.expect("trellis runs")),
+        Err(_) => {
+            // SAFETY: the pid of our own child, not yet reaped (its waiter is still waiting).
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("{what} did not end within {limit:?}");
+        }
+    }
+}
+
 impl From<Output> for Run {
     fn from(Output { status, stdout, stderr }: Output) -> Run {
         Run {

@@ -100,7 +100,11 @@ pub(super) async fn validate(args: &ProjectArgs, runtime: &crate::runtime::Runti
             eprintln!("warning: plugin {name}: {} does not exist yet; its use is not checked", decl.file.display());
         }
     }
-    let problems = crate::plugins::Plugins::load(runtime, &catalog).await.problems;
+    let plugins = crate::plugins::Plugins::load(runtime, &catalog).await;
+    for warning in &plugins.warnings {
+        eprintln!("warning: {}", path_of(&args.project, warning));
+    }
+    let problems = plugins.problems;
     if !problems.is_empty() {
         for problem in &problems {
             eprintln!("{}", path_of(&args.project, problem));

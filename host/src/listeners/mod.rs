@@ -234,7 +234,9 @@ impl Listeners {
     }
 
     /// Stops the listeners after the event each is delivering, stores their
-    /// cursors, and trims the log.
+    /// cursors, and trims the log. An event still in progress a second
+    /// after the shutdown (a listener blocked in a host call) is abandoned:
+    /// its cursor stays on it, and it is delivered again next time.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
         let threads = self.threads;

@@ -28,6 +28,13 @@ const PAGE: usize = 256;
 /// How often a listener busy with a page stores its cursor.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(200);
 
+/// How long a shutdown waits for the event (or the start) a listener is in
+/// the middle of. Past it the call is abandoned, and the listener receives
+/// the event again next time: its cursor stays on it. Without this, one
+/// blocked in a host call would hold up the end of a command until its
+/// wall-clock ceiling (200 times its deadline).
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
+
 /// Where one listener's stored cursor stands, published by its supervisor
 /// for [`Listeners::drain`](super::Listeners::drain) and the lag probe.
 #[derive(Debug, Clone, Copy, Default)]
@@ -46,6 +53,9 @@ enum Target {
 enum Instance {
     Monitor,
     Plugin(Box<ListenerInstance>),
+    /// None: a failed instance was dropped and the next one has not
+    /// started yet.
+    Stopped,
 }
 
 impl Instance {
@@ -62,6 +72,9 @@ impl Instance {
                 retryable: failure.kind == FailureKind::Retryable,
                 message: one_line(&format!("{} ({:?})", failure.message, failure.kind)),
             }),
+            Instance::Stopped => {
+                Err(ListenerFailure { retryable: false, message: "the listener has no running instance".into() })
+            }
         }
     }
 }
@@ -143,7 +156,7 @@ impl Supervisor {
         let target = match decl {
             None => Target::Monitor,
             Some(decl) => {
-                let plugin = plugins.get(&decl.plugin).cloned();
+                let plugin = plugins.listener(decl).cloned();
                 let state_dir = state_dir(catalog, &decl.name);
                 Target::Plugin { plugin, config: decl.config.clone(), state_dir }
             }
@@ -214,7 +227,8 @@ impl Supervisor {
                     tracing::warn!(listener = %self.name, "listener is disabled ({reason}); `trellis listeners enable {}` re-enables it", self.name);
                     return Ok(None);
                 }
-                match self.start_instance().await {
+                let Some(started) = self.unless_shut_down(self.start_instance()).await else { return Ok(None) };
+                match started {
                     Ok(instance) => instance,
                     Err(reason) => {
                         tracing::warn!(listener = %self.name, "listener skipped: {reason}");
@@ -250,8 +264,9 @@ impl Supervisor {
             // it is told which, then goes on.
             if first.sequence > self.record.cursor {
                 let gap = ListenerEvent::Gap { first_sequence: self.record.cursor, last_sequence: first.sequence - 1 };
+                let Some(delivered) = self.unless_shut_down(instance.deliver(&gap)).await else { return Ok(None) };
                 self.record.cursor = first.sequence;
-                match instance.deliver(&gap).await {
+                match delivered {
                     Ok(()) => self.record.delivered += 1,
                     // A gap has nothing to replay: whatever the failure, it is dropped.
                     Err(failure) => {
@@ -268,7 +283,11 @@ impl Supervisor {
                 if *self.shutdown.borrow() || self.parking() {
                     break;
                 }
-                match instance.deliver(&listener_event(event)).await {
+                let delivering = listener_event(event);
+                let Some(delivered) = self.unless_shut_down(instance.deliver(&delivering)).await else {
+                    return Ok(None);
+                };
+                match delivered {
                     Ok(()) => {
                         self.record.delivered += 1;
                         self.record.cursor = event.sequence + 1;
@@ -296,6 +315,23 @@ impl Supervisor {
                 }
             }
             self.checkpoint()?;
+        }
+    }
+
+    /// `work` (a delivery or a start), or `None` if the listeners were shut
+    /// down and it had not ended [`SHUTDOWN_GRACE`] later: then the call is
+    /// dropped, and with it the instance, which dies with the listener.
+    async fn unless_shut_down<T>(&self, work: impl Future<Output = T>) -> Option<T> {
+        let mut shutdown = self.shutdown.clone();
+        let abandon = async move {
+            // Its sender gone is a shutdown too.
+            let _ = shutdown.wait_for(|stop| *stop).await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        };
+        tokio::select! {
+            biased;
+            done = work => Some(done),
+            () = abandon => None,
         }
     }
 
@@ -336,6 +372,10 @@ impl Supervisor {
         };
         let mut position = 0;
         loop {
+            // A failed instance still holds its store, and with it its
+            // share of the memory budget: it goes before the next one
+            // reserves its own, which would otherwise wait behind it.
+            *instance = Instance::Stopped;
             self.failures_in_row += 1;
             let decision = supervise::decide(&self.record, self.max_retries, self.backoff, self.failures_in_row);
             self.record.last_error = Some(failure.message.clone());
@@ -357,7 +397,8 @@ impl Supervisor {
                     }
                 }
             }
-            *instance = match self.start_instance().await {
+            let Some(started) = self.unless_shut_down(self.start_instance()).await else { return Ok(false) };
+            *instance = match started {
                 Ok(started) => started,
                 Err(reason) => {
                     failure = ListenerFailure { retryable: false, message: reason };
@@ -369,7 +410,8 @@ impl Supervisor {
             }
             let mut failed = None;
             while let Some(event) = replay.get(position) {
-                match instance.deliver(event).await {
+                let Some(delivered) = self.unless_shut_down(instance.deliver(event)).await else { return Ok(false) };
+                match delivered {
                     Ok(()) => {
                         self.record.delivered += 1;
                         self.failures_in_row = 0;

@@ -84,6 +84,12 @@ impl MemoryBudget {
         units_of(bytes) <= self.inner.units
     }
 
+    /// What a store with a cap of `bytes` takes from a budget while it
+    /// lives: the cap in whole MiB, rounded up, at least one.
+    pub fn reservation_of(bytes: usize) -> usize {
+        units_of(bytes) * UNIT
+    }
+
     pub fn usage(&self) -> BudgetUsage {
         let inner = &self.inner;
         let reserved = inner.reserved_units.load(Ordering::Relaxed);

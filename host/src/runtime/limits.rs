@@ -31,9 +31,13 @@ pub enum Clock {
 
 /// How many times its deadline of wall-clock time a call whose deadline
 /// counts CPU time may take: a ceiling for guests blocked in a host call,
-/// far above what a starved but working listener needs (at nice 19 beside
-/// two busy processes on two cores, it gets a few percent of a CPU).
-pub const CPU_WALL_CEILING: u32 = 60;
+/// above what a starved but working listener needs. Listeners run at nice
+/// 19, and the kernel weighs nice 0 against nice 19 as 1024 to 15: beside
+/// one CPU-bound process at nice 0 on its CPU, a listener gets about 1.4%
+/// of it, so an event that uses its whole CPU-time deadline takes about 70
+/// times that deadline. 200 leaves room for about three such processes per
+/// CPU before a working listener is taken for a blocked one.
+pub const CPU_WALL_CEILING: u32 = 200;
 
 impl Limits {
     /// The defaults: transformation 60 s of wall-clock time / 512 MiB,

@@ -27,8 +27,15 @@ const FIRST_MEASUREMENT: Duration = Duration::from_millis(10);
 
 /// A measurement waits this many times as long as the previous one took,
 /// so that measuring costs at most about 1/20 of one thread while the
-/// call runs.
+/// call runs, up to [`LONGEST_WAIT`].
 const MEASUREMENT_SPACING: u32 = 20;
+
+/// The longest wait between two measurements. What a call can write past
+/// its cap is what it writes in this time and one walk; without a bound,
+/// a call that first made ~100,000 entries (walks of tenths of a second)
+/// would be measured seconds apart, and could write gigabytes meanwhile.
+/// Past walks of 50 ms, measuring then costs more than 1/20 of a thread.
+const LONGEST_WAIT: Duration = Duration::from_secs(1);
 
 pub(super) fn check_counters(counters: &[(String, u64)]) -> Result<(), Failure> {
     if counters.len() > COUNTER_LIMIT {
@@ -128,11 +135,12 @@ pub(super) fn check_output(dir: &Path, limit: OutputLimit) -> Result<(), Failure
 }
 
 /// Measures `dir` while a call runs, each measurement on a blocking thread
-/// and spaced by [`MEASUREMENT_SPACING`] times the last one's duration;
-/// returns the failure once the output is over `limit`, and never returns
-/// otherwise. Between two measurements the guest may write on: the
-/// overshoot is what it writes in that time (tens of milliseconds for a
-/// small output).
+/// and spaced by [`MEASUREMENT_SPACING`] times the last one's duration, at
+/// most [`LONGEST_WAIT`]; returns the failure once the output is over
+/// `limit`, and never returns otherwise. Between two measurements the guest
+/// may write on: the overshoot is what it writes in the wait and the walk
+/// (10 ms for a small output, a second and the walk for a large one; a
+/// walk stops at the cap).
 pub(super) async fn watch_output(dir: PathBuf, limit: OutputLimit) -> Failure {
     let mut wait = FIRST_MEASUREMENT;
     loop {
@@ -149,8 +157,13 @@ pub(super) async fn watch_output(dir: PathBuf, limit: OutputLimit) -> Failure {
         {
             return failure;
         }
-        wait = started.elapsed().saturating_mul(MEASUREMENT_SPACING).max(FIRST_MEASUREMENT);
+        wait = wait_after(started.elapsed());
     }
+}
+
+/// The wait before the next measurement, after one that took `walk`.
+fn wait_after(walk: Duration) -> Duration {
+    walk.saturating_mul(MEASUREMENT_SPACING).clamp(FIRST_MEASUREMENT, LONGEST_WAIT)
 }
 
 #[cfg(test)]
@@ -185,6 +198,16 @@ mod tests {
         let failure = check_output(dir.path(), OutputLimit { bytes: 1 << 30, entries: 10 }).unwrap_err();
         assert_eq!(failure.kind, FailureKind::OutputTooLarge);
         assert!(failure.message.starts_with("the output grew past its cap of 1024.0 MiB"), "{}", failure.message);
+    }
+
+    #[test]
+    fn measurements_are_spaced_by_their_duration_but_at_most_a_second_apart() {
+        assert_eq!(wait_after(Duration::ZERO), FIRST_MEASUREMENT);
+        assert_eq!(wait_after(Duration::from_millis(2)), Duration::from_millis(40));
+        // A walk of tenths of a second (~100,000 entries) must not space
+        // measurements seconds apart: the overshoot is what is written meanwhile.
+        assert_eq!(wait_after(Duration::from_millis(300)), Duration::from_secs(1));
+        assert_eq!(wait_after(Duration::from_secs(3600)), Duration::from_secs(1));
     }
 
     #[test]

@@ -8,6 +8,9 @@
 //! - `k`: the misbehaviour applies to transitions whose `sequence % k == 0`
 //!   (default 1; gap events never misbehave);
 //! - `sleep_ms`: how long `sleep` sleeps (default 5000);
+//! - `gate`: a guest path (e.g. `/state/GO`): those transitions first wait
+//!   until a file exists there (without using CPU), so that a test decides
+//!   when the listener may go on;
 //! - `record`: guest path of the record file (default `/state/received.jsonl`).
 //!
 //! Every start appends `{"start":true}` to the record file, and every event,
@@ -41,6 +44,7 @@ struct Hostile {
     behaviour: Behaviour,
     k: u64,
     sleep_ms: u64,
+    gate: Option<String>,
     record: File,
     record_path: String,
 }
@@ -54,6 +58,7 @@ impl Listener for Hostile {
             ))
             .config_key(ConfigKey::optional("k", "misbehave on transitions whose sequence % k == 0 (default 1)"))
             .config_key(ConfigKey::optional("sleep_ms", "how long `sleep` sleeps (default 5000)"))
+            .config_key(ConfigKey::optional("gate", "a guest path: those transitions first wait until it exists"))
             .config_key(ConfigKey::optional("record", "guest path of the record file (default /state/received.jsonl)"))
     }
 
@@ -80,7 +85,8 @@ impl Listener for Hostile {
             .append(true)
             .open(&record_path)
             .map_err(|e| ListenerError::fatal(format!("cannot open {record_path}: {e}")))?;
-        let mut hostile = Hostile { behaviour, k, sleep_ms, record, record_path };
+        let gate = config.get("gate").map(String::from);
+        let mut hostile = Hostile { behaviour, k, sleep_ms, gate, record, record_path };
         hostile.append(r#"{"start":true}"#)?;
         match behaviour {
             Behaviour::TrapOnStart => trap(),
@@ -103,6 +109,11 @@ impl Listener for Hostile {
         };
         if sequence % self.k != 0 {
             return Ok(());
+        }
+        if let Some(gate) = &self.gate {
+            while !std::path::Path::new(gate).exists() {
+                std::thread::sleep(Duration::from_millis(10));
+            }
         }
         match self.behaviour {
             Behaviour::Trap => trap(),
