@@ -74,10 +74,9 @@ impl DemoArgs {
             }
         }
         // Where every other listener stands, and the stats listener when it fell behind.
-        for line in super::schedule::lag_lines(&lags) {
-            if !(followed && line.starts_with("listener stats: ")) {
-                println!("{line}");
-            }
+        let others: Vec<_> = lags.into_iter().filter(|lag| !(followed && lag.name == "stats")).collect();
+        for line in super::schedule::lag_lines(&others) {
+            println!("{line}");
         }
 
         let ok = first.failures.is_empty() && second.failures.is_empty();
