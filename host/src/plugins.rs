@@ -255,8 +255,11 @@ impl Plugins {
     }
 
     /// A type's version checksum: its `version` alone if set; else what its
-    /// checksum plugin returns; else the plugin's content hash, name and
-    /// configuration. External data has a fixed version.
+    /// checksum plugin returns (given the resources' contents); else the
+    /// plugin's content hash, name and configuration, and the resources'
+    /// names and content hashes. External data has a fixed version. Where
+    /// the type has resources, a line per resource follows (see
+    /// [`same_version`]).
     async fn version_checksum(&self, view_type: &ViewType) -> Result<String, Error> {
         let hash = |parts: &[&str]| {
             let mut hasher = blake3::Hasher::new();
@@ -269,26 +272,93 @@ impl Plugins {
         if let Some(version) = &view_type.version {
             return Ok(hash(&["version", version]));
         }
-        let Transformation::Plugin { plugin, config, checksum, .. } = &view_type.transformation else {
+        let Transformation::Plugin { plugin, config, checksum, resources, .. } = &view_type.transformation else {
             return Ok("external".into());
         };
         let mut canonical: Vec<(String, String)> =
             config.iter().map(|(k, v)| (k.clone(), v.source().to_string())).collect();
         canonical.sort();
-        if let Some(checksum_plugin) = checksum {
+        let logic = if let Some(checksum_plugin) = checksum {
             let failed = |message: String| Error::Checksum {
                 name: checksum_plugin.clone(),
                 view_type: view_type.name.clone(),
                 message,
             };
-            let request = ChecksumRequest { transformation: plugin.clone(), config: canonical, resources: Vec::new() };
+            let request = ChecksumRequest {
+                transformation: plugin.clone(),
+                config: canonical,
+                resources: resources.iter().map(|r| (r.name.clone(), r.content.to_vec())).collect(),
+            };
             let report = self.get(checksum_plugin).map_err(failed)?.checksum(&request).await;
             let value = report.map_err(|e| failed(e.to_string()))?.result.map_err(|f| failed(f.message))?;
-            return Ok(hash(&["checksum", &value]));
+            hash(&["checksum", &value])
+        } else {
+            let content = self.get(plugin).map_err(Error::Unavailable)?.content_hash();
+            let config_text = serde_json::to_string(&canonical).unwrap_or_default();
+            let mut parts = vec!["plugin", &content, plugin, &config_text];
+            // Without resources, the parts are what they were before
+            // resources existed, so that no view is rebuilt by an upgrade.
+            for resource in resources {
+                parts.extend(["resource", &resource.name, &resource.hash]);
+            }
+            hash(&parts)
+        };
+        let mut version = logic;
+        for resource in resources {
+            version.push_str(&format!("\n{}\t{}", resource.name, resource.hash));
         }
-        let content = self.get(plugin).map_err(Error::Unavailable)?.content_hash();
-        let config_text = serde_json::to_string(&canonical).unwrap_or_default();
-        Ok(hash(&["plugin", &content, plugin, &config_text]))
+        Ok(version)
+    }
+}
+
+/// Whether two recorded version checksums are the same logic. A version
+/// checksum's first line decides; the lines after it (`name<TAB>hash`, one
+/// per resource, names being free of control characters) say what each
+/// resource held, so that a change can name the file. They do not decide
+/// by themselves: under the default checksum the first line covers the
+/// resources' hashes already, and under a checksum plugin only its answer
+/// counts (an edit of a query's comment is no change to `sql-checksum`).
+pub fn same_version(recorded: &str, current: &str) -> bool {
+    logic_of(recorded) == logic_of(current)
+}
+
+fn logic_of(version: &str) -> &str {
+    version.split_once('\n').map_or(version, |(logic, _)| logic)
+}
+
+/// What changed between two version checksums that are not the same, for
+/// `plan` and the event log: the resources that differ (`(resource
+/// sql/daily.sql)`, `(resource a.sql added)`, `(resource b.sql removed)`)
+/// or, where none does, the plugin, its configuration or the type's
+/// `version`, as the two hashes (`abc… -> def…`).
+pub fn version_change(recorded: &str, current: &str) -> String {
+    let resources = |version: &str| -> Vec<(String, String)> {
+        version
+            .lines()
+            .skip(1)
+            .filter_map(|line| line.split_once('\t'))
+            .map(|(name, hash)| (name.to_string(), hash.to_string()))
+            .collect()
+    };
+    let (old, new) = (resources(recorded), resources(current));
+    let find = |list: &[(String, String)], name: &str| list.iter().find(|(n, _)| n == name).map(|(_, h)| h.clone());
+    let mut changes = Vec::new();
+    for (name, hash) in &new {
+        match find(&old, name) {
+            Some(before) if &before == hash => {}
+            Some(_) => changes.push(format!("resource {name}")),
+            None => changes.push(format!("resource {name} added")),
+        }
+    }
+    for (name, _) in &old {
+        if find(&new, name).is_none() {
+            changes.push(format!("resource {name} removed"));
+        }
+    }
+    if changes.is_empty() {
+        format!("{} -> {}", logic_of(recorded), logic_of(current))
+    } else {
+        format!("({})", changes.join(", "))
     }
 }
 
@@ -347,4 +417,34 @@ fn what_is_left(budget: usize, held: &[(&str, usize)]) -> String {
         (budget - holding) >> 20,
         listeners.join(", ")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{same_version, version_change};
+
+    #[test]
+    fn a_version_change_names_the_resources_that_differ() {
+        let old = "aaaaaaaaaaaaaaaa\nsql/a.sql\t1111111111111111\nsql/b.sql\t2222222222222222";
+        let edited = "bbbbbbbbbbbbbbbb\nsql/a.sql\t3333333333333333\nsql/c.sql\t4444444444444444";
+        assert!(!same_version(old, edited));
+        assert_eq!(
+            version_change(old, edited),
+            "(resource sql/a.sql, resource sql/c.sql added, resource sql/b.sql removed)"
+        );
+        // Before resources, or with the same ones: the logic's hashes.
+        assert_eq!(version_change("aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"), "aaaaaaaaaaaaaaaa -> bbbbbbbbbbbbbbbb");
+        assert_eq!(
+            version_change(old, "cccccccccccccccc\nsql/a.sql\t1111111111111111\nsql/b.sql\t2222222222222222"),
+            "aaaaaaaaaaaaaaaa -> cccccccccccccccc"
+        );
+        assert_eq!(
+            version_change("aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb\nq.sql\t1111111111111111"),
+            "(resource q.sql added)"
+        );
+        // The first line decides: a checksum plugin that ignores an edit
+        // (a comment) keeps the version.
+        assert!(same_version(old, "aaaaaaaaaaaaaaaa\nsql/a.sql\t9999999999999999"));
+        assert!(same_version("external", "external"));
+    }
 }

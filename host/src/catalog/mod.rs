@@ -209,7 +209,34 @@ pub enum Transformation {
         /// What one call may write, where the type sets it; not part of the
         /// version checksum.
         output: OwnOutputCap,
+        /// Files of the project that are part of the logic (query files),
+        /// in the order declared: they go to the checksum plugin, and into
+        /// the default version checksum.
+        resources: Vec<Resource>,
     },
+}
+
+/// A file of the project that is part of a transformation's logic, read
+/// once when the project is loaded (so that every version checksum of one
+/// process is over the same contents).
+#[derive(Clone)]
+pub struct Resource {
+    /// As declared: relative to the project directory.
+    pub name: String,
+    pub content: std::sync::Arc<[u8]>,
+    /// blake3 of the content, the first 16 hex digits.
+    pub hash: String,
+}
+
+impl std::fmt::Debug for Resource {
+    /// Name, size and hash: a query file's bytes say nothing in a debug dump.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resource")
+            .field("name", &self.name)
+            .field("bytes", &self.content.len())
+            .field("hash", &self.hash)
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone)]

@@ -126,6 +126,7 @@ pub(super) async fn validate(args: &ProjectArgs, runtime: &crate::runtime::Runti
                 "parameters": t.parameters.iter().map(|p| &p.name).collect::<Vec<_>>(),
                 "time": t.time.as_ref().map(|d| d.frequency().to_string()),
                 "transformation": transformation_name(&t.transformation),
+                "resources": resources_of(&t.transformation).iter().map(|r| serde_json::json!({ "name": r.name, "blake3": r.hash })).collect::<Vec<_>>(),
                 "dependencies": t.dependencies.iter().map(|d| catalog.get(d.target).name.as_str()).collect::<Vec<_>>(),
                 "schema_checksum": t.schema_checksum,
             })).collect::<Vec<_>>(),
@@ -158,6 +159,15 @@ pub(super) async fn validate(args: &ProjectArgs, runtime: &crate::runtime::Runti
             params.join(", "),
             transformation_name(&view_type.transformation)
         )?;
+        for resource in resources_of(&view_type.transformation) {
+            writeln!(
+                out,
+                "    resource {} (blake3 {}, {} bytes)",
+                resource.name,
+                resource.hash,
+                resource.content.len()
+            )?;
+        }
     }
     for listener in &catalog.listeners {
         writeln!(out, "  listener {} [{}]", listener.name, listener.plugin)?;
@@ -176,6 +186,14 @@ fn path_of(project: &Path, diagnostic: &catalog::Diagnostic) -> String {
 
 fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
+}
+
+/// The files a type's transformation reads its logic from.
+fn resources_of(transformation: &Transformation) -> &[catalog::Resource] {
+    match transformation {
+        Transformation::External => &[],
+        Transformation::Plugin { resources, .. } => resources,
+    }
 }
 
 fn transformation_name(transformation: &Transformation) -> &str {

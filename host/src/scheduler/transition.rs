@@ -56,7 +56,9 @@ impl fmt::Display for Reason {
         match self {
             Reason::NeverMaterialized => f.write_str("never materialized"),
             Reason::SchemaChanged => f.write_str("schema changed"),
-            Reason::VersionChanged { old, new } => write!(f, "version changed {old} -> {new}"),
+            Reason::VersionChanged { old, new } => {
+                write!(f, "version changed {}", crate::plugins::version_change(old, new))
+            }
             Reason::DependencyNewer { dependency } => write!(f, "dependency {dependency} is newer"),
             Reason::Invalidated => f.write_str("invalidated"),
             Reason::NewExternalData => f.write_str("new external data"),
@@ -104,7 +106,7 @@ pub fn freshness(facts: &Facts<'_>) -> Freshness {
         return Freshness::Outdated(reason);
     };
     match facts.recorded_version {
-        Some(old) if old != facts.current_version => {
+        Some(old) if !crate::plugins::same_version(old, facts.current_version) => {
             return Freshness::Outdated(Reason::VersionChanged {
                 old: old.to_string(),
                 new: facts.current_version.to_string(),

@@ -6,14 +6,16 @@
 //! check lives with its subject: `raw` (the file's shape), `settings`
 //! (project-wide tables, plugins, listeners), `types` (one view type),
 //! `dependencies` (one dependency declaration), `paths` (every view its own
-//! directory), `graph` (no cycle between types) and `checksum` (what a
-//! type stores).
+//! directory), `graph` (no cycle between types), `checksum` (what a
+//! type stores) and `resources` (the files a transformation's logic
+//! includes, read here, the only I/O of loading besides the file itself).
 
 mod checksum;
 mod dependencies;
 mod graph;
 mod paths;
 mod raw;
+mod resources;
 mod settings;
 mod types;
 
@@ -62,7 +64,7 @@ pub fn load(dir: &Path) -> Result<Catalog, LoadError> {
 pub fn parse(text: &str, root: &Path) -> Result<Catalog, LoadError> {
     let lines = LineIndex::new(text);
     let raw: RawProject = raw::parse(text).map_err(|e| LoadError::Invalid(vec![syntax_error(&e, &lines)]))?;
-    let mut checker = Checker { lines: &lines, diagnostics: Vec::new() };
+    let mut checker = Checker { lines: &lines, root, diagnostics: Vec::new() };
     let catalog = checker.check(raw, root);
     match catalog {
         Some(catalog) if checker.diagnostics.is_empty() => Ok(catalog),
@@ -80,6 +82,8 @@ const PARALLEL_FROM: usize = 2_000;
 /// first.
 struct Checker<'a> {
     lines: &'a LineIndex,
+    /// The project directory, which resources are read from.
+    root: &'a Path,
     diagnostics: Vec<Diagnostic>,
 }
 
@@ -124,10 +128,10 @@ impl Checker<'_> {
         let (mut types, rest) = if total < PARALLEL_FROM {
             (check_types(self, 0, total), None)
         } else {
-            let lines = self.lines;
+            let (lines, root) = (self.lines, self.root);
             std::thread::scope(|scope| {
                 let second = scope.spawn(|| {
-                    let mut checker = Checker { lines, diagnostics: Vec::new() };
+                    let mut checker = Checker { lines, root, diagnostics: Vec::new() };
                     let types = check_types(&mut checker, total / 2, total);
                     (types, checker.diagnostics)
                 });

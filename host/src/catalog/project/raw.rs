@@ -222,7 +222,12 @@ fn shifted(view: Spanned<RawViewType>, by: usize) -> Spanned<RawViewType> {
     raw.parameters = raw.parameters.into_iter().map(|p| moved(p, by)).collect();
     raw.fields = raw.fields.into_iter().map(|f| moved(f, by)).collect();
     raw.time = raw.time.map(|t| moved(t, by));
-    raw.transformation = raw.transformation.map(|t| moved(t, by));
+    raw.transformation = raw.transformation.map(|transformation| {
+        let span = transformation.span();
+        let mut t = transformation.into_inner();
+        t.resources = t.resources.into_iter().map(|r| moved(r, by)).collect();
+        Spanned::new(span.start + by..span.end + by, t)
+    });
     raw.dependencies = raw
         .dependencies
         .into_iter()
@@ -405,6 +410,10 @@ pub(super) struct RawTransformation {
     pub(super) checksum: Option<String>,
     pub(super) output_mib: Option<u64>,
     pub(super) output_entries: Option<u64>,
+    /// Files of the project whose contents are part of the logic (query
+    /// files), each with its place in the file.
+    #[serde(default)]
+    pub(super) resources: Vec<Spanned<String>>,
 }
 
 #[derive(Deserialize)]

@@ -1,6 +1,7 @@
 //! One `[[view]]` into a `ViewType`: its name, parameters, fields, time
-//! dimension, transformation and done flag, with its path (see `paths`)
-//! and dependencies (see `dependencies`) checked by their own files.
+//! dimension, transformation and done flag, with its path (see `paths`),
+//! dependencies (see `dependencies`) and resources (see `resources`)
+//! checked by their own files.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -128,10 +129,20 @@ impl Checker<'_> {
                     self.error(offset, format!("{name}: transformation {message}"));
                     Default::default()
                 });
+                let resources = self.resources(&name, &t.resources);
                 if t.plugin == "noop" {
+                    if let Some(first) = t.resources.first() {
+                        self.error(
+                            first.span().start,
+                            format!(
+                                "{name}: resources belong to a transformation plugin; external data (noop) has none"
+                            ),
+                        );
+                    }
                     Transformation::External
                 } else {
-                    Transformation::Plugin { plugin: t.plugin.clone(), config, checksum: t.checksum.clone(), output }
+                    let checksum = t.checksum.clone();
+                    Transformation::Plugin { plugin: t.plugin.clone(), config, checksum, output, resources }
                 }
             }
         };
