@@ -441,6 +441,7 @@ pub(super) fn deps(args: &DepsArgs) -> anyhow::Result<Status> {
     let groups = lattice.dependencies_by_declaration(id);
     let by_name: Vec<(&str, Vec<ViewId>)> =
         view_type.dependencies.iter().map(|d| d.name.as_str()).zip(groups).collect();
+    let missing = lattice.unsatisfied(id);
     let data_out = lattice.data_path(id).display().to_string();
     let path_of = |d: ViewId| lattice.data_path(d).display().to_string();
     let config = lattice.config(id, now, &data_out, &path_of).map_err(|e| anyhow::anyhow!("{}: {e}", args.view))?;
@@ -452,6 +453,7 @@ pub(super) fn deps(args: &DepsArgs) -> anyhow::Result<Status> {
                 "name": name,
                 "views": ids.iter().map(|&d| serde_json::json!({ "view": lattice.url_path(d), "data_path": lattice.data_path(d) })).collect::<Vec<_>>(),
                 "data_in": data_in(&lattice, ids),
+                "missing": missing.contains(name),
             })).collect::<Vec<_>>(),
             "config": config.iter().map(|(k, v)| (k.clone(), serde_json::Value::from(v.as_str()))).collect::<serde_json::Map<_, _>>(),
         });
@@ -461,6 +463,9 @@ pub(super) fn deps(args: &DepsArgs) -> anyhow::Result<Status> {
     println!("{}  {}", lattice.url_path(id), lattice.data_path(id).display());
     for (name, ids) in by_name {
         println!("  {name}: {} view{}", ids.len(), plural(ids.len()));
+        if missing.contains(&name) {
+            println!("    missing: latest() found no instance with data");
+        }
         for &dependency in &ids {
             println!("    {}  {}", lattice.url_path(dependency), lattice.data_path(dependency).display());
         }

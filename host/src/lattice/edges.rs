@@ -34,6 +34,27 @@ impl Lattice {
         groups
     }
 
+    /// The names of the dependencies of `id` that are missing: each
+    /// `latest(n)` that found no instance with data when the view was
+    /// added (once per parameter tuple). They count as dependencies
+    /// without data: a view whose every dependency is missing or without
+    /// data has none itself, never an empty success.
+    pub fn unsatisfied(&self, id: ViewId) -> Vec<&str> {
+        let from = self.unsatisfied.partition_point(|(view, _)| *view < id);
+        let declarations = &self.view_type(id).dependencies;
+        self.unsatisfied[from..]
+            .iter()
+            .take_while(|(view, _)| *view == id)
+            .map(|&(_, origin)| declarations[origin as usize].name.as_str())
+            .collect()
+    }
+
+    /// Whether some dependency of `id` is missing ([`Lattice::unsatisfied`]).
+    pub fn has_unsatisfied(&self, id: ViewId) -> bool {
+        let from = self.unsatisfied.partition_point(|(view, _)| *view < id);
+        self.unsatisfied.get(from).is_some_and(|(view, _)| *view == id)
+    }
+
     fn edge_range(&self, id: ViewId) -> std::ops::Range<usize> {
         let index = id.0 as usize;
         let start = self.edge_start[index] as usize;

@@ -66,6 +66,8 @@ impl Lattice {
         self.edge_start.truncate(views);
         self.edges.truncate(edges);
         self.edge_origin.truncate(edges);
+        let kept = self.unsatisfied.partition_point(|(id, _)| (id.0 as usize) < views);
+        self.unsatisfied.truncate(kept);
         self.resolved = views;
     }
 
@@ -80,6 +82,7 @@ impl Lattice {
             + self.edge_start.capacity() * 4
             + self.edges.capacity() * size_of::<ViewId>()
             + self.edge_origin.capacity() * 2
+            + self.unsatisfied.capacity() * size_of::<(ViewId, u16)>()
             + 2 * params
     }
 }

@@ -8,7 +8,9 @@
 //!
 //! Invariants: every view's parameter values are safe path components, so
 //! its data path lies inside the storage root; every edge points at a view
-//! of the lattice; a view's edges are fixed when it is added. It knows the
+//! of the lattice; a view's edges are fixed when it is added, and so is
+//! which of its `latest(n)` dependencies found no instance with data (those
+//! count as missing data, never as no dependency). It knows the
 //! catalog, but nothing of scheduling state, the metastore or plugins.
 //!
 //! This file holds the `Lattice` type and what a view is; the rest is split
@@ -111,6 +113,11 @@ pub struct Lattice {
     edge_origin: Vec<u16>,
     /// Views added but whose dependencies are not resolved yet.
     resolved: usize,
+    /// (view, declaration) for every `latest(n)` that found no instance
+    /// with data when the view was resolved, in view order: a dependency
+    /// that is missing, not one that is not there (see
+    /// [`Lattice::unsatisfied`]). Rare, so a list rather than a field per view.
+    unsatisfied: Vec<(ViewId, u16)>,
     capacity: Capacity,
 }
 
@@ -126,6 +133,7 @@ impl Lattice {
             edges: Vec::new(),
             edge_origin: Vec::new(),
             resolved: 0,
+            unsatisfied: Vec::new(),
             capacity: Capacity::default(),
         }
     }

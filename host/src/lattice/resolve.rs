@@ -35,11 +35,13 @@ impl Lattice {
     /// Fails, before it has added much, once the views added since `mark`
     /// are more than the lattice's capacity allows.
     pub(super) fn resolve_pending(&mut self, resolution: &Resolution<'_>, mark: Mark) -> Result<(), Error> {
-        let mut keys = Vec::new();
+        let (mut keys, mut unsatisfied) = (Vec::new(), Vec::new());
         while self.resolved < self.views.len() {
             let id = ViewId(self.resolved as u32);
             keys.clear();
-            self.dependency_keys(id, resolution, &mut keys)?;
+            unsatisfied.clear();
+            self.dependency_keys(id, resolution, &mut keys, &mut unsatisfied)?;
+            self.unsatisfied.extend(unsatisfied.iter().map(|&origin| (id, origin)));
             self.edge_start.push(self.edges.len() as u32);
             for (origin, view_type, params, instance) in keys.drain(..) {
                 let dependency = self.intern(view_type, params, instance);
@@ -52,12 +54,15 @@ impl Lattice {
         Ok(())
     }
 
-    /// The views `id` depends on, as (type, parameters, instance).
+    /// The views `id` depends on, as (type, parameters, instance), and in
+    /// `unsatisfied` the declarations (one entry per parameter tuple) whose
+    /// `latest(n)` found no instance with data.
     fn dependency_keys(
         &self,
         id: ViewId,
         resolution: &Resolution<'_>,
         out: &mut Vec<(u16, ViewTypeId, Vec<String>, i64)>,
+        unsatisfied: &mut Vec<u16>,
     ) -> Result<(), Error> {
         let key = self.views[id.0 as usize];
         let view_type = self.catalog.get(key.view_type);
@@ -115,8 +120,11 @@ impl Lattice {
                             let view = ResolvedView { view_type: target.id, params, instance };
                             (resolution.exists)(self, &view)
                         };
-                        if let Some(instance) = theirs.latest_index(resolution.evaluation_time, n, exists) {
-                            out.push((origin, target.id, params.clone(), instance));
+                        match theirs.latest_index(resolution.evaluation_time, n, exists) {
+                            Some(instance) => out.push((origin, target.id, params.clone(), instance)),
+                            // Seed 002: Oozie waits for it; here it is missing
+                            // data, as an instance without its done flag is.
+                            None => unsatisfied.push(origin),
                         }
                     }
                     continue;

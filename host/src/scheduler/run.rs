@@ -629,9 +629,11 @@ impl Scheduler {
         let mode = run.mode;
         let dependencies = self.lattice.dependencies(id);
         let states: Vec<ViewState> = dependencies.iter().map(|d| self.slots[d.0 as usize].record.state).collect();
+        // A `latest(n)` that found no instance is a dependency without data.
+        let missing = self.lattice.has_unsatisfied(id);
         let settled = Settled {
-            all_no_data: !states.is_empty() && states.iter().all(|s| *s == ViewState::NoData),
-            some_no_data: states.contains(&ViewState::NoData),
+            all_no_data: (missing || !states.is_empty()) && states.iter().all(|s| *s == ViewState::NoData),
+            some_no_data: missing || states.contains(&ViewState::NoData),
             some_failed: states.contains(&ViewState::Failed),
         };
         let newest = dependencies

@@ -384,8 +384,10 @@ impl Scheduler {
             let changing = dependencies.iter().find(|d| will_change[d.0 as usize]);
             let external = matches!(view_type.transformation, Transformation::External);
             let flag = external.then(|| mtime_millis(&self.lattice.done_flag_path(id)));
+            // A `latest(n)` that found no instance is a dependency without data.
+            let missing = self.lattice.has_unsatisfied(id);
             let all_dependencies_no_data =
-                !dependencies.is_empty() && dependencies.iter().all(|d| no_data[d.0 as usize]);
+                (missing || !dependencies.is_empty()) && dependencies.iter().all(|d| no_data[d.0 as usize]);
             let view_no_data = (external && flag == Some(None)) || all_dependencies_no_data;
             no_data[id.0 as usize] = view_no_data;
             let explanation = if view_no_data {
@@ -416,6 +418,10 @@ impl Scheduler {
             let line = match &explanation {
                 _ if once => "up to date (materialize_once)".to_string(),
                 _ if external && view_no_data => "no data (no done flag)".to_string(),
+                _ if view_no_data && missing => format!(
+                    "no data (dependency {}: latest() found no instance with data)",
+                    self.lattice.unsatisfied(id).join(", ")
+                ),
                 _ if view_no_data => "no data (no dependency has data)".to_string(),
                 Some(reason) => format!("transform: {reason}"),
                 None => "up to date".to_string(),
