@@ -466,7 +466,7 @@ mod tests {
         for i in 0..8000 {
             let key = if Some(i) == error_at { "nmae" } else { "name" };
             text.push_str(&format!(
-                "[[view]]\n{key} = \"p.q/T{i}\"\nparameters = [{{ name = \"shop\" }}]\ntransformation = {{ plugin = \"concat\", config = {{ a = \"é{i}\" }} }}\n\n[[view.dependency]]\nview = \"p.q/T{}\"\n\n",
+                "[[view]]\n{key} = \"p.q/T{i}\"\nparameters = [{{ name = \"shop\" }}]\ntransformation = {{ plugin = \"concat\", config = {{ a = \"é{i}\" }}, resources = [\"sql/q{i}.sql\"] }}\n\n[[view.dependency]]\nview = \"p.q/T{}\"\n\n",
                 i.saturating_sub(1)
             ));
         }
@@ -480,9 +480,11 @@ mod tests {
             let dependencies: Vec<usize> = v.dependencies.iter().map(|d| d.span().start).collect();
             let parameters: Vec<usize> = v.parameters.iter().map(|p| p.span().start).collect();
             let transformation = v.transformation.as_ref().map(|t| t.span());
+            let resources: Vec<usize> =
+                v.transformation.iter().flat_map(|t| t.get_ref().resources.iter().map(|r| r.span().start)).collect();
             let dependency_views: Vec<usize> = v.dependencies.iter().map(|d| d.get_ref().view.span().start).collect();
             format!(
-                "{} {} {:?} {dependencies:?} {parameters:?} {transformation:?} {dependency_views:?}",
+                "{} {} {:?} {dependencies:?} {parameters:?} {transformation:?} {resources:?} {dependency_views:?}",
                 view.span().start,
                 v.name.get_ref(),
                 v.name.span()
