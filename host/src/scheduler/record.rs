@@ -8,7 +8,7 @@
 //! (now, the done flag's time, the version checksum) comes in [`Facts`]; a
 //! golden table covers every action in every mode.
 
-use crate::metastore::ViewRecord;
+use crate::metastore::{FlagIdentity, SeenFlag, ViewRecord};
 use crate::model::{FlowStatus, ViewState};
 
 use super::transition::{Action, Mode, Settled};
@@ -27,6 +27,8 @@ pub struct Facts<'a> {
     pub settled: Option<Settled>,
     /// The view was no-data when the run started.
     pub no_data_before_run: bool,
+    /// For external data: its done flag as read now (`None` inside: none).
+    pub external_flag: Option<Option<FlagIdentity>>,
 }
 
 /// The record after the actions, and what the run learns from them.
@@ -61,6 +63,14 @@ pub fn record(mut record: ViewRecord, actions: &[Action], facts: &Facts) -> Reco
                 if !keep {
                     record.timestamp = Some(facts.produced_at.unwrap_or(facts.now));
                 }
+                // External data is as new as trellis's first sight of its
+                // flag as it is now, never as its mtime says.
+                if let Some(flag) = facts.external_flag {
+                    record.done_flag = Some(match (flag, record.timestamp) {
+                        (Some(identity), Some(seen)) => SeenFlag::Present { identity, seen },
+                        _ => SeenFlag::Absent,
+                    });
+                }
                 record.incomplete = settled.some_no_data;
                 record.errors = settled.some_failed;
                 record.last_error = None;
@@ -74,6 +84,9 @@ pub fn record(mut record: ViewRecord, actions: &[Action], facts: &Facts) -> Reco
             }
             Action::RecordNoData => {
                 record.invalidated = false;
+                if facts.external_flag.is_some() {
+                    record.done_flag = Some(SeenFlag::Absent);
+                }
                 changed = true;
                 // Still no data is nothing new.
                 let unchanged = record.timestamp.is_none() && record.last_error.is_none() && facts.no_data_before_run;
@@ -131,8 +144,18 @@ mod tests {
         if r.invalidated {
             flags.push("invalidated");
         }
+        let flag = match r.done_flag {
+            None => String::new(),
+            Some(SeenFlag::Absent) => " done_flag=absent".into(),
+            Some(SeenFlag::Present { identity, seen }) => {
+                format!(
+                    " done_flag=(mtime {} size {} inode {} seen {seen})",
+                    identity.mtime_nanos, identity.size, identity.inode
+                )
+            }
+        };
         format!(
-            "version={} ts={} flags=[{}] error={} | changed={} flow={} failure={}",
+            "version={} ts={}{flag} flags=[{}] error={} | changed={} flow={} failure={}",
             r.version_checksum.as_deref().unwrap_or("-"),
             r.timestamp.map_or("-".into(), |t| t.to_string()),
             flags.join(","),
@@ -184,6 +207,7 @@ mod tests {
                             now: 500,
                             settled: Some(settled),
                             no_data_before_run,
+                            external_flag: None,
                         };
                         let names: Vec<&str> = actions.iter().map(Action::name).collect();
                         let recorded = record(start.clone(), actions, &facts);
@@ -208,9 +232,28 @@ mod tests {
             now: 500,
             settled: None,
             no_data_before_run: false,
+            external_flag: None,
         };
         let _ =
             writeln!(table, "produced_at=42: {}", show(&record(fresh.clone(), &[Action::RecordMaterialized], &facts)));
+        // External data: the flag found is recorded with the time it was seen.
+        let identity = FlagIdentity { mtime_nanos: 7_000_000, size: 0, inode: 9 };
+        for (name, action, found) in [
+            ("external, flag found", Action::RecordMaterialized, Some(identity)),
+            ("external, dry run", Action::RecordWithoutTransforming, Some(identity)),
+            ("external, no flag", Action::RecordNoData, None),
+        ] {
+            let facts = Facts {
+                mode: Mode::ResetTransformationChecksumsAndTimestamps,
+                version: "v2",
+                produced_at: None,
+                now: 500,
+                settled: None,
+                no_data_before_run: false,
+                external_flag: Some(found),
+            };
+            let _ = writeln!(table, "{name}: {}", show(&record(before.clone(), &[action], &facts)));
+        }
         expect![[r#"
             DEFAULT                                      fresh        record-materialized,notify-dependents      version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
             DEFAULT                                      fresh        record-without-transforming,notify-dependents version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
@@ -267,6 +310,9 @@ mod tests {
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before       ask-dependencies                           version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=QUEUED failure=-
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before nd    record-no-data,notify-dependents           version=old ts=100 flags=[] error=earlier | changed=true flow=SUCCESSFUL failure=-
             produced_at=42: version=v2 ts=42 flags=[] error=- | changed=true flow=SUCCESSFUL failure=-
+            external, flag found: version=v2 ts=500 done_flag=(mtime 7000000 size 0 inode 9 seen 500) flags=[] error=- | changed=true flow=SUCCESSFUL failure=-
+            external, dry run: version=v2 ts=500 done_flag=(mtime 7000000 size 0 inode 9 seen 500) flags=[] error=- | changed=true flow=SUCCESSFUL failure=-
+            external, no flag: version=old ts=100 done_flag=absent flags=[] error=earlier | changed=true flow=SUCCESSFUL failure=-
         "#]].assert_eq(&table);
     }
 }

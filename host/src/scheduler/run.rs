@@ -19,9 +19,9 @@ use tokio::sync::mpsc;
 use super::Error;
 use super::publish::Staging;
 use super::record::{self, previous_stable};
-use super::state::{Progress, Scheduler, mtime_millis, new_event, now_millis};
+use super::state::{Progress, Scheduler, Standing, flag_identity, new_event, now_millis};
 use super::table::Running;
-use super::transition::{Action, Event, Facts, Freshness, Mode, Reason, Settled, freshness, transition};
+use super::transition::{Action, Event, Mode, Settled, transition};
 use crate::catalog::Transformation;
 use crate::lattice::ViewId;
 use crate::metastore::{Commit, RunRecord};
@@ -106,7 +106,7 @@ struct RunView {
     settled_in_run: bool,
     settled: Option<Settled>,
     attempts: u32,
-    /// The timestamp a finished transformation reported (external data: the flag's time).
+    /// The timestamp a finished transformation reported (external data: when its flag was checked).
     produced_at: Option<i64>,
     /// The view was no-data when the run started.
     no_data_before_run: bool,
@@ -355,15 +355,18 @@ impl Scheduler {
                 _ => None,
             };
             let timestamp_before = slot.record.timestamp;
-            let records =
-                actions.iter().any(|a| matches!(a, Action::RecordMaterialized | Action::RecordWithoutTransforming));
+            let records = actions.iter().any(|a| {
+                matches!(a, Action::RecordMaterialized | Action::RecordWithoutTransforming | Action::RecordNoData)
+            });
             let external = matches!(self.lattice.view_type(id).transformation, Transformation::External);
+            // External data is recorded with its flag as it is now; its
+            // timestamp is now, when trellis saw it, never the flag's mtime.
+            let external_flag = (records && external).then(|| flag_identity(&self.lattice.done_flag_path(id)));
+            // Timestamps only grow within a scheduler, even within a
+            // millisecond: a view rebuilt is newer than all recorded before.
+            let next_stamp = self.last_stamp + 1;
             let view = run.view(id);
-            // External data is as new as its done flag, however it was recorded.
-            let produced_at = match view.produced_at.take() {
-                None if records && external => mtime_millis(&self.lattice.done_flag_path(id)),
-                produced => produced,
-            };
+            let produced_at = view.produced_at.take().map(|t| t.max(next_stamp));
             // Read field by field: the slot is borrowed mutably below.
             let version = match &self.transformations {
                 Some(transformations) => transformations.versions[&self.lattice.view_type(id).id].as_str(),
@@ -373,14 +376,20 @@ impl Scheduler {
                 mode,
                 version,
                 produced_at,
-                now: now_millis(),
+                now: now_millis().max(next_stamp),
                 settled: view.settled,
                 no_data_before_run: view.no_data_before_run,
+                external_flag,
             };
             let slot = &mut self.slots[id.0 as usize];
             slot.record.state = state;
             let recorded = record::record(std::mem::take(&mut slot.record), &actions, &facts);
             slot.record = recorded.record;
+            if recorded.changed
+                && let Some(timestamp) = slot.record.timestamp
+            {
+                self.last_stamp = self.last_stamp.max(timestamp);
+            }
             match recorded.flow {
                 Some(FlowStatus::Queued) => {
                     run.flows.entry(id).or_insert(FlowStatus::Queued);
@@ -624,51 +633,14 @@ impl Scheduler {
     }
 
     /// The event for a view whose dependencies have all settled: how they
-    /// ended up, and whether the view is outdated and why.
+    /// ended up, and whether the view is outdated and why (judged as
+    /// `plan` judges it).
     fn settle(&mut self, run: &mut Run, id: ViewId) -> Event {
         let mode = run.mode;
-        let dependencies = self.lattice.dependencies(id);
-        let states: Vec<ViewState> = dependencies.iter().map(|d| self.slots[d.0 as usize].record.state).collect();
-        let settled = Settled {
-            all_no_data: !states.is_empty() && states.iter().all(|s| *s == ViewState::NoData),
-            some_no_data: states.contains(&ViewState::NoData),
-            some_failed: states.contains(&ViewState::Failed),
-        };
-        let newest = dependencies
-            .iter()
-            .filter(|d| self.slots[d.0 as usize].record.state == ViewState::Materialized)
-            .filter_map(|&d| self.slots[d.0 as usize].record.timestamp.map(|t| (d, t)))
-            .max_by_key(|&(_, t)| t);
-        let view_type = self.lattice.view_type(id);
-        let external = matches!(view_type.transformation, Transformation::External);
-        let external_flag = external.then(|| {
-            let flag = self.lattice.done_flag_path(id);
-            // Watched before it is read: a change after the read is queued.
-            if let Some(memo) = &mut self.memo {
-                memo.watch(id, &flag);
-            }
-            mtime_millis(&flag)
-        });
-        let slot = &self.slots[id.0 as usize];
-        let facts = Facts {
-            invalidated: slot.record.invalidated,
-            schema_changed: self.schema_changed.contains(&view_type.id),
-            recorded_version: slot.record.version_checksum.as_deref(),
-            recorded_timestamp: slot.record.timestamp,
-            current_version: self.version(id),
-            // Named below, only if it is the reason: most views are up to date.
-            newest_dependency: newest.map(|(_, t)| ("", t)),
-            external_flag,
-        };
-        let freshness = match freshness(&facts) {
-            Freshness::Outdated(Reason::DependencyNewer { .. }) => {
-                let dependency = newest.map(|(d, _)| self.lattice.url_path(d)).unwrap_or_default();
-                Freshness::Outdated(Reason::DependencyNewer { dependency })
-            }
-            other => other,
-        };
-        run.view(id).settled = Some(settled);
-        Event::DependenciesSettled { mode, settled, freshness }
+        let judgement =
+            self.judge(id, |_, slot| Standing { state: slot.record.state, timestamp: slot.record.timestamp });
+        run.view(id).settled = Some(judgement.settled);
+        Event::DependenciesSettled { mode, settled: judgement.settled, freshness: judgement.freshness }
     }
 
     fn start_transformation(
@@ -681,10 +653,8 @@ impl Scheduler {
         let done_flag = self.lattice.done_flag_path(id);
         let Transformation::Plugin { plugin: plugin_name, output, .. } = &view_type.transformation else {
             // External data: its done flag is its transformation.
-            let result = match mtime_millis(&done_flag) {
-                Some(timestamp) => TaskReport::Done { view: id, data: true, timestamp },
-                None => TaskReport::Done { view: id, data: false, timestamp: now_millis() },
-            };
+            let data = done_flag.exists();
+            let result = TaskReport::Done { view: id, data, timestamp: now_millis() };
             return tokio::spawn(async move {
                 let _ = results.send(result);
             });
