@@ -303,8 +303,10 @@ async fn no_data_propagates_and_a_view_built_without_it_is_incomplete_until_it_c
     assert!(!record(&store, SUMMARY).incomplete);
 }
 
+/// Issue 13, item 3: SET_ONLY gives the view a new transformation
+/// timestamp (seed 000), so its dependents are rebuilt by the next run.
 #[tokio::test(flavor = "multi_thread")]
-async fn set_only_marks_views_materialized_and_keeps_their_timestamps() {
+async fn set_only_marks_views_materialized_with_a_new_timestamp_so_dependents_rebuild() {
     let project = Project::new(&[1, 2, 3]);
     let catalog = project.catalog("v1");
     let mut scheduler = open(&catalog).await;
@@ -313,12 +315,18 @@ async fn set_only_marks_views_materialized_and_keeps_their_timestamps() {
     let before = record(&store, &daily(DAYS[1]));
     clock_past(newest(&store, &cone()));
 
-    // A materialized view keeps its timestamp, so nothing above it is outdated.
     let run = materialize(&mut scheduler, &daily(DAYS[1]), Mode::SetOnly).await;
     assert_eq!(run.flows, successful(&[daily(DAYS[1])]));
-    assert_eq!(record(&store, &daily(DAYS[1])), before);
-    let unchanged = materialize(&mut scheduler, SUMMARY, Mode::Default).await;
-    assert_eq!((unchanged.flows.len(), unchanged.idle), (0, 7), "{unchanged:?}");
+    let marked = record(&store, &daily(DAYS[1]));
+    assert_eq!(marked.state, ViewState::Materialized);
+    assert!(marked.timestamp > before.timestamp, "{before:?} -> {marked:?}");
+    assert_eq!(
+        plan_line(&scheduler.plan(SUMMARY).unwrap(), SUMMARY),
+        format!("transform: dependency {} is newer", daily(DAYS[1]))
+    );
+    let next = materialize(&mut scheduler, SUMMARY, Mode::Default).await;
+    assert_eq!(next.flows, successful(&[SUMMARY]), "{next:?}");
+    assert_eq!(next.idle, 6);
 
     // One never materialized is marked so, without asking its dependencies
     // and without a transformation: it has no data.

@@ -1,11 +1,11 @@
 //! The pure translation from the actions of one `transition` to the view's
 //! record and its flow status in the run: which timestamp a view gets (its
-//! own, the transformation's, the done flag's, or none new under SET_ONLY),
-//! what it is flagged with, and whether the run counts it idle or
-//! successful.
+//! own, the transformation's, or now, SET_ONLY included; for external data,
+//! with the done flag it was seen with), what it is flagged with, and
+//! whether the run counts it idle or successful.
 //!
 //! Invariant: no I/O, no clock, no failure. Whatever it needs from outside
-//! (now, the done flag's time, the version checksum) comes in [`Facts`]; a
+//! (now, the done flag found, the version checksum) comes in [`Facts`]; a
 //! golden table covers every action in every mode.
 
 use crate::metastore::{FlagIdentity, SeenFlag, ViewRecord};
@@ -55,14 +55,10 @@ pub fn record(mut record: ViewRecord, actions: &[Action], facts: &Facts) -> Reco
                 let settled =
                     facts.settled.unwrap_or(Settled { all_no_data: false, some_no_data: false, some_failed: false });
                 record.version_checksum = Some(facts.version.to_string());
-                // SET_ONLY and the dry run keep an existing timestamp when the
-                // view was only marked, so dependents are not rematerialized.
-                let keep = matches!(action, Action::RecordWithoutTransforming)
-                    && record.timestamp.is_some()
-                    && facts.mode != Mode::ResetTransformationChecksumsAndTimestamps;
-                if !keep {
-                    record.timestamp = Some(facts.produced_at.unwrap_or(facts.now));
-                }
+                // SET_ONLY and the dry run give a new timestamp too, as
+                // seed 000 says: a view marked materialized is as new as
+                // one transformed, so its dependents are rebuilt next.
+                record.timestamp = Some(facts.produced_at.unwrap_or(facts.now));
                 // External data is as new as trellis's first sight of its
                 // flag as it is now, never as its mtime says.
                 if let Some(flag) = facts.external_flag {
@@ -265,7 +261,7 @@ mod tests {
             DEFAULT                                      fresh        ask-dependencies                           version=- ts=- flags=[] error=- | changed=false flow=QUEUED failure=-
             DEFAULT                                      fresh  nd    record-no-data,notify-dependents           version=- ts=- flags=[] error=- | changed=true flow=IDLE failure=-
             DEFAULT                                      before       record-materialized,notify-dependents      version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
-            DEFAULT                                      before       record-without-transforming,notify-dependents version=v2 ts=100 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
+            DEFAULT                                      before       record-without-transforming,notify-dependents version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
             DEFAULT                                      before       record-version,notify-dependents           version=v2 ts=100 flags=[invalidated] error=earlier | changed=true flow=SUCCESSFUL failure=-
             DEFAULT                                      before       record-no-data,notify-dependents           version=old ts=100 flags=[] error=earlier | changed=true flow=SUCCESSFUL failure=-
             DEFAULT                                      before       record-failed,notify-dependents            version=old ts=100 flags=[invalidated] error=boom | changed=true flow=TERMINATED_WITH_ERROR failure=boom
@@ -283,7 +279,7 @@ mod tests {
             SET_ONLY                                     fresh        ask-dependencies                           version=- ts=- flags=[] error=- | changed=false flow=QUEUED failure=-
             SET_ONLY                                     fresh  nd    record-no-data,notify-dependents           version=- ts=- flags=[] error=- | changed=true flow=IDLE failure=-
             SET_ONLY                                     before       record-materialized,notify-dependents      version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
-            SET_ONLY                                     before       record-without-transforming,notify-dependents version=v2 ts=100 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
+            SET_ONLY                                     before       record-without-transforming,notify-dependents version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
             SET_ONLY                                     before       record-version,notify-dependents           version=v2 ts=100 flags=[invalidated] error=earlier | changed=true flow=SUCCESSFUL failure=-
             SET_ONLY                                     before       record-no-data,notify-dependents           version=old ts=100 flags=[] error=earlier | changed=true flow=SUCCESSFUL failure=-
             SET_ONLY                                     before       record-failed,notify-dependents            version=old ts=100 flags=[invalidated] error=boom | changed=true flow=TERMINATED_WITH_ERROR failure=boom
