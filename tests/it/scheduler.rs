@@ -706,3 +706,44 @@ async fn the_dry_run_checks_done_flags() {
     assert_eq!(record(&store, a).state, ViewState::NoData);
     assert_eq!(record(&store, PAIR_C).state, ViewState::NoData, "no dependency has data");
 }
+
+/// Issue 13, item 5: a materialized view whose published data directory
+/// was deleted is not materialized: `plan` says so and `materialize`
+/// rebuilds it, and so its dependents; embedded, and in a scheduler that
+/// remembers freshness between runs (a server's), which must see it too.
+async fn deleted_data_is_rebuilt(remember: bool) {
+    let project = Project::new(&[1, 2, 3]);
+    let catalog = project.catalog("v1");
+    let mut scheduler = open(&catalog).await;
+    if remember {
+        scheduler.remember_freshness();
+    }
+    let store = scheduler.metastore();
+    materialize(&mut scheduler, SUMMARY, Mode::Default).await;
+
+    // Deleted right after the run that built it, and after a run that found
+    // it up to date (when a memo holds it clean).
+    for (day, other) in [(DAYS[1], DAYS[0]), (DAYS[0], DAYS[2])] {
+        std::fs::remove_dir_all(project.data(&daily(day))).unwrap();
+        let plan = scheduler.plan(SUMMARY).unwrap();
+        assert_eq!(plan_line(&plan, &daily(day)), "transform: data gone");
+        assert_eq!(plan_line(&plan, SUMMARY), format!("transform: dependency {} will be rematerialized", daily(day)));
+        assert_eq!(plan_line(&plan, &daily(other)), "up to date");
+        let run = materialize(&mut scheduler, SUMMARY, Mode::Default).await;
+        assert_eq!(run.flows, successful(&[daily(day).as_str(), SUMMARY]), "{day}: {run:?}");
+        assert!(project.data(&daily(day)).join("_SUCCESS").exists(), "{day} rebuilt");
+        assert_eq!(record(&store, &daily(day)).state, ViewState::Materialized);
+        let again = materialize(&mut scheduler, SUMMARY, Mode::Default).await;
+        assert!(again.flows.is_empty(), "{again:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deleted_data_is_rebuilt_embedded() {
+    deleted_data_is_rebuilt(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deleted_data_is_rebuilt_in_a_long_lived_scheduler() {
+    deleted_data_is_rebuilt(true).await;
+}

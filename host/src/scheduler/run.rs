@@ -219,6 +219,7 @@ impl Scheduler {
             announce(&id);
         }
         self.with_table(|table| table.current_run = Some(id.to_string()));
+        self.stamp_floor = now_millis().max(self.last_stamp + 1);
         // Every change made before this run was asked for is seen by it.
         if let Some(memo) = &mut self.memo {
             memo.drain();
@@ -362,9 +363,9 @@ impl Scheduler {
             // External data is recorded with its flag as it is now; its
             // timestamp is now, when trellis saw it, never the flag's mtime.
             let external_flag = (records && external).then(|| flag_identity(&self.lattice.done_flag_path(id)));
-            // Timestamps only grow within a scheduler, even within a
-            // millisecond: a view rebuilt is newer than all recorded before.
-            let next_stamp = self.last_stamp + 1;
+            // A view rebuilt is newer than all recorded by earlier runs,
+            // even within their millisecond.
+            let next_stamp = self.stamp_floor;
             let view = run.view(id);
             let produced_at = view.produced_at.take().map(|t| t.max(next_stamp));
             // Read field by field: the slot is borrowed mutably below.
@@ -419,7 +420,9 @@ impl Scheduler {
                     .iter()
                     .any(|a| matches!(a, Action::ReportIdle | Action::RecordMaterialized | Action::RecordNoData));
                 if mode == Mode::Default && judged && matches!(state, ViewState::Materialized | ViewState::NoData) {
-                    memo.settled(id, &self.lattice, external.then_some(state == ViewState::Materialized));
+                    // External data and published data are clean only while watched.
+                    let materialized = state == ViewState::Materialized;
+                    memo.settled(id, &self.lattice, (external || materialized).then_some(materialized));
                 }
             }
             if store_record {

@@ -64,8 +64,12 @@ pub struct Scheduler {
     pub(super) table: Option<SharedTable>,
     /// What a long-lived scheduler remembers of freshness between runs.
     pub(super) memo: Option<Memo>,
-    /// The newest timestamp recorded or loaded: the next one is above it.
+    /// The newest timestamp recorded or loaded.
     pub(super) last_stamp: i64,
+    /// The least timestamp the run in progress records: above every one
+    /// recorded before it, so a view rebuilt is newer than all views built
+    /// in earlier runs, even in the same millisecond.
+    pub(super) stamp_floor: i64,
 }
 
 /// A transformation limit and its semaphore, for showing permits in use.
@@ -195,6 +199,7 @@ impl Scheduler {
             table: None,
             memo: None,
             last_stamp: 0,
+            stamp_floor: 0,
         })
     }
 
@@ -278,16 +283,17 @@ impl Scheduler {
         // Only views new to the lattice need their records: the others were
         // loaded by an earlier call.
         let known = self.slots.len();
-        let now = now_millis();
         self.slots.resize_with(self.lattice.len(), Slot::default);
         for index in known..self.slots.len() {
             let url: Arc<str> = self.lattice.url_path(ViewId(index as u32)).into();
             let mut record = self.store.view(&url)?.unwrap_or_default();
             // In-flight states do not survive the process that had them.
             record.state = super::record::previous_stable(record.state, &record);
-            // (A record from before flags were recorded may hold a flag's
-            // mtime in the future, which would drag every timestamp along.)
-            if let Some(timestamp) = record.timestamp.filter(|&t| t <= now) {
+            // (An external view's record from before flags were recorded
+            // holds the flag's mtime, perhaps in the future: not a stamp.)
+            let legacy = record.done_flag.is_none()
+                && matches!(self.lattice.view_type(ViewId(index as u32)).transformation, Transformation::External);
+            if let Some(timestamp) = record.timestamp.filter(|_| !legacy) {
                 self.last_stamp = self.last_stamp.max(timestamp);
             }
             let slot = &mut self.slots[index];
@@ -470,9 +476,10 @@ impl Scheduler {
     /// The one judgement of a view whose dependencies have settled, shared
     /// by `plan` and runs: how the dependencies stand (`standing` says, for
     /// each, from its slot), and whether the view is outdated and why. It
-    /// reads what only the disk knows: an external view's done flag
-    /// (watched first, when a memo is kept, so a change after the read is
-    /// queued).
+    /// reads what only the disk knows: an external view's done flag, and
+    /// whether a materialized view's published data is still there (each
+    /// watched first, when a memo is kept, so a change after the read is
+    /// queued): one stat per view.
     pub(super) fn judge(&mut self, id: ViewId, standing: impl Fn(ViewId, &Slot) -> Standing) -> Judgement {
         let dependencies = self.lattice.dependencies(id);
         let (mut all_no_data, mut some_no_data, mut some_failed) = (!dependencies.is_empty(), false, false);
@@ -499,6 +506,15 @@ impl Scheduler {
             }
             flag_check(&self.slots[id.0 as usize].record, flag_identity(&flag))
         });
+        // A view recorded as materialized has published its data, done
+        // flag inside: one stat says whether it is still there.
+        let data_gone = !external && self.slots[id.0 as usize].record.timestamp.is_some() && {
+            let flag = self.lattice.done_flag_path(id);
+            if let Some(memo) = &mut self.memo {
+                memo.watch(id, &flag);
+            }
+            std::fs::metadata(&flag).is_err()
+        };
         let slot = &self.slots[id.0 as usize];
         let facts = Facts {
             invalidated: slot.record.invalidated || slot.record.state == ViewState::Invalidated,
@@ -509,7 +525,7 @@ impl Scheduler {
             // Named below, only if it is the reason: most views are up to date.
             newest_dependency: newest.map(|(_, t)| ("", t)),
             external_flag,
-            data_gone: false,
+            data_gone,
         };
         let freshness = match freshness(&facts) {
             Freshness::Outdated(Reason::DependencyNewer { .. }) => {
