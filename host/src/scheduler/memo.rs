@@ -134,6 +134,29 @@ impl Memo {
         }
     }
 
+    /// Watches a materialized view's published done flag itself (the
+    /// directory, when the flag is empty): its deletion (with its
+    /// directory's), replacement or change dirties the view, while what is
+    /// published beside it does not. A flag that is not there is not
+    /// watched, and the view stays dirty.
+    pub fn watch_published(&mut self, id: ViewId, flag: &Path) {
+        use inotify::WatchMask;
+        if self.watch_of.contains_key(&id) {
+            return;
+        }
+        // Added to, never replacing, a mask a directory may have already.
+        let mask =
+            WatchMask::ATTRIB | WatchMask::DELETE_SELF | WatchMask::MOVE_SELF | WatchMask::MODIFY | WatchMask::MASK_ADD;
+        match self.inotify.watches().add(flag, mask) {
+            Ok(wd) => {
+                let wd = wd.get_watch_descriptor_id();
+                self.watched.entry(wd).or_insert_with(|| (flag.to_path_buf(), HashSet::new())).1.insert(id);
+                self.watch_of.insert(id, true);
+            }
+            Err(e) => tracing::debug!("not watching {}: {e}; its view is checked on every run", flag.display()),
+        }
+    }
+
     fn add_watch(&mut self, dir: &Path) -> Option<i32> {
         use inotify::WatchMask;
         let mask = WatchMask::ATTRIB
@@ -214,7 +237,10 @@ impl Memo {
                     self.dirty(view);
                 }
                 if gone && let Some((dir, _)) = self.watched.remove(&wd) {
-                    self.by_dir.remove(&dir);
+                    // (A path watched anew since has another id: keep it.)
+                    if self.by_dir.get(&dir) == Some(&wd) {
+                        self.by_dir.remove(&dir);
+                    }
                 }
             }
         }

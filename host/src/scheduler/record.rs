@@ -27,8 +27,9 @@ pub struct Facts<'a> {
     pub settled: Option<Settled>,
     /// The view was no-data when the run started.
     pub no_data_before_run: bool,
-    /// For external data: its done flag as read now (`None` inside: none).
-    pub external_flag: Option<Option<FlagIdentity>>,
+    /// The done flag as read now (`None` inside: none), for a view whose
+    /// record keeps it: external data, and a view marked materialized.
+    pub flag_found: Option<Option<FlagIdentity>>,
 }
 
 /// The record after the actions, and what the run learns from them.
@@ -61,7 +62,9 @@ pub fn record(mut record: ViewRecord, actions: &[Action], facts: &Facts) -> Reco
                 record.timestamp = Some(facts.produced_at.unwrap_or(facts.now));
                 // External data is as new as trellis's first sight of its
                 // flag as it is now, never as its mtime says.
-                if let Some(flag) = facts.external_flag {
+                // (For a transformed view: what it published, so that data
+                // gone later is told from a view SET_ONLY marked without any.)
+                if let Some(flag) = facts.flag_found {
                     record.done_flag = Some(match (flag, record.timestamp) {
                         (Some(identity), Some(seen)) => SeenFlag::Present { identity, seen },
                         _ => SeenFlag::Absent,
@@ -80,7 +83,7 @@ pub fn record(mut record: ViewRecord, actions: &[Action], facts: &Facts) -> Reco
             }
             Action::RecordNoData => {
                 record.invalidated = false;
-                if facts.external_flag.is_some() {
+                if facts.flag_found.is_some() {
                     record.done_flag = Some(SeenFlag::Absent);
                 }
                 changed = true;
@@ -203,7 +206,7 @@ mod tests {
                             now: 500,
                             settled: Some(settled),
                             no_data_before_run,
-                            external_flag: None,
+                            flag_found: None,
                         };
                         let names: Vec<&str> = actions.iter().map(Action::name).collect();
                         let recorded = record(start.clone(), actions, &facts);
@@ -228,7 +231,7 @@ mod tests {
             now: 500,
             settled: None,
             no_data_before_run: false,
-            external_flag: None,
+            flag_found: None,
         };
         let _ =
             writeln!(table, "produced_at=42: {}", show(&record(fresh.clone(), &[Action::RecordMaterialized], &facts)));
@@ -246,7 +249,7 @@ mod tests {
                 now: 500,
                 settled: None,
                 no_data_before_run: false,
-                external_flag: Some(found),
+                flag_found: Some(found),
             };
             let _ = writeln!(table, "{name}: {}", show(&record(before.clone(), &[action], &facts)));
         }

@@ -24,7 +24,7 @@ use super::table::Running;
 use super::transition::{Action, Event, Mode, Settled, transition};
 use crate::catalog::Transformation;
 use crate::lattice::ViewId;
-use crate::metastore::{Commit, RunRecord};
+use crate::metastore::{Commit, RunRecord, SeenFlag};
 use crate::model::{FlowStatus, Termination, ViewState};
 use crate::runtime::{self, Plugin, TransformInput, TransformOutcome, TransformRequest};
 
@@ -362,7 +362,11 @@ impl Scheduler {
             let external = matches!(self.lattice.view_type(id).transformation, Transformation::External);
             // External data is recorded with its flag as it is now; its
             // timestamp is now, when trellis saw it, never the flag's mtime.
-            let external_flag = (records && external).then(|| flag_identity(&self.lattice.done_flag_path(id)));
+            // A view marked materialized keeps the flag it has (none, under
+            // SET_ONLY without data), so that data gone later is seen.
+            let marked =
+                actions.iter().any(|a| matches!(a, Action::RecordMaterialized | Action::RecordWithoutTransforming));
+            let flag_found = ((records && external) || marked).then(|| flag_identity(&self.lattice.done_flag_path(id)));
             // A view rebuilt is newer than all recorded by earlier runs,
             // even within their millisecond.
             let next_stamp = self.stamp_floor;
@@ -380,7 +384,7 @@ impl Scheduler {
                 now: now_millis().max(next_stamp),
                 settled: view.settled,
                 no_data_before_run: view.no_data_before_run,
-                external_flag,
+                flag_found,
             };
             let slot = &mut self.slots[id.0 as usize];
             slot.record.state = state;
@@ -413,6 +417,13 @@ impl Scheduler {
                 // must be looked at again...
                 if slot.record.timestamp != timestamp_before || stable != slot.stored_state {
                     memo.dirty(id);
+                }
+                // Published just now: what the kernel queued of that (the
+                // old flag removed) is taken in first, then the new flag is
+                // watched, so this run's own publishing dirties nothing later.
+                if marked && !external && matches!(slot.record.done_flag, Some(SeenFlag::Present { .. })) {
+                    memo.drain();
+                    memo.watch_published(id, &self.lattice.done_flag_path(id));
                 }
                 // ...unless a DEFAULT run judged it just now, with all it
                 // depends on settled, and found it materialized or without data.

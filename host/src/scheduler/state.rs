@@ -508,10 +508,12 @@ impl Scheduler {
         });
         // A view recorded as materialized has published its data, done
         // flag inside: one stat says whether it is still there.
-        let data_gone = !external && self.slots[id.0 as usize].record.timestamp.is_some() && {
+        // (Not one SET_ONLY marked without data: it never had any.)
+        let record = &self.slots[id.0 as usize].record;
+        let data_gone = !external && record.timestamp.is_some() && record.done_flag != Some(SeenFlag::Absent) && {
             let flag = self.lattice.done_flag_path(id);
             if let Some(memo) = &mut self.memo {
-                memo.watch(id, &flag);
+                memo.watch_published(id, &flag);
             }
             std::fs::metadata(&flag).is_err()
         };
