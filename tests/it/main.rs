@@ -13,6 +13,7 @@ mod csv_aggregate;
 mod fuzz;
 mod listeners;
 mod metastore;
+mod plan_agrees;
 mod remote;
 mod runtime;
 mod sandbox;

@@ -91,8 +91,10 @@ async fn a_cold_run_materializes_dependencies_first_and_an_unchanged_run_transfo
         assert!(record.timestamp.is_some() && record.version_checksum.is_some(), "{view}: {record:?}");
         assert!(project.data(&view).join("_SUCCESS").exists(), "{view} has its data and done flag");
     }
-    // External data is as new as its done flag.
-    assert_eq!(record(&store, &in_(DAYS[0])).timestamp, Some(1_420_113_600_000));
+    // External data is as new as trellis's first sight of its done flag,
+    // not as its mtime (noon of that day in 2015).
+    let external = record(&store, &in_(DAYS[0]));
+    assert!(external.timestamp > Some(1_420_113_600_000), "{external:?}");
 
     // Nothing changed: nothing is transformed, and no record is written.
     let before: Vec<ViewRecord> = cone().iter().map(|view| record(&store, view)).collect();
@@ -301,8 +303,10 @@ async fn no_data_propagates_and_a_view_built_without_it_is_incomplete_until_it_c
     assert!(!record(&store, SUMMARY).incomplete);
 }
 
+/// Issue 13, item 3: SET_ONLY gives the view a new transformation
+/// timestamp (seed 000), so its dependents are rebuilt by the next run.
 #[tokio::test(flavor = "multi_thread")]
-async fn set_only_marks_views_materialized_and_keeps_their_timestamps() {
+async fn set_only_marks_views_materialized_with_a_new_timestamp_so_dependents_rebuild() {
     let project = Project::new(&[1, 2, 3]);
     let catalog = project.catalog("v1");
     let mut scheduler = open(&catalog).await;
@@ -311,12 +315,18 @@ async fn set_only_marks_views_materialized_and_keeps_their_timestamps() {
     let before = record(&store, &daily(DAYS[1]));
     clock_past(newest(&store, &cone()));
 
-    // A materialized view keeps its timestamp, so nothing above it is outdated.
     let run = materialize(&mut scheduler, &daily(DAYS[1]), Mode::SetOnly).await;
     assert_eq!(run.flows, successful(&[daily(DAYS[1])]));
-    assert_eq!(record(&store, &daily(DAYS[1])), before);
-    let unchanged = materialize(&mut scheduler, SUMMARY, Mode::Default).await;
-    assert_eq!((unchanged.flows.len(), unchanged.idle), (0, 7), "{unchanged:?}");
+    let marked = record(&store, &daily(DAYS[1]));
+    assert_eq!(marked.state, ViewState::Materialized);
+    assert!(marked.timestamp > before.timestamp, "{before:?} -> {marked:?}");
+    assert_eq!(
+        plan_line(&scheduler.plan(SUMMARY).unwrap(), SUMMARY),
+        format!("transform: dependency {} is newer", daily(DAYS[1]))
+    );
+    let next = materialize(&mut scheduler, SUMMARY, Mode::Default).await;
+    assert_eq!(next.flows, successful(&[SUMMARY]), "{next:?}");
+    assert_eq!(next.idle, 6);
 
     // One never materialized is marked so, without asking its dependencies
     // and without a transformation: it has no data.
@@ -536,4 +546,204 @@ async fn a_request_nobody_waits_for_any_more_is_dropped_unserved() {
     assert_eq!(handle.table.read().unwrap().views().len(), 1, "the summary's seven views were instantiated");
     handle.shutdown(Duration::ZERO);
     service.await.expect("the service task ends").expect("the service ends cleanly");
+}
+
+/// Two kinds of external data, `f.raw/A` and `f.raw/B`, and `f.mart/C`
+/// over a day of each: the smallest lattice where a view has external
+/// inputs of its own that arrive apart.
+struct Pair {
+    dir: tempfile::TempDir,
+}
+
+const PAIR_C: &str = "f.mart/C/2015/01/01";
+
+impl Pair {
+    fn new() -> Pair {
+        Pair { dir: tempfile::tempdir().expect("a temp dir") }
+    }
+
+    fn catalog(&self) -> std::sync::Arc<trellis::catalog::Catalog> {
+        let trivial = std::path::Path::new(trellis::bundled::PLUGINS_DIR).join("trivial.wasm");
+        let text = format!(
+            r#"
+[plugins]
+trivial = "{}"
+
+[[view]]
+name = "f.raw/A"
+time = {{ frequency = "1d", initial = "2015-01-01" }}
+path = "a/${{YEAR}}/${{MONTH}}/${{DAY}}"
+
+[[view]]
+name = "f.raw/B"
+time = {{ frequency = "1d", initial = "2015-01-01" }}
+path = "b/${{YEAR}}/${{MONTH}}/${{DAY}}"
+
+[[view]]
+name = "f.mart/C"
+time = {{ frequency = "1d", initial = "2015-01-01" }}
+transformation = {{ plugin = "trivial" }}
+
+[[view.dependency]]
+view = "f.raw/A"
+
+[[view.dependency]]
+view = "f.raw/B"
+"#,
+            trivial.display()
+        );
+        std::sync::Arc::new(trellis::catalog::parse(&text, self.dir.path()).expect("the project is valid"))
+    }
+
+    fn flag(&self, kind: &str) -> std::path::PathBuf {
+        self.dir.path().join("data").join(kind).join("2015/01/01/_SUCCESS")
+    }
+
+    /// Delivers a kind's flag as `cp -p` or `rsync -t` would: a new file
+    /// that keeps its source's mtime, here noon of 2015-01-01, older than
+    /// anything trellis records.
+    fn deliver_old(&self, kind: &str) {
+        let flag = self.flag(kind);
+        std::fs::create_dir_all(flag.parent().unwrap()).unwrap();
+        let copy = flag.with_extension("copy");
+        std::fs::write(&copy, "").unwrap();
+        let noon = std::time::UNIX_EPOCH + Duration::from_secs(1_420_113_600);
+        std::fs::File::options().write(true).open(&copy).unwrap().set_modified(noon).unwrap();
+        // A rename, as rsync does: the flag is another file, of the same mtime.
+        std::fs::rename(&copy, &flag).unwrap();
+    }
+}
+
+fn plan_line(plan: &[(String, String)], view: &str) -> String {
+    plan.iter().find(|(v, _)| v == view).map(|(_, line)| line.clone()).unwrap_or_else(|| panic!("{view} in {plan:?}"))
+}
+
+/// Issue 13, item 1: late data delivered with an old mtime is new data. The
+/// external view's timestamp is when trellis saw its flag (or saw it
+/// change), so the view built without it is rebuilt; in an embedded run
+/// and in a scheduler that remembers freshness between runs (a server's).
+async fn late_data_with_an_old_mtime_rebuilds_its_dependents(remember: bool) {
+    let (a, b) = ("f.raw/A/2015/01/01", "f.raw/B/2015/01/01");
+    let pair = Pair::new();
+    pair.deliver_old("a");
+    let mut scheduler = open(&pair.catalog()).await;
+    if remember {
+        scheduler.remember_freshness();
+    }
+    let store = scheduler.metastore();
+
+    let first = materialize(&mut scheduler, PAIR_C, Mode::Default).await;
+    assert_eq!(
+        first.flows,
+        expected(&[(a, FlowStatus::Successful), (b, FlowStatus::Successful), (PAIR_C, FlowStatus::Successful)])
+    );
+    assert_eq!(first.incomplete, [PAIR_C]);
+    assert_eq!(record(&store, b).state, ViewState::NoData);
+    // A's timestamp is when trellis saw its flag, not the flag's 2015 mtime.
+    let seen = record(&store, a);
+    assert!(seen.timestamp > Some(1_420_113_600_000), "{seen:?}");
+    assert!(matches!(seen.done_flag, Some(trellis::metastore::SeenFlag::Present { .. })), "{seen:?}");
+    let built = record(&store, PAIR_C).timestamp.unwrap();
+
+    // B arrives late, with the mtime it had at its source, older than C.
+    pair.deliver_old("b");
+    let plan = scheduler.plan(PAIR_C).unwrap();
+    assert_eq!(plan_line(&plan, b), "transform: never materialized");
+    assert_eq!(plan_line(&plan, PAIR_C), format!("transform: dependency {b} will be rematerialized"));
+    let late = materialize(&mut scheduler, PAIR_C, Mode::Default).await;
+    assert_eq!(late.flows, expected(&[(b, FlowStatus::Successful), (PAIR_C, FlowStatus::Successful)]), "{late:?}");
+    assert!(late.incomplete.is_empty(), "{late:?}");
+    assert!(record(&store, b).timestamp > Some(built));
+    assert!(!record(&store, PAIR_C).incomplete);
+
+    // (A scheduler that remembers freshness visits only what it must.)
+    let unchanged = materialize(&mut scheduler, PAIR_C, Mode::Default).await;
+    assert!(unchanged.flows.is_empty() && unchanged.idle >= 1, "{unchanged:?}");
+
+    // Delivered again, as a new file with the very same old mtime.
+    pair.deliver_old("b");
+    let plan = scheduler.plan(PAIR_C).unwrap();
+    assert_eq!(plan_line(&plan, b), "transform: new external data");
+    let again = materialize(&mut scheduler, PAIR_C, Mode::Default).await;
+    assert_eq!(again.flows, expected(&[(b, FlowStatus::Successful), (PAIR_C, FlowStatus::Successful)]), "{again:?}");
+    // (A scheduler that remembers freshness visits only what it must.)
+    let unchanged = materialize(&mut scheduler, PAIR_C, Mode::Default).await;
+    assert!(unchanged.flows.is_empty() && unchanged.idle >= 1, "{unchanged:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn late_data_with_an_old_mtime_rebuilds_its_dependents_embedded() {
+    late_data_with_an_old_mtime_rebuilds_its_dependents(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn late_data_with_an_old_mtime_rebuilds_its_dependents_in_a_long_lived_scheduler() {
+    late_data_with_an_old_mtime_rebuilds_its_dependents(true).await;
+}
+
+/// Issue 13, item 4: the dry run (RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS)
+/// still checks done flags: an external view without one is no-data, not
+/// materialized, before and after it had data.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_dry_run_checks_done_flags() {
+    let (a, b) = ("f.raw/A/2015/01/01", "f.raw/B/2015/01/01");
+    let pair = Pair::new();
+    pair.deliver_old("a");
+    let mut scheduler = open(&pair.catalog()).await;
+    let store = scheduler.metastore();
+    let dry = Mode::ResetTransformationChecksumsAndTimestamps;
+
+    let run = materialize(&mut scheduler, PAIR_C, dry).await;
+    assert_eq!(record(&store, a).state, ViewState::Materialized);
+    assert_eq!(record(&store, b).state, ViewState::NoData, "{run:?}");
+    let c = record(&store, PAIR_C);
+    assert_eq!((c.state, c.incomplete), (ViewState::Materialized, true));
+    assert_eq!(plan_line(&scheduler.plan(PAIR_C).unwrap(), b), "no data (no done flag)");
+
+    // A's flag is taken away: the dry run finds it gone.
+    std::fs::remove_file(pair.flag("a")).unwrap();
+    materialize(&mut scheduler, PAIR_C, dry).await;
+    assert_eq!(record(&store, a).state, ViewState::NoData);
+    assert_eq!(record(&store, PAIR_C).state, ViewState::NoData, "no dependency has data");
+}
+
+/// Issue 13, item 5: a materialized view whose published data directory
+/// was deleted is not materialized: `plan` says so and `materialize`
+/// rebuilds it, and so its dependents; embedded, and in a scheduler that
+/// remembers freshness between runs (a server's), which must see it too.
+async fn deleted_data_is_rebuilt(remember: bool) {
+    let project = Project::new(&[1, 2, 3]);
+    let catalog = project.catalog("v1");
+    let mut scheduler = open(&catalog).await;
+    if remember {
+        scheduler.remember_freshness();
+    }
+    let store = scheduler.metastore();
+    materialize(&mut scheduler, SUMMARY, Mode::Default).await;
+
+    // Deleted right after the run that built it, and after a run that found
+    // it up to date (when a memo holds it clean).
+    for (day, other) in [(DAYS[1], DAYS[0]), (DAYS[0], DAYS[2])] {
+        std::fs::remove_dir_all(project.data(&daily(day))).unwrap();
+        let plan = scheduler.plan(SUMMARY).unwrap();
+        assert_eq!(plan_line(&plan, &daily(day)), "transform: data gone");
+        assert_eq!(plan_line(&plan, SUMMARY), format!("transform: dependency {} will be rematerialized", daily(day)));
+        assert_eq!(plan_line(&plan, &daily(other)), "up to date");
+        let run = materialize(&mut scheduler, SUMMARY, Mode::Default).await;
+        assert_eq!(run.flows, successful(&[daily(day).as_str(), SUMMARY]), "{day}: {run:?}");
+        assert!(project.data(&daily(day)).join("_SUCCESS").exists(), "{day} rebuilt");
+        assert_eq!(record(&store, &daily(day)).state, ViewState::Materialized);
+        let again = materialize(&mut scheduler, SUMMARY, Mode::Default).await;
+        assert!(again.flows.is_empty(), "{again:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deleted_data_is_rebuilt_embedded() {
+    deleted_data_is_rebuilt(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deleted_data_is_rebuilt_in_a_long_lived_scheduler() {
+    deleted_data_is_rebuilt(true).await;
 }

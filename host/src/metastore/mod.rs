@@ -41,7 +41,7 @@ pub use events::{LoggedEvent, NewEvent};
 pub use format::FORMAT;
 pub use listeners::ListenerRecord;
 pub use runs::RunRecord;
-pub use views::{SchemaChange, ViewRecord};
+pub use views::{FlagIdentity, SchemaChange, SeenFlag, ViewRecord};
 
 use std::path::PathBuf;
 

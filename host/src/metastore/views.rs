@@ -15,7 +15,8 @@ pub struct ViewRecord {
     /// Of the transformation logic it was last materialized with.
     pub version_checksum: Option<String>,
     /// When it was last materialized, in milliseconds since the Unix epoch;
-    /// for external data, the done flag's modification time.
+    /// for external data, when trellis first saw its done flag as it is
+    /// (records written before `done_flag` existed: the flag's mtime).
     pub timestamp: Option<i64>,
     /// Materialized while some dependencies had no data.
     pub incomplete: bool,
@@ -27,6 +28,37 @@ pub struct ViewRecord {
     /// a failed transformation does not forget it.
     #[serde(default)]
     pub invalidated: bool,
+    /// For external data: the done flag as trellis last recorded it, so
+    /// that a flag delivered again with an old mtime (`cp -p`, `rsync -t`)
+    /// is still seen to change. Absent in records written before it
+    /// existed, which are compared by the flag's mtime against the
+    /// timestamp instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub done_flag: Option<SeenFlag>,
+}
+
+/// A done flag as trellis saw it when it recorded an external view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SeenFlag {
+    /// There was none: the view had no data.
+    Absent,
+    /// There was one: which file it was, and when trellis saw it so.
+    Present {
+        identity: FlagIdentity,
+        /// Milliseconds since the Unix epoch; the view's timestamp.
+        seen: i64,
+    },
+}
+
+/// What tells one done flag from another: a flag written again, replaced
+/// or copied over differs in at least one of them, whatever its mtime says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlagIdentity {
+    /// Modification time in nanoseconds since the Unix epoch.
+    pub mtime_nanos: i64,
+    pub size: u64,
+    pub inode: u64,
 }
 
 /// What registering a schema checksum found.

@@ -3,16 +3,17 @@
 //! invalidation, of a rematerialized view) instead of the whole lattice.
 //!
 //! A view is *clean* when a DEFAULT run found it materialized or without
-//! data and nothing it depends on has changed since. New external data is
-//! learnt from inotify watches on the directories of external views' done
-//! flags; the kernel queues a change the moment it happens, and every run
+//! data and nothing it depends on has changed since. New external data, and
+//! published data deleted, are learnt from inotify watches on the
+//! directories of done flags (external views', and materialized views'); the
+//! kernel queues a change the moment it happens, and every run
 //! drains that queue before it looks at a view, so a change made before a
 //! request is always seen by it.
 //!
 //! Invariants: a clean view's dependencies are all clean (so marking a view
 //! dirty dirties every view above it, and dirtying can stop at a view that
-//! is dirty already); an external view is clean only while its flag's
-//! directory is watched, and the watch is added before its flag is read;
+//! is dirty already); an external or materialized view is clean only while
+//! its flag's directory is watched, and the watch is added before its flag is read;
 //! anything the memo cannot vouch for (a lost watch, an overflowed queue)
 //! is dirty. It knows the lattice's edges and nothing of states or the
 //! metastore.
@@ -73,11 +74,12 @@ impl Memo {
     }
 
     /// Marks a view settled as up to date clean, if all it depends on is.
-    /// An external view must be watched: with data, its own directory;
-    /// without, at least the nearest directory that exists above it.
-    pub fn settled(&mut self, id: ViewId, lattice: &Lattice, external: Option<bool>) {
+    /// A view whose data is on disk (`on_disk`: external data, or published
+    /// data) must be watched: with data, its own directory; without (external
+    /// data only), at least the nearest directory that exists above it.
+    pub fn settled(&mut self, id: ViewId, lattice: &Lattice, on_disk: Option<bool>) {
         let dependencies_clean = lattice.dependencies(id).iter().all(|&d| self.is_clean(d));
-        let watched = match (external, self.watch_of.get(&id)) {
+        let watched = match (on_disk, self.watch_of.get(&id)) {
             (None, _) => true,
             (Some(_), None) => false,
             (Some(has_data), Some(&own)) => own || !has_data,
@@ -129,6 +131,29 @@ impl Memo {
         // appearing by its parent's watch.
         if watched_any {
             self.watch_of.insert(id, watched_parent);
+        }
+    }
+
+    /// Watches a materialized view's published done flag itself (the
+    /// directory, when the flag is empty): its deletion (with its
+    /// directory's), replacement or change dirties the view, while what is
+    /// published beside it does not. A flag that is not there is not
+    /// watched, and the view stays dirty.
+    pub fn watch_published(&mut self, id: ViewId, flag: &Path) {
+        use inotify::WatchMask;
+        if self.watch_of.contains_key(&id) {
+            return;
+        }
+        // Added to, never replacing, a mask a directory may have already.
+        let mask =
+            WatchMask::ATTRIB | WatchMask::DELETE_SELF | WatchMask::MOVE_SELF | WatchMask::MODIFY | WatchMask::MASK_ADD;
+        match self.inotify.watches().add(flag, mask) {
+            Ok(wd) => {
+                let wd = wd.get_watch_descriptor_id();
+                self.watched.entry(wd).or_insert_with(|| (flag.to_path_buf(), HashSet::new())).1.insert(id);
+                self.watch_of.insert(id, true);
+            }
+            Err(e) => tracing::debug!("not watching {}: {e}; its view is checked on every run", flag.display()),
         }
     }
 
@@ -212,7 +237,10 @@ impl Memo {
                     self.dirty(view);
                 }
                 if gone && let Some((dir, _)) = self.watched.remove(&wd) {
-                    self.by_dir.remove(&dir);
+                    // (A path watched anew since has another id: keep it.)
+                    if self.by_dir.get(&dir) == Some(&wd) {
+                        self.by_dir.remove(&dir);
+                    }
                 }
             }
         }

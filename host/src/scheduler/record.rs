@@ -1,14 +1,14 @@
 //! The pure translation from the actions of one `transition` to the view's
 //! record and its flow status in the run: which timestamp a view gets (its
-//! own, the transformation's, the done flag's, or none new under SET_ONLY),
-//! what it is flagged with, and whether the run counts it idle or
-//! successful.
+//! own, the transformation's, or now, SET_ONLY included; for external data,
+//! with the done flag it was seen with), what it is flagged with, and
+//! whether the run counts it idle or successful.
 //!
 //! Invariant: no I/O, no clock, no failure. Whatever it needs from outside
-//! (now, the done flag's time, the version checksum) comes in [`Facts`]; a
+//! (now, the done flag found, the version checksum) comes in [`Facts`]; a
 //! golden table covers every action in every mode.
 
-use crate::metastore::ViewRecord;
+use crate::metastore::{FlagIdentity, SeenFlag, ViewRecord};
 use crate::model::{FlowStatus, ViewState};
 
 use super::transition::{Action, Mode, Settled};
@@ -27,6 +27,9 @@ pub struct Facts<'a> {
     pub settled: Option<Settled>,
     /// The view was no-data when the run started.
     pub no_data_before_run: bool,
+    /// The done flag as read now (`None` inside: none), for a view whose
+    /// record keeps it: external data, and a view marked materialized.
+    pub flag_found: Option<Option<FlagIdentity>>,
 }
 
 /// The record after the actions, and what the run learns from them.
@@ -53,13 +56,19 @@ pub fn record(mut record: ViewRecord, actions: &[Action], facts: &Facts) -> Reco
                 let settled =
                     facts.settled.unwrap_or(Settled { all_no_data: false, some_no_data: false, some_failed: false });
                 record.version_checksum = Some(facts.version.to_string());
-                // SET_ONLY and the dry run keep an existing timestamp when the
-                // view was only marked, so dependents are not rematerialized.
-                let keep = matches!(action, Action::RecordWithoutTransforming)
-                    && record.timestamp.is_some()
-                    && facts.mode != Mode::ResetTransformationChecksumsAndTimestamps;
-                if !keep {
-                    record.timestamp = Some(facts.produced_at.unwrap_or(facts.now));
+                // SET_ONLY and the dry run give a new timestamp too, as
+                // seed 000 says: a view marked materialized is as new as
+                // one transformed, so its dependents are rebuilt next.
+                record.timestamp = Some(facts.produced_at.unwrap_or(facts.now));
+                // External data is as new as trellis's first sight of its
+                // flag as it is now, never as its mtime says.
+                // (For a transformed view: what it published, so that data
+                // gone later is told from a view SET_ONLY marked without any.)
+                if let Some(flag) = facts.flag_found {
+                    record.done_flag = Some(match (flag, record.timestamp) {
+                        (Some(identity), Some(seen)) => SeenFlag::Present { identity, seen },
+                        _ => SeenFlag::Absent,
+                    });
                 }
                 record.incomplete = settled.some_no_data;
                 record.errors = settled.some_failed;
@@ -74,6 +83,9 @@ pub fn record(mut record: ViewRecord, actions: &[Action], facts: &Facts) -> Reco
             }
             Action::RecordNoData => {
                 record.invalidated = false;
+                if facts.flag_found.is_some() {
+                    record.done_flag = Some(SeenFlag::Absent);
+                }
                 changed = true;
                 // Still no data is nothing new.
                 let unchanged = record.timestamp.is_none() && record.last_error.is_none() && facts.no_data_before_run;
@@ -131,8 +143,18 @@ mod tests {
         if r.invalidated {
             flags.push("invalidated");
         }
+        let flag = match r.done_flag {
+            None => String::new(),
+            Some(SeenFlag::Absent) => " done_flag=absent".into(),
+            Some(SeenFlag::Present { identity, seen }) => {
+                format!(
+                    " done_flag=(mtime {} size {} inode {} seen {seen})",
+                    identity.mtime_nanos, identity.size, identity.inode
+                )
+            }
+        };
         format!(
-            "version={} ts={} flags=[{}] error={} | changed={} flow={} failure={}",
+            "version={} ts={}{flag} flags=[{}] error={} | changed={} flow={} failure={}",
             r.version_checksum.as_deref().unwrap_or("-"),
             r.timestamp.map_or("-".into(), |t| t.to_string()),
             flags.join(","),
@@ -184,6 +206,7 @@ mod tests {
                             now: 500,
                             settled: Some(settled),
                             no_data_before_run,
+                            flag_found: None,
                         };
                         let names: Vec<&str> = actions.iter().map(Action::name).collect();
                         let recorded = record(start.clone(), actions, &facts);
@@ -208,9 +231,28 @@ mod tests {
             now: 500,
             settled: None,
             no_data_before_run: false,
+            flag_found: None,
         };
         let _ =
             writeln!(table, "produced_at=42: {}", show(&record(fresh.clone(), &[Action::RecordMaterialized], &facts)));
+        // External data: the flag found is recorded with the time it was seen.
+        let identity = FlagIdentity { mtime_nanos: 7_000_000, size: 0, inode: 9 };
+        for (name, action, found) in [
+            ("external, flag found", Action::RecordMaterialized, Some(identity)),
+            ("external, dry run", Action::RecordWithoutTransforming, Some(identity)),
+            ("external, no flag", Action::RecordNoData, None),
+        ] {
+            let facts = Facts {
+                mode: Mode::ResetTransformationChecksumsAndTimestamps,
+                version: "v2",
+                produced_at: None,
+                now: 500,
+                settled: None,
+                no_data_before_run: false,
+                flag_found: Some(found),
+            };
+            let _ = writeln!(table, "{name}: {}", show(&record(before.clone(), &[action], &facts)));
+        }
         expect![[r#"
             DEFAULT                                      fresh        record-materialized,notify-dependents      version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
             DEFAULT                                      fresh        record-without-transforming,notify-dependents version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
@@ -222,7 +264,7 @@ mod tests {
             DEFAULT                                      fresh        ask-dependencies                           version=- ts=- flags=[] error=- | changed=false flow=QUEUED failure=-
             DEFAULT                                      fresh  nd    record-no-data,notify-dependents           version=- ts=- flags=[] error=- | changed=true flow=IDLE failure=-
             DEFAULT                                      before       record-materialized,notify-dependents      version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
-            DEFAULT                                      before       record-without-transforming,notify-dependents version=v2 ts=100 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
+            DEFAULT                                      before       record-without-transforming,notify-dependents version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
             DEFAULT                                      before       record-version,notify-dependents           version=v2 ts=100 flags=[invalidated] error=earlier | changed=true flow=SUCCESSFUL failure=-
             DEFAULT                                      before       record-no-data,notify-dependents           version=old ts=100 flags=[] error=earlier | changed=true flow=SUCCESSFUL failure=-
             DEFAULT                                      before       record-failed,notify-dependents            version=old ts=100 flags=[invalidated] error=boom | changed=true flow=TERMINATED_WITH_ERROR failure=boom
@@ -240,7 +282,7 @@ mod tests {
             SET_ONLY                                     fresh        ask-dependencies                           version=- ts=- flags=[] error=- | changed=false flow=QUEUED failure=-
             SET_ONLY                                     fresh  nd    record-no-data,notify-dependents           version=- ts=- flags=[] error=- | changed=true flow=IDLE failure=-
             SET_ONLY                                     before       record-materialized,notify-dependents      version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
-            SET_ONLY                                     before       record-without-transforming,notify-dependents version=v2 ts=100 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
+            SET_ONLY                                     before       record-without-transforming,notify-dependents version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
             SET_ONLY                                     before       record-version,notify-dependents           version=v2 ts=100 flags=[invalidated] error=earlier | changed=true flow=SUCCESSFUL failure=-
             SET_ONLY                                     before       record-no-data,notify-dependents           version=old ts=100 flags=[] error=earlier | changed=true flow=SUCCESSFUL failure=-
             SET_ONLY                                     before       record-failed,notify-dependents            version=old ts=100 flags=[invalidated] error=boom | changed=true flow=TERMINATED_WITH_ERROR failure=boom
@@ -267,6 +309,9 @@ mod tests {
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before       ask-dependencies                           version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=QUEUED failure=-
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before nd    record-no-data,notify-dependents           version=old ts=100 flags=[] error=earlier | changed=true flow=SUCCESSFUL failure=-
             produced_at=42: version=v2 ts=42 flags=[] error=- | changed=true flow=SUCCESSFUL failure=-
+            external, flag found: version=v2 ts=500 done_flag=(mtime 7000000 size 0 inode 9 seen 500) flags=[] error=- | changed=true flow=SUCCESSFUL failure=-
+            external, dry run: version=v2 ts=500 done_flag=(mtime 7000000 size 0 inode 9 seen 500) flags=[] error=- | changed=true flow=SUCCESSFUL failure=-
+            external, no flag: version=old ts=100 done_flag=absent flags=[] error=earlier | changed=true flow=SUCCESSFUL failure=-
         "#]].assert_eq(&table);
     }
 }

@@ -19,12 +19,12 @@ use tokio::sync::mpsc;
 use super::Error;
 use super::publish::Staging;
 use super::record::{self, previous_stable};
-use super::state::{Progress, Scheduler, mtime_millis, new_event, now_millis};
+use super::state::{Progress, Scheduler, Standing, flag_identity, new_event, now_millis};
 use super::table::Running;
-use super::transition::{Action, Event, Facts, Freshness, Mode, Reason, Settled, freshness, transition};
+use super::transition::{Action, Event, Mode, Settled, transition};
 use crate::catalog::Transformation;
 use crate::lattice::ViewId;
-use crate::metastore::{Commit, RunRecord};
+use crate::metastore::{Commit, RunRecord, SeenFlag};
 use crate::model::{FlowStatus, Termination, ViewState};
 use crate::runtime::{self, Plugin, TransformInput, TransformOutcome, TransformRequest};
 
@@ -106,7 +106,7 @@ struct RunView {
     settled_in_run: bool,
     settled: Option<Settled>,
     attempts: u32,
-    /// The timestamp a finished transformation reported (external data: the flag's time).
+    /// The timestamp a finished transformation reported (external data: when its flag was checked).
     produced_at: Option<i64>,
     /// The view was no-data when the run started.
     no_data_before_run: bool,
@@ -219,6 +219,7 @@ impl Scheduler {
             announce(&id);
         }
         self.with_table(|table| table.current_run = Some(id.to_string()));
+        self.stamp_floor = now_millis().max(self.last_stamp + 1);
         // Every change made before this run was asked for is seen by it.
         if let Some(memo) = &mut self.memo {
             memo.drain();
@@ -355,15 +356,22 @@ impl Scheduler {
                 _ => None,
             };
             let timestamp_before = slot.record.timestamp;
-            let records =
-                actions.iter().any(|a| matches!(a, Action::RecordMaterialized | Action::RecordWithoutTransforming));
+            let records = actions.iter().any(|a| {
+                matches!(a, Action::RecordMaterialized | Action::RecordWithoutTransforming | Action::RecordNoData)
+            });
             let external = matches!(self.lattice.view_type(id).transformation, Transformation::External);
+            // External data is recorded with its flag as it is now; its
+            // timestamp is now, when trellis saw it, never the flag's mtime.
+            // A view marked materialized keeps the flag it has (none, under
+            // SET_ONLY without data), so that data gone later is seen.
+            let marked =
+                actions.iter().any(|a| matches!(a, Action::RecordMaterialized | Action::RecordWithoutTransforming));
+            let flag_found = ((records && external) || marked).then(|| flag_identity(&self.lattice.done_flag_path(id)));
+            // A view rebuilt is newer than all recorded by earlier runs,
+            // even within their millisecond.
+            let next_stamp = self.stamp_floor;
             let view = run.view(id);
-            // External data is as new as its done flag, however it was recorded.
-            let produced_at = match view.produced_at.take() {
-                None if records && external => mtime_millis(&self.lattice.done_flag_path(id)),
-                produced => produced,
-            };
+            let produced_at = view.produced_at.take().map(|t| t.max(next_stamp));
             // Read field by field: the slot is borrowed mutably below.
             let version = match &self.transformations {
                 Some(transformations) => transformations.versions[&self.lattice.view_type(id).id].as_str(),
@@ -373,14 +381,20 @@ impl Scheduler {
                 mode,
                 version,
                 produced_at,
-                now: now_millis(),
+                now: now_millis().max(next_stamp),
                 settled: view.settled,
                 no_data_before_run: view.no_data_before_run,
+                flag_found,
             };
             let slot = &mut self.slots[id.0 as usize];
             slot.record.state = state;
             let recorded = record::record(std::mem::take(&mut slot.record), &actions, &facts);
             slot.record = recorded.record;
+            if recorded.changed
+                && let Some(timestamp) = slot.record.timestamp
+            {
+                self.last_stamp = self.last_stamp.max(timestamp);
+            }
             match recorded.flow {
                 Some(FlowStatus::Queued) => {
                     run.flows.entry(id).or_insert(FlowStatus::Queued);
@@ -404,13 +418,22 @@ impl Scheduler {
                 if slot.record.timestamp != timestamp_before || stable != slot.stored_state {
                     memo.dirty(id);
                 }
+                // Published just now: what the kernel queued of that (the
+                // old flag removed) is taken in first, then the new flag is
+                // watched, so this run's own publishing dirties nothing later.
+                if marked && !external && matches!(slot.record.done_flag, Some(SeenFlag::Present { .. })) {
+                    memo.drain();
+                    memo.watch_published(id, &self.lattice.done_flag_path(id));
+                }
                 // ...unless a DEFAULT run judged it just now, with all it
                 // depends on settled, and found it materialized or without data.
                 let judged = actions
                     .iter()
                     .any(|a| matches!(a, Action::ReportIdle | Action::RecordMaterialized | Action::RecordNoData));
                 if mode == Mode::Default && judged && matches!(state, ViewState::Materialized | ViewState::NoData) {
-                    memo.settled(id, &self.lattice, external.then_some(state == ViewState::Materialized));
+                    // External data and published data are clean only while watched.
+                    let materialized = state == ViewState::Materialized;
+                    memo.settled(id, &self.lattice, (external || materialized).then_some(materialized));
                 }
             }
             if store_record {
@@ -624,53 +647,14 @@ impl Scheduler {
     }
 
     /// The event for a view whose dependencies have all settled: how they
-    /// ended up, and whether the view is outdated and why.
+    /// ended up, and whether the view is outdated and why (judged as
+    /// `plan` judges it).
     fn settle(&mut self, run: &mut Run, id: ViewId) -> Event {
         let mode = run.mode;
-        let dependencies = self.lattice.dependencies(id);
-        let states: Vec<ViewState> = dependencies.iter().map(|d| self.slots[d.0 as usize].record.state).collect();
-        // A `latest(n)` that found no instance is a dependency without data.
-        let missing = self.lattice.has_unsatisfied(id);
-        let settled = Settled {
-            all_no_data: (missing || !states.is_empty()) && states.iter().all(|s| *s == ViewState::NoData),
-            some_no_data: missing || states.contains(&ViewState::NoData),
-            some_failed: states.contains(&ViewState::Failed),
-        };
-        let newest = dependencies
-            .iter()
-            .filter(|d| self.slots[d.0 as usize].record.state == ViewState::Materialized)
-            .filter_map(|&d| self.slots[d.0 as usize].record.timestamp.map(|t| (d, t)))
-            .max_by_key(|&(_, t)| t);
-        let view_type = self.lattice.view_type(id);
-        let external = matches!(view_type.transformation, Transformation::External);
-        let external_flag = external.then(|| {
-            let flag = self.lattice.done_flag_path(id);
-            // Watched before it is read: a change after the read is queued.
-            if let Some(memo) = &mut self.memo {
-                memo.watch(id, &flag);
-            }
-            mtime_millis(&flag)
-        });
-        let slot = &self.slots[id.0 as usize];
-        let facts = Facts {
-            invalidated: slot.record.invalidated,
-            schema_changed: self.schema_changed.contains(&view_type.id),
-            recorded_version: slot.record.version_checksum.as_deref(),
-            recorded_timestamp: slot.record.timestamp,
-            current_version: self.version(id),
-            // Named below, only if it is the reason: most views are up to date.
-            newest_dependency: newest.map(|(_, t)| ("", t)),
-            external_flag,
-        };
-        let freshness = match freshness(&facts) {
-            Freshness::Outdated(Reason::DependencyNewer { .. }) => {
-                let dependency = newest.map(|(d, _)| self.lattice.url_path(d)).unwrap_or_default();
-                Freshness::Outdated(Reason::DependencyNewer { dependency })
-            }
-            other => other,
-        };
-        run.view(id).settled = Some(settled);
-        Event::DependenciesSettled { mode, settled, freshness }
+        let judgement =
+            self.judge(id, |_, slot| Standing { state: slot.record.state, timestamp: slot.record.timestamp });
+        run.view(id).settled = Some(judgement.settled);
+        Event::DependenciesSettled { mode, settled: judgement.settled, freshness: judgement.freshness }
     }
 
     fn start_transformation(
@@ -683,10 +667,8 @@ impl Scheduler {
         let done_flag = self.lattice.done_flag_path(id);
         let Transformation::Plugin { plugin: plugin_name, output, .. } = &view_type.transformation else {
             // External data: its done flag is its transformation.
-            let result = match mtime_millis(&done_flag) {
-                Some(timestamp) => TaskReport::Done { view: id, data: true, timestamp },
-                None => TaskReport::Done { view: id, data: false, timestamp: now_millis() },
-            };
+            let data = done_flag.exists();
+            let result = TaskReport::Done { view: id, data, timestamp: now_millis() };
             return tokio::spawn(async move {
                 let _ = results.send(result);
             });

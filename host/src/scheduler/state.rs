@@ -14,10 +14,10 @@ use super::Error;
 use super::memo::Memo;
 use super::publish::Staging;
 use super::table::{SharedTable, Table, ViewRow};
-use super::transition::{Action, Event, Facts, Freshness, freshness, transition};
+use super::transition::{Action, Event, Facts, FlagCheck, Freshness, Reason, Settled, freshness, transition};
 use crate::catalog::{Catalog, Transformation, ViewTypeId, pattern};
 use crate::lattice::{self, Lattice, Resolution, ViewId};
-use crate::metastore::{Commit, Metastore, RunRecord, SchemaChange, ViewRecord};
+use crate::metastore::{Commit, FlagIdentity, Metastore, RunRecord, SchemaChange, SeenFlag, ViewRecord};
 use crate::model::{Termination, ViewState};
 use crate::plugins::Plugins;
 
@@ -64,6 +64,12 @@ pub struct Scheduler {
     pub(super) table: Option<SharedTable>,
     /// What a long-lived scheduler remembers of freshness between runs.
     pub(super) memo: Option<Memo>,
+    /// The newest timestamp recorded or loaded.
+    pub(super) last_stamp: i64,
+    /// The least timestamp the run in progress records: above every one
+    /// recorded before it, so a view rebuilt is newer than all views built
+    /// in earlier runs, even in the same millisecond.
+    pub(super) stamp_floor: i64,
 }
 
 /// A transformation limit and its semaphore, for showing permits in use.
@@ -101,9 +107,44 @@ pub(super) fn now_millis() -> i64 {
     SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
-pub(super) fn mtime_millis(path: &std::path::Path) -> Option<i64> {
-    let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok()?;
-    modified.duration_since(SystemTime::UNIX_EPOCH).ok().map(|d| d.as_millis() as i64)
+/// Which file a done flag is now, if there is one (one `stat`).
+pub(super) fn flag_identity(path: &std::path::Path) -> Option<FlagIdentity> {
+    use std::os::unix::fs::MetadataExt;
+    let metadata = std::fs::metadata(path).ok()?;
+    Some(FlagIdentity {
+        mtime_nanos: metadata.mtime().saturating_mul(1_000_000_000).saturating_add(metadata.mtime_nsec()),
+        size: metadata.len(),
+        inode: metadata.ino(),
+    })
+}
+
+/// An external view's flag as found now, against its record's. A record
+/// from before flags were recorded holds the flag's mtime as its timestamp.
+pub(super) fn flag_check(record: &ViewRecord, found: Option<FlagIdentity>) -> FlagCheck {
+    match (found, record.done_flag) {
+        (None, _) => FlagCheck::Absent,
+        (Some(found), Some(SeenFlag::Present { identity, .. })) if identity == found => FlagCheck::Unchanged,
+        (Some(found), None) if record.timestamp == Some(found.mtime_nanos.div_euclid(1_000_000)) => {
+            FlagCheck::Unchanged
+        }
+        (Some(_), _) => FlagCheck::Changed,
+    }
+}
+
+/// How a dependency stands when a view is judged: as the run left it
+/// (`materialize`), or as a DEFAULT run is expected to leave it (`plan`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Standing {
+    pub state: ViewState,
+    pub timestamp: Option<i64>,
+}
+
+/// Whether a view whose dependencies have settled is outdated, and how
+/// they settled: what `plan` explains and a run acts on.
+#[derive(Debug, Clone)]
+pub(super) struct Judgement {
+    pub settled: Settled,
+    pub freshness: Freshness,
 }
 
 impl Scheduler {
@@ -157,6 +198,8 @@ impl Scheduler {
             run_started: None,
             table: None,
             memo: None,
+            last_stamp: 0,
+            stamp_floor: 0,
         })
     }
 
@@ -246,6 +289,13 @@ impl Scheduler {
             let mut record = self.store.view(&url)?.unwrap_or_default();
             // In-flight states do not survive the process that had them.
             record.state = super::record::previous_stable(record.state, &record);
+            // (An external view's record from before flags were recorded
+            // holds the flag's mtime, perhaps in the future: not a stamp.)
+            let legacy = record.done_flag.is_none()
+                && matches!(self.lattice.view_type(ViewId(index as u32)).transformation, Transformation::External);
+            if let Some(timestamp) = record.timestamp.filter(|_| !legacy) {
+                self.last_stamp = self.last_stamp.max(timestamp);
+            }
             let slot = &mut self.slots[index];
             slot.stored_state = record.state;
             slot.record = record;
@@ -368,57 +418,52 @@ impl Scheduler {
     }
 
     /// For every view of `pattern` and its dependencies, dependencies first:
-    /// whether a DEFAULT run would transform it now, and why.
+    /// whether a DEFAULT run would transform it now, and why. Each view is
+    /// judged by [`Scheduler::judge`], as a run judges it, with each
+    /// dependency standing as the run would leave it.
     pub fn plan(&mut self, pattern_text: &str) -> Result<Vec<(String, String)>, Error> {
         self.transformations()?;
         let addressed = self.instantiate(pattern_text)?;
         let order = self.dependencies_first(&addressed);
-        let versions = &self.transformations()?.versions;
         let mut will_change = vec![false; self.lattice.len()];
         let mut no_data = vec![false; self.lattice.len()];
         let mut plan = Vec::with_capacity(order.len());
         for id in order {
+            let judgement = self.judge(id, |dependency, slot| {
+                let index = dependency.0 as usize;
+                if no_data[index] {
+                    Standing { state: ViewState::NoData, timestamp: None }
+                } else if will_change[index] {
+                    // Rematerialized: newer than anything recorded.
+                    Standing { state: ViewState::Materialized, timestamp: Some(i64::MAX) }
+                } else {
+                    Standing { state: ViewState::Materialized, timestamp: slot.record.timestamp }
+                }
+            });
             let view_type = self.lattice.view_type(id);
             let record = &self.slots[id.0 as usize].record;
-            let dependencies = self.lattice.dependencies(id);
-            let changing = dependencies.iter().find(|d| will_change[d.0 as usize]);
-            let external = matches!(view_type.transformation, Transformation::External);
-            let flag = external.then(|| mtime_millis(&self.lattice.done_flag_path(id)));
-            // A `latest(n)` that found no instance is a dependency without data.
-            let missing = self.lattice.has_unsatisfied(id);
-            let all_dependencies_no_data =
-                (missing || !dependencies.is_empty()) && dependencies.iter().all(|d| no_data[d.0 as usize]);
-            let view_no_data = (external && flag == Some(None)) || all_dependencies_no_data;
+            let no_flag = judgement.freshness == Freshness::NoDoneFlag;
+            let view_no_data = no_flag || judgement.settled.all_no_data;
             no_data[id.0 as usize] = view_no_data;
-            let explanation = if view_no_data {
-                None
-            } else if let Some(&dependency) = changing {
-                Some(format!("dependency {} will be rematerialized", self.lattice.url_path(dependency)))
-            } else {
-                let newest = dependencies
-                    .iter()
-                    .filter_map(|&d| self.slots[d.0 as usize].record.timestamp.map(|t| (self.lattice.url_path(d), t)))
-                    .max_by_key(|(_, t)| *t);
-                let facts = Facts {
-                    invalidated: record.state == ViewState::Invalidated || record.invalidated,
-                    schema_changed: self.schema_changed.contains(&view_type.id),
-                    recorded_version: record.version_checksum.as_deref(),
-                    recorded_timestamp: record.timestamp,
-                    current_version: &versions[&view_type.id],
-                    newest_dependency: newest.as_ref().map(|(d, t)| (d.as_str(), *t)),
-                    external_flag: flag,
-                };
-                match freshness(&facts) {
-                    Freshness::UpToDate => None,
-                    Freshness::Outdated(reason) => Some(reason.to_string()),
+            let once = view_type.materialize_once && record.state == ViewState::Materialized;
+            let explanation = match judgement.freshness {
+                _ if view_no_data || once => None,
+                Freshness::UpToDate | Freshness::NoDoneFlag => None,
+                Freshness::Outdated(reason) => {
+                    // A dependency rematerialized is the reason a user can act on first.
+                    let changing = self.lattice.dependencies(id).iter().find(|d| will_change[d.0 as usize]);
+                    Some(match changing {
+                        Some(&dependency) => {
+                            format!("dependency {} will be rematerialized", self.lattice.url_path(dependency))
+                        }
+                        None => reason.to_string(),
+                    })
                 }
             };
-            let once = view_type.materialize_once && record.state == ViewState::Materialized;
-            let explanation = explanation.filter(|_| !once);
             let line = match &explanation {
                 _ if once => "up to date (materialize_once)".to_string(),
-                _ if external && view_no_data => "no data (no done flag)".to_string(),
-                _ if view_no_data && missing => format!(
+                _ if no_flag => "no data (no done flag)".to_string(),
+                _ if view_no_data && self.lattice.has_unsatisfied(id) => format!(
                     "no data (dependency {}: latest() found no instance with data)",
                     self.lattice.unsatisfied(id).join(", ")
                 ),
@@ -430,6 +475,75 @@ impl Scheduler {
             plan.push((self.slots[id.0 as usize].url.to_string(), line));
         }
         Ok(plan)
+    }
+
+    /// The one judgement of a view whose dependencies have settled, shared
+    /// by `plan` and runs: how the dependencies stand (`standing` says, for
+    /// each, from its slot), and whether the view is outdated and why. It
+    /// reads what only the disk knows: an external view's done flag, and
+    /// whether a materialized view's published data is still there (each
+    /// watched first, when a memo is kept, so a change after the read is
+    /// queued): one stat per view.
+    pub(super) fn judge(&mut self, id: ViewId, standing: impl Fn(ViewId, &Slot) -> Standing) -> Judgement {
+        let dependencies = self.lattice.dependencies(id);
+        // A `latest(n)` that found no instance is a dependency without data.
+        let missing = self.lattice.has_unsatisfied(id);
+        let (mut all_no_data, mut some_no_data, mut some_failed) =
+            (missing || !dependencies.is_empty(), missing, false);
+        let mut newest: Option<(ViewId, i64)> = None;
+        for &dependency in dependencies {
+            let Standing { state, timestamp } = standing(dependency, &self.slots[dependency.0 as usize]);
+            all_no_data &= state == ViewState::NoData;
+            some_no_data |= state == ViewState::NoData;
+            some_failed |= state == ViewState::Failed;
+            if state == ViewState::Materialized
+                && let Some(timestamp) = timestamp
+                && newest.is_none_or(|(_, t)| timestamp >= t)
+            {
+                newest = Some((dependency, timestamp));
+            }
+        }
+        let settled = Settled { all_no_data, some_no_data, some_failed };
+        let view_type = self.lattice.view_type(id);
+        let external = matches!(view_type.transformation, Transformation::External);
+        let external_flag = external.then(|| {
+            let flag = self.lattice.done_flag_path(id);
+            if let Some(memo) = &mut self.memo {
+                memo.watch(id, &flag);
+            }
+            flag_check(&self.slots[id.0 as usize].record, flag_identity(&flag))
+        });
+        // A view recorded as materialized has published its data, done
+        // flag inside: one stat says whether it is still there.
+        // (Not one SET_ONLY marked without data: it never had any.)
+        let record = &self.slots[id.0 as usize].record;
+        let data_gone = !external && record.timestamp.is_some() && record.done_flag != Some(SeenFlag::Absent) && {
+            let flag = self.lattice.done_flag_path(id);
+            if let Some(memo) = &mut self.memo {
+                memo.watch_published(id, &flag);
+            }
+            std::fs::metadata(&flag).is_err()
+        };
+        let slot = &self.slots[id.0 as usize];
+        let facts = Facts {
+            invalidated: slot.record.invalidated || slot.record.state == ViewState::Invalidated,
+            schema_changed: self.schema_changed.contains(&view_type.id),
+            recorded_version: slot.record.version_checksum.as_deref(),
+            recorded_timestamp: slot.record.timestamp,
+            current_version: self.version(id),
+            // Named below, only if it is the reason: most views are up to date.
+            newest_dependency: newest.map(|(_, t)| ("", t)),
+            external_flag,
+            data_gone,
+        };
+        let freshness = match freshness(&facts) {
+            Freshness::Outdated(Reason::DependencyNewer { .. }) => {
+                let dependency = newest.map(|(d, _)| self.lattice.url_path(d)).unwrap_or_default();
+                Freshness::Outdated(Reason::DependencyNewer { dependency })
+            }
+            other => other,
+        };
+        Judgement { settled, freshness }
     }
 
     /// The views and all they depend on, each after its dependencies.

@@ -45,10 +45,17 @@ impl std::str::FromStr for Mode {
 pub enum Reason {
     NeverMaterialized,
     SchemaChanged,
-    VersionChanged { old: String, new: String },
-    DependencyNewer { dependency: String },
+    VersionChanged {
+        old: String,
+        new: String,
+    },
+    DependencyNewer {
+        dependency: String,
+    },
     Invalidated,
     NewExternalData,
+    /// Its published data (its done flag) is gone.
+    DataGone,
 }
 
 impl fmt::Display for Reason {
@@ -62,6 +69,7 @@ impl fmt::Display for Reason {
             Reason::DependencyNewer { dependency } => write!(f, "dependency {dependency} is newer"),
             Reason::Invalidated => f.write_str("invalidated"),
             Reason::NewExternalData => f.write_str("new external data"),
+            Reason::DataGone => f.write_str("data gone"),
         }
     }
 }
@@ -71,6 +79,19 @@ impl fmt::Display for Reason {
 pub enum Freshness {
     UpToDate,
     Outdated(Reason),
+    /// External data without its done flag: no data, whatever was recorded.
+    NoDoneFlag,
+}
+
+/// An external view's done flag now, against the one recorded with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlagCheck {
+    Absent,
+    /// The same file as recorded (same mtime, size and inode).
+    Unchanged,
+    /// Another file, or one where there was none: new data, even when
+    /// its mtime is older than anything recorded.
+    Changed,
 }
 
 /// What is known about a view when its dependencies have settled, for
@@ -90,14 +111,21 @@ pub struct Facts<'a> {
     pub current_version: &'a str,
     /// The dependency with the newest timestamp, and that timestamp.
     pub newest_dependency: Option<(&'a str, i64)>,
-    /// For external data: the done flag's modification time now, if the
-    /// flag exists. `None` for views with a transformation.
-    pub external_flag: Option<Option<i64>>,
+    /// For external data: its done flag now against the one recorded.
+    /// `None` for views with a transformation.
+    pub external_flag: Option<FlagCheck>,
+    /// A view with a transformation, recorded as materialized, whose
+    /// published data (its done flag, or its directory) is gone.
+    pub data_gone: bool,
 }
 
-/// Schedoscope's change detection, in order: invalidation, never
-/// materialized, changed logic, newer input, new external data.
+/// Schedoscope's change detection, in order: no done flag (no data),
+/// invalidation, never materialized, data gone, changed logic, newer
+/// input, new external data.
 pub fn freshness(facts: &Facts<'_>) -> Freshness {
+    if facts.external_flag == Some(FlagCheck::Absent) {
+        return Freshness::NoDoneFlag;
+    }
     if facts.invalidated {
         return Freshness::Outdated(Reason::Invalidated);
     }
@@ -105,6 +133,9 @@ pub fn freshness(facts: &Facts<'_>) -> Freshness {
         let reason = if facts.schema_changed { Reason::SchemaChanged } else { Reason::NeverMaterialized };
         return Freshness::Outdated(reason);
     };
+    if facts.data_gone {
+        return Freshness::Outdated(Reason::DataGone);
+    }
     match facts.recorded_version {
         Some(old) if !crate::plugins::same_version(old, facts.current_version) => {
             return Freshness::Outdated(Reason::VersionChanged {
@@ -120,10 +151,8 @@ pub fn freshness(facts: &Facts<'_>) -> Freshness {
     {
         return Freshness::Outdated(Reason::DependencyNewer { dependency: dependency.to_string() });
     }
-    // Re-delivered data counts as new: a flag written again has a new time.
-    if let Some(flag) = facts.external_flag
-        && flag != Some(timestamp)
-    {
+    // Re-delivered data counts as new, whatever mtime the flag came with.
+    if facts.external_flag == Some(FlagCheck::Changed) {
         return Freshness::Outdated(Reason::NewExternalData);
     }
     Freshness::UpToDate
@@ -251,6 +280,13 @@ pub fn transition(state: ViewState, event: &Event) -> (ViewState, Vec<Action>) {
         Event::DependenciesSettled { settled, .. } if settled.all_no_data => {
             (NoData, vec![RecordNoData, NotifyDependents])
         }
+        // The dry run transforms nothing, so it checks the flag here; the
+        // other modes check it as external data's transformation.
+        Event::DependenciesSettled {
+            mode: Mode::ResetTransformationChecksumsAndTimestamps,
+            freshness: Freshness::NoDoneFlag,
+            ..
+        } => (NoData, vec![RecordNoData, NotifyDependents]),
         Event::DependenciesSettled { freshness: Freshness::UpToDate, .. } => {
             (Materialized, vec![ReportIdle, NotifyDependents])
         }
@@ -346,6 +382,22 @@ mod tests {
                     freshness: outdated,
                 },
             ),
+            (
+                "settled, no done flag",
+                Event::DependenciesSettled {
+                    mode: Mode::Default,
+                    settled: settled(false),
+                    freshness: Freshness::NoDoneFlag,
+                },
+            ),
+            (
+                "settled, no done flag, RESET_..._AND_TIMESTAMPS",
+                Event::DependenciesSettled {
+                    mode: Mode::ResetTransformationChecksumsAndTimestamps,
+                    settled: settled(false),
+                    freshness: Freshness::NoDoneFlag,
+                },
+            ),
             ("transformed, data", Event::Transformed { data: true }),
             ("transformed, no data", Event::Transformed { data: false }),
             ("failed, retry", Event::TransformFailed { retry: true, error: "trap".into() }),
@@ -392,6 +444,8 @@ mod tests {
             receive       settled, outdated, RESET_..._AND_TIMESTAMPS                -> receive       Ignore
             receive       settled, version changed, RESET_TRANSFORMATION_CHECKSUMS   -> receive       Ignore
             receive       settled, never materialized, RESET_TRANSFORMATION_CHECKSUMS -> receive       Ignore
+            receive       settled, no done flag                                      -> receive       Ignore
+            receive       settled, no done flag, RESET_..._AND_TIMESTAMPS            -> receive       Ignore
             receive       transformed, data                                          -> receive       Ignore
             receive       transformed, no data                                       -> receive       Ignore
             receive       failed, retry                                              -> receive       Ignore
@@ -409,6 +463,8 @@ mod tests {
             invalidated   settled, outdated, RESET_..._AND_TIMESTAMPS                -> invalidated   Ignore
             invalidated   settled, version changed, RESET_TRANSFORMATION_CHECKSUMS   -> invalidated   Ignore
             invalidated   settled, never materialized, RESET_TRANSFORMATION_CHECKSUMS -> invalidated   Ignore
+            invalidated   settled, no done flag                                      -> invalidated   Ignore
+            invalidated   settled, no done flag, RESET_..._AND_TIMESTAMPS            -> invalidated   Ignore
             invalidated   transformed, data                                          -> invalidated   Ignore
             invalidated   transformed, no data                                       -> invalidated   Ignore
             invalidated   failed, retry                                              -> invalidated   Ignore
@@ -426,6 +482,8 @@ mod tests {
             no-data       settled, outdated, RESET_..._AND_TIMESTAMPS                -> no-data       Ignore
             no-data       settled, version changed, RESET_TRANSFORMATION_CHECKSUMS   -> no-data       Ignore
             no-data       settled, never materialized, RESET_TRANSFORMATION_CHECKSUMS -> no-data       Ignore
+            no-data       settled, no done flag                                      -> no-data       Ignore
+            no-data       settled, no done flag, RESET_..._AND_TIMESTAMPS            -> no-data       Ignore
             no-data       transformed, data                                          -> no-data       Ignore
             no-data       transformed, no data                                       -> no-data       Ignore
             no-data       failed, retry                                              -> no-data       Ignore
@@ -443,6 +501,8 @@ mod tests {
             waiting       settled, outdated, RESET_..._AND_TIMESTAMPS                -> materialized  RecordWithoutTransforming, NotifyDependents
             waiting       settled, version changed, RESET_TRANSFORMATION_CHECKSUMS   -> materialized  RecordVersion, NotifyDependents
             waiting       settled, never materialized, RESET_TRANSFORMATION_CHECKSUMS -> transforming  Transform
+            waiting       settled, no done flag                                      -> transforming  Transform
+            waiting       settled, no done flag, RESET_..._AND_TIMESTAMPS            -> no-data       RecordNoData, NotifyDependents
             waiting       transformed, data                                          -> waiting       Ignore
             waiting       transformed, no data                                       -> waiting       Ignore
             waiting       failed, retry                                              -> waiting       Ignore
@@ -460,6 +520,8 @@ mod tests {
             transforming  settled, outdated, RESET_..._AND_TIMESTAMPS                -> transforming  Ignore
             transforming  settled, version changed, RESET_TRANSFORMATION_CHECKSUMS   -> transforming  Ignore
             transforming  settled, never materialized, RESET_TRANSFORMATION_CHECKSUMS -> transforming  Ignore
+            transforming  settled, no done flag                                      -> transforming  Ignore
+            transforming  settled, no done flag, RESET_..._AND_TIMESTAMPS            -> transforming  Ignore
             transforming  transformed, data                                          -> materialized  RecordMaterialized, NotifyDependents
             transforming  transformed, no data                                       -> no-data       RecordNoData, NotifyDependents
             transforming  failed, retry                                              -> retrying      ScheduleRetry
@@ -477,6 +539,8 @@ mod tests {
             materialized  settled, outdated, RESET_..._AND_TIMESTAMPS                -> materialized  Ignore
             materialized  settled, version changed, RESET_TRANSFORMATION_CHECKSUMS   -> materialized  Ignore
             materialized  settled, never materialized, RESET_TRANSFORMATION_CHECKSUMS -> materialized  Ignore
+            materialized  settled, no done flag                                      -> materialized  Ignore
+            materialized  settled, no done flag, RESET_..._AND_TIMESTAMPS            -> materialized  Ignore
             materialized  transformed, data                                          -> materialized  Ignore
             materialized  transformed, no data                                       -> materialized  Ignore
             materialized  failed, retry                                              -> materialized  Ignore
@@ -494,6 +558,8 @@ mod tests {
             retrying      settled, outdated, RESET_..._AND_TIMESTAMPS                -> retrying      Ignore
             retrying      settled, version changed, RESET_TRANSFORMATION_CHECKSUMS   -> retrying      Ignore
             retrying      settled, never materialized, RESET_TRANSFORMATION_CHECKSUMS -> retrying      Ignore
+            retrying      settled, no done flag                                      -> retrying      Ignore
+            retrying      settled, no done flag, RESET_..._AND_TIMESTAMPS            -> retrying      Ignore
             retrying      transformed, data                                          -> retrying      Ignore
             retrying      transformed, no data                                       -> retrying      Ignore
             retrying      failed, retry                                              -> retrying      Ignore
@@ -511,6 +577,8 @@ mod tests {
             failed        settled, outdated, RESET_..._AND_TIMESTAMPS                -> failed        Ignore
             failed        settled, version changed, RESET_TRANSFORMATION_CHECKSUMS   -> failed        Ignore
             failed        settled, never materialized, RESET_TRANSFORMATION_CHECKSUMS -> failed        Ignore
+            failed        settled, no done flag                                      -> failed        Ignore
+            failed        settled, no done flag, RESET_..._AND_TIMESTAMPS            -> failed        Ignore
             failed        transformed, data                                          -> failed        Ignore
             failed        transformed, no data                                       -> failed        Ignore
             failed        failed, retry                                              -> failed        Ignore
@@ -530,7 +598,7 @@ mod tests {
             newest_dependency: Some(("s.d/Raw/1", 90)),
             ..Facts::default()
         };
-        let external = Facts { external_flag: Some(Some(100)), newest_dependency: None, ..base };
+        let external = Facts { external_flag: Some(FlagCheck::Unchanged), newest_dependency: None, ..base };
         let cases: Vec<(&str, Facts<'_>)> = vec![
             ("up to date", base),
             ("invalidated", Facts { invalidated: true, ..base }),
@@ -540,13 +608,21 @@ mod tests {
             ("dependency newer", Facts { newest_dependency: Some(("s.d/Raw/1", 101)), ..base }),
             ("dependency as old", Facts { newest_dependency: Some(("s.d/Raw/1", 100)), ..base }),
             ("external, same flag", external),
-            ("external, flag rewritten", Facts { external_flag: Some(Some(150)), ..external }),
-            ("external, flag gone", Facts { external_flag: Some(None), ..external }),
+            ("external, flag rewritten", Facts { external_flag: Some(FlagCheck::Changed), ..external }),
+            ("external, flag gone", Facts { external_flag: Some(FlagCheck::Absent), ..external }),
+            (
+                "external, flag gone, invalidated",
+                Facts { external_flag: Some(FlagCheck::Absent), invalidated: true, ..external },
+            ),
+            ("data gone", Facts { data_gone: true, ..base }),
+            ("data gone, version changed", Facts { data_gone: true, current_version: "v2", ..base }),
+            ("data gone, never materialized", Facts { data_gone: true, recorded_timestamp: None, ..base }),
         ];
         let table: String = cases
             .iter()
             .map(|(name, facts)| match freshness(facts) {
                 Freshness::UpToDate => format!("{name}: up to date\n"),
+                Freshness::NoDoneFlag => format!("{name}: no done flag\n"),
                 Freshness::Outdated(reason) => format!("{name}: {reason}\n"),
             })
             .collect();
@@ -560,7 +636,11 @@ mod tests {
             dependency as old: up to date
             external, same flag: up to date
             external, flag rewritten: new external data
-            external, flag gone: new external data
+            external, flag gone: no done flag
+            external, flag gone, invalidated: no done flag
+            data gone: data gone
+            data gone, version changed: data gone
+            data gone, never materialized: never materialized
         "#]]
         .assert_eq(&table);
     }
