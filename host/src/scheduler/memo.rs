@@ -147,13 +147,11 @@ impl Memo {
         // Added to, never replacing, a mask a directory may have already.
         let mask =
             WatchMask::ATTRIB | WatchMask::DELETE_SELF | WatchMask::MOVE_SELF | WatchMask::MODIFY | WatchMask::MASK_ADD;
-        match self.inotify.watches().add(flag, mask) {
-            Ok(wd) => {
-                let wd = wd.get_watch_descriptor_id();
-                self.watched.entry(wd).or_insert_with(|| (flag.to_path_buf(), HashSet::new())).1.insert(id);
-                self.watch_of.insert(id, true);
-            }
-            Err(e) => tracing::debug!("not watching {}: {e}; its view is checked on every run", flag.display()),
+        if let Some(wd) = self.add(flag, mask, "its view is checked on every run")
+            && let Some((_, views)) = self.watched.get_mut(&wd)
+        {
+            views.insert(id);
+            self.watch_of.insert(id, true);
         }
     }
 
@@ -168,15 +166,22 @@ impl Memo {
             | WatchMask::MOVE_SELF
             | WatchMask::MOVED_FROM
             | WatchMask::MOVED_TO;
-        match self.inotify.watches().add(dir, mask) {
+        let wd = self.add(dir, mask, "views below it are checked on every run")?;
+        self.by_dir.insert(dir.to_path_buf(), wd);
+        Some(wd)
+    }
+
+    /// Adds an inotify watch on `path` and registers its id; a watch that
+    /// cannot be added is logged with `otherwise`, what follows from it.
+    fn add(&mut self, path: &Path, mask: inotify::WatchMask, otherwise: &str) -> Option<i32> {
+        match self.inotify.watches().add(path, mask) {
             Ok(wd) => {
                 let wd = wd.get_watch_descriptor_id();
-                self.by_dir.insert(dir.to_path_buf(), wd);
-                self.watched.entry(wd).or_insert_with(|| (dir.to_path_buf(), HashSet::new()));
+                self.watched.entry(wd).or_insert_with(|| (path.to_path_buf(), HashSet::new()));
                 Some(wd)
             }
             Err(e) => {
-                tracing::debug!("not watching {}: {e}; views below it are checked on every run", dir.display());
+                tracing::debug!("not watching {}: {e}; {otherwise}", path.display());
                 None
             }
         }
