@@ -11,7 +11,7 @@ use super::{ApiError, AppState};
 use crate::metastore::RunRecord;
 use crate::model::{FlowStatus, RunStatus, StopEffect};
 use crate::scheduler::table::Table;
-use crate::scheduler::{Mode, Stopping};
+use crate::scheduler::{Mode, Stopping, check_full_refresh};
 
 #[utoipa::path(post, path = "/materialize/{pattern}",
     params(("pattern" = String, Path, description = "A view pattern"), wire::MaterializeQuery),
@@ -28,9 +28,13 @@ pub(super) async fn materialize(
         Some(text) => text.parse::<Mode>().map_err(ApiError::bad_request)?,
         None => Mode::Default,
     };
+    let full_refresh = query.full_refresh.unwrap_or(false);
+    if full_refresh {
+        check_full_refresh(mode).map_err(ApiError::bad_request)?;
+    }
     within_limit(&pattern)?;
     let events_from = state.store.next_sequence()?;
-    let accepted = state.handle.materialize(pattern, mode).await?;
+    let accepted = state.handle.materialize_with(pattern, mode, full_refresh).await?;
     let views = accepted.views.into_iter().map(|(view, state)| wire::AcceptedView { view, state }).collect();
     Ok((
         StatusCode::ACCEPTED,
@@ -66,6 +70,7 @@ fn run_of(record: RunRecord, table: &Table, server_started: i64) -> wire::Run {
         finished: record.finished,
         termination: record.termination,
         idle: record.idle,
+        full_refresh: record.full_refresh,
     }
 }
 

@@ -83,6 +83,9 @@ pub struct MaterializeQuery {
     /// DEFAULT, RESET_TRANSFORMATION_CHECKSUMS,
     /// RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS, TRANSFORM_ONLY or SET_ONLY.
     pub mode: Option<String>,
+    /// Rebuild the pattern's views whatever their state; what they depend
+    /// on is read as it stands and reported EXCLUDED. DEFAULT mode only.
+    pub full_refresh: Option<bool>,
 }
 
 // A view a run addresses, with its state when the run was accepted. (A
@@ -144,6 +147,9 @@ pub struct Run {
     /// Views found up to date (counted, not listed among the flows).
     #[serde(default)]
     pub idle: usize,
+    /// A full refresh: the pattern's views rebuilt whatever their state.
+    #[serde(default)]
+    pub full_refresh: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

@@ -370,6 +370,7 @@ fn run_record(run: wire::Run) -> RunRecord {
         finished: run.finished,
         termination: run.termination,
         idle: run.idle,
+        full_refresh: run.full_refresh,
     }
 }
 

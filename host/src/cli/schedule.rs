@@ -13,7 +13,7 @@ use crate::listeners::{Lag, State};
 use crate::model::{FlowStatus, Termination, ViewState, wire_name};
 use crate::plugins::Plugins;
 use crate::runtime::Runtime;
-use crate::scheduler::{Invalidation, Mode, RunSummary, Scheduler};
+use crate::scheduler::{Invalidation, Mode, RunSummary, Scheduler, check_full_refresh};
 use crate::session::Session;
 
 #[derive(Debug, Args)]
@@ -26,6 +26,10 @@ pub(super) struct MaterializeArgs {
     /// DEFAULT, RESET_TRANSFORMATION_CHECKSUMS, RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS, TRANSFORM_ONLY or SET_ONLY
     #[arg(long, default_value = "DEFAULT", value_parser = str::parse::<Mode>)]
     mode: Mode,
+    /// Rebuild the views of the pattern whatever their state; what they depend on is read as it
+    /// stands and reported EXCLUDED (DEFAULT mode only)
+    #[arg(long)]
+    full_refresh: bool,
     /// With --server, follow the run to its end and print its summary (else it is only started);
     /// an embedded materialize always does
     #[arg(long)]
@@ -69,7 +73,17 @@ fn progress_bar() -> indicatif::ProgressBar {
     bar
 }
 
+/// A full refresh with another mode than DEFAULT is bad input, refused
+/// before anything is opened or sent.
+fn check_mode(args: &MaterializeArgs) -> anyhow::Result<()> {
+    if args.full_refresh {
+        check_full_refresh(args.mode).map_err(anyhow::Error::msg)?;
+    }
+    Ok(())
+}
+
 pub(super) async fn materialize(args: &MaterializeArgs, runtime: &Runtime) -> anyhow::Result<Status> {
+    check_mode(args)?;
     let catalog = load_to_run(&args.project.project, "materialize")?;
     let mut session = Session::open(catalog.clone(), runtime).await?;
     let bar = progress_bar();
@@ -110,7 +124,7 @@ pub(super) async fn materialize(args: &MaterializeArgs, runtime: &Runtime) -> an
         // The id `trellis stop` takes, where the user is looking.
         run_bar.set_prefix(format!("run {run}"));
     });
-    let summary = scheduler.materialize_until(&args.views, args.mode, stop).await;
+    let summary = scheduler.materialize_until(&args.views, args.mode, args.full_refresh, stop).await;
     bar.finish_and_clear();
     let summary = match summary {
         Ok(summary) => summary,
@@ -168,7 +182,9 @@ fn outcome(summary: &RunSummary) -> Status {
 /// `--wait` followed through the server's event stream to its end, then
 /// summarized from its record as an embedded run is.
 pub(super) async fn materialize_remote(args: &MaterializeArgs, server: &Server) -> anyhow::Result<Status> {
-    let query = wire::MaterializeQuery { mode: Some(wire_name(&args.mode)) };
+    check_mode(args)?;
+    let query =
+        wire::MaterializeQuery { mode: Some(wire_name(&args.mode)), full_refresh: args.full_refresh.then_some(true) };
     let accepted: wire::Accepted = server.post(&remote::path("materialize", &args.views), &query).await?;
     if !args.wait {
         if args.project.json {
@@ -269,6 +285,7 @@ fn print_summary(summary: &RunSummary, json: bool) -> anyhow::Result<()> {
             FlowStatus::TerminatedWithError,
             FlowStatus::Skipped,
             FlowStatus::Canceled,
+            FlowStatus::Excluded,
         ]
         .into_iter()
         .map(|status| (status, summary.count(status)))

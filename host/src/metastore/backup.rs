@@ -367,6 +367,7 @@ mod tests {
             finished: Some(2),
             termination: None,
             idle: 3,
+            full_refresh: false,
         };
         store
             .commit(&Commit {

@@ -18,6 +18,10 @@ pub struct RunRecord {
     /// Views found up to date: counted, not listed among the flows.
     #[serde(default)]
     pub idle: usize,
+    /// A full refresh: the views of the pattern rebuilt whatever their
+    /// state, what they depend on read as it stands (absent before it existed).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub full_refresh: bool,
 }
 
 /// Flow keys: run id, NUL, view, so that one run's flows are a prefix.

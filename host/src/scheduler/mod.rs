@@ -19,7 +19,7 @@ mod state;
 pub mod table;
 pub mod transition;
 
-pub use run::{Run, RunSummary, StopReason, TaskReport};
+pub use run::{Run, RunSummary, StopReason, TaskReport, check_full_refresh};
 pub use service::{Accepted, Handle, Service, Stopping};
 pub use state::{Invalidation, Permits, Progress, Scheduler};
 pub use transition::{Action, Event, Facts, Freshness, Mode, Reason, Settled, freshness, transition};

@@ -9,7 +9,7 @@
 //! The embedded `materialize` is a short driver over this API; the service
 //! is the other.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,7 +21,7 @@ use super::publish::Staging;
 use super::record::{self, previous_stable};
 use super::state::{Progress, Scheduler, Standing, flag_identity, new_event, now_millis};
 use super::table::Running;
-use super::transition::{Action, Event, Mode, Settled, transition};
+use super::transition::{Action, Event, Freshness, Mode, Reason, Settled, transition};
 use crate::catalog::Transformation;
 use crate::lattice::ViewId;
 use crate::metastore::{Commit, RunRecord, SeenFlag};
@@ -55,6 +55,19 @@ impl RunSummary {
     /// Views the run touched, idle ones included.
     pub fn views(&self) -> usize {
         self.flows.len() + self.idle
+    }
+}
+
+/// A full refresh runs in DEFAULT mode only: the other modes say how to
+/// treat views that are outdated, and a full refresh treats every selected
+/// view as outdated. The one-line refusal otherwise.
+pub fn check_full_refresh(mode: Mode) -> Result<(), String> {
+    match mode {
+        Mode::Default => Ok(()),
+        other => Err(format!(
+            "a full refresh runs in DEFAULT mode only, not {}: it rebuilds the selected views whatever their state",
+            crate::model::wire_name(&other)
+        )),
     }
 }
 
@@ -129,6 +142,12 @@ pub struct Run {
     stop: Option<StopReason>,
     /// Everything in flight was canceled.
     stopped: bool,
+    /// The views the run was asked for.
+    addressed: Vec<ViewId>,
+    /// A full refresh: the addressed views are its selection, rebuilt
+    /// whatever their state; what they depend on outside it is read as it
+    /// stands and reported EXCLUDED.
+    full_refresh: Option<HashSet<ViewId>>,
 }
 
 impl Run {
@@ -176,21 +195,24 @@ impl Scheduler {
     /// Materializes the views of `pattern` and, unless the mode says
     /// otherwise, their dependencies first.
     pub async fn materialize(&mut self, pattern_text: &str, mode: Mode) -> Result<RunSummary, Error> {
-        self.materialize_until(pattern_text, mode, std::future::pending()).await
+        self.materialize_until(pattern_text, mode, false, std::future::pending()).await
     }
 
     /// Like [`Scheduler::materialize`], but stops when `stop` completes:
     /// running transformations are canceled (their views keep their
     /// previous data), views not started are skipped.
+    /// With `full_refresh`, the views of `pattern` are rebuilt whatever
+    /// their state (see [`Scheduler::begin`]).
     pub async fn materialize_until(
         &mut self,
         pattern_text: &str,
         mode: Mode,
+        full_refresh: bool,
         stop: impl std::future::Future<Output = ()>,
     ) -> Result<RunSummary, Error> {
         self.transformations()?;
         let addressed = self.instantiate(pattern_text)?;
-        let record = self.new_run(pattern_text, mode)?;
+        let record = self.new_run(pattern_text, mode, full_refresh)?;
         let mut run = self.begin(record, mode, &addressed);
         let mut stop = std::pin::pin!(stop);
         let steps = async {
@@ -212,8 +234,13 @@ impl Scheduler {
         self.finish(run, steps)
     }
 
-    /// Starts a recorded run: `addressed` are asked to materialize.
+    /// Starts a recorded run: `addressed` are asked to materialize. A full
+    /// refresh (the record says) selects exactly them: each is transformed
+    /// even if up to date (external data has its flag checked), after those
+    /// of its dependencies that are selected too; the others are read as
+    /// they stand, as TRANSFORM_ONLY reads them.
     pub fn begin(&mut self, record: RunRecord, mode: Mode, addressed: &[ViewId]) -> Run {
+        let full_refresh = record.full_refresh.then(|| addressed.iter().copied().collect());
         let id: Arc<str> = record.id.as_str().into();
         if let Some(announce) = &mut self.run_started {
             announce(&id);
@@ -247,6 +274,8 @@ impl Scheduler {
             incoming,
             stop: None,
             stopped: false,
+            addressed: addressed.to_vec(),
+            full_refresh,
         }
     }
 
@@ -430,7 +459,13 @@ impl Scheduler {
                 let judged = actions
                     .iter()
                     .any(|a| matches!(a, Action::ReportIdle | Action::RecordMaterialized | Action::RecordNoData));
-                if mode == Mode::Default && judged && matches!(state, ViewState::Materialized | ViewState::NoData) {
+                // (A full refresh reads unselected dependencies as they
+                // stand, outdated or not: what it builds is not known clean.)
+                if mode == Mode::Default
+                    && run.full_refresh.is_none()
+                    && judged
+                    && matches!(state, ViewState::Materialized | ViewState::NoData)
+                {
                     // External data and published data are clean only while watched.
                     let materialized = state == ViewState::Materialized;
                     memo.settled(id, &self.lattice, (external || materialized).then_some(materialized));
@@ -476,11 +511,14 @@ impl Scheduler {
     /// how driving it went; a run that ended on an error (the metastore's)
     /// is not current any more and, if the metastore still takes it, its
     /// record says why.
-    pub fn finish(&mut self, run: Run, steps: Result<(), Error>) -> Result<RunSummary, Error> {
+    pub fn finish(&mut self, mut run: Run, steps: Result<(), Error>) -> Result<RunSummary, Error> {
         if let Err(e) = steps {
             self.with_table(|table| table.current_run = None);
             let _ = self.finish_unstarted(run.record, Termination::Failed(e.to_string()));
             return Err(e);
+        }
+        for view in self.excluded(&run) {
+            run.flows.insert(view, FlowStatus::Excluded);
         }
         let Run { record, id, mut flows, mut failures, stop, stopped, .. } = run;
         if stopped {
@@ -538,6 +576,29 @@ impl Scheduler {
         Ok(RunSummary { id: id.to_string(), flows, idle, failures, incomplete, with_errors, termination })
     }
 
+    /// The views a run reports EXCLUDED (seed 003: in the graph, not
+    /// selected): of everything the addressed views depend on, transitively,
+    /// those the run did not select and never looked at. A run that asks
+    /// dependencies (DEFAULT, the RESET modes) selects all of them, so it
+    /// excludes none; TRANSFORM_ONLY, SET_ONLY and a full refresh select
+    /// the addressed views only. Views elsewhere in the lattice are no part
+    /// of the run and are not listed.
+    fn excluded(&self, run: &Run) -> Vec<ViewId> {
+        let selects_dependencies = matches!(
+            run.mode,
+            Mode::Default | Mode::ResetTransformationChecksums | Mode::ResetTransformationChecksumsAndTimestamps
+        ) && run.full_refresh.is_none();
+        if selects_dependencies {
+            return Vec::new();
+        }
+        let addressed: HashSet<ViewId> = run.addressed.iter().copied().collect();
+        self.lattice
+            .closure(&run.addressed)
+            .into_iter()
+            .filter(|view| !addressed.contains(view) && !run.flows.contains_key(view))
+            .collect()
+    }
+
     fn execute_action(&mut self, run: &mut Run, id: ViewId, action: Action) {
         let mode = run.mode;
         match action {
@@ -547,6 +608,13 @@ impl Scheduler {
                 dependencies.dedup();
                 let mut pending = 0;
                 for dependency in dependencies {
+                    // A full refresh asks only what it selected (whatever
+                    // the memo says) and reads the rest as it stands.
+                    if let Some(selected) = &run.full_refresh
+                        && !selected.contains(&dependency)
+                    {
+                        continue;
+                    }
                     // A view the memo knows to be up to date is taken as it
                     // is, without asking it or what it depends on; unless
                     // this run has it in flight, when it is waited for.
@@ -555,6 +623,7 @@ impl Scheduler {
                         ViewState::Waiting | ViewState::Transforming | ViewState::Retrying
                     );
                     let known_fresh = mode == Mode::Default
+                        && run.full_refresh.is_none()
                         && !in_flight
                         && self.memo.as_ref().is_some_and(|m| m.is_clean(dependency));
                     let theirs = run.view(dependency);
@@ -651,10 +720,30 @@ impl Scheduler {
     /// `plan` judges it).
     fn settle(&mut self, run: &mut Run, id: ViewId) -> Event {
         let mode = run.mode;
-        let judgement =
-            self.judge(id, |_, slot| Standing { state: slot.record.state, timestamp: slot.record.timestamp });
+        // A full refresh reads what it did not select as it stands: one
+        // never materialized (nor failed) has no data, as when it was checked.
+        let selected = run.full_refresh.as_ref();
+        let judgement = self.judge(id, |dependency, slot| {
+            let state = match selected {
+                Some(selected)
+                    if !selected.contains(&dependency)
+                        && !matches!(slot.record.state, ViewState::Materialized | ViewState::Failed) =>
+                {
+                    ViewState::NoData
+                }
+                _ => slot.record.state,
+            };
+            Standing { state, timestamp: slot.record.timestamp }
+        });
         run.view(id).settled = Some(judgement.settled);
-        Event::DependenciesSettled { mode, settled: judgement.settled, freshness: judgement.freshness }
+        let external = matches!(self.lattice.view_type(id).transformation, Transformation::External);
+        // A full refresh rebuilds what it selected, up to date or not; the
+        // flag of external data is checked as always, since it cannot be rebuilt.
+        let freshness = match judgement.freshness {
+            Freshness::UpToDate if run.full_refresh.is_some() && !external => Freshness::Outdated(Reason::FullRefresh),
+            other => other,
+        };
+        Event::DependenciesSettled { mode, settled: judgement.settled, freshness }
     }
 
     fn start_transformation(

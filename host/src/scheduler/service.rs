@@ -31,7 +31,7 @@ type Reply<T> = oneshot::Sender<Result<T, Error>>;
 /// What the service can be asked, through a [`Handle`].
 enum Request {
     Instantiate { pattern: String, closure: bool, reply: Reply<Vec<u32>> },
-    Materialize { pattern: String, mode: Mode, reply: Reply<Accepted> },
+    Materialize { pattern: String, mode: Mode, full_refresh: bool, reply: Reply<Accepted> },
     Invalidate { pattern: String, dependencies: bool, reply: Reply<Invalidation> },
     Plan { pattern: String, reply: Reply<Vec<(String, String)>> },
     Stop { run: String, reply: Reply<Stopping> },
@@ -131,7 +131,13 @@ impl Handle {
 
     /// Records a run of `pattern`, which starts once those ahead of it end.
     pub async fn materialize(&self, pattern: String, mode: Mode) -> Result<Accepted, Error> {
-        self.ask(|reply| Request::Materialize { pattern, mode, reply }).await
+        self.materialize_with(pattern, mode, false).await
+    }
+
+    /// Like [`Handle::materialize`]; with `full_refresh`, the pattern's
+    /// views are rebuilt whatever their state (see `Scheduler::begin`).
+    pub async fn materialize_with(&self, pattern: String, mode: Mode, full_refresh: bool) -> Result<Accepted, Error> {
+        self.ask(|reply| Request::Materialize { pattern, mode, full_refresh, reply }).await
     }
 
     pub async fn invalidate(&self, pattern: String, dependencies: bool) -> Result<Invalidation, Error> {
@@ -285,8 +291,8 @@ impl Service {
                 });
                 let _ = reply.send(result);
             }
-            Request::Materialize { pattern, mode, reply } => {
-                let _ = reply.send(self.accept(&pattern, mode));
+            Request::Materialize { pattern, mode, full_refresh, reply } => {
+                let _ = reply.send(self.accept(&pattern, mode, full_refresh));
             }
             Request::Invalidate { pattern, dependencies, reply } => {
                 let run = self.run.as_ref();
@@ -302,13 +308,13 @@ impl Service {
         }
     }
 
-    fn accept(&mut self, pattern: &str, mode: Mode) -> Result<Accepted, Error> {
+    fn accept(&mut self, pattern: &str, mode: Mode, full_refresh: bool) -> Result<Accepted, Error> {
         if self.closing.is_some() {
             return Err(Error::Closing);
         }
         self.scheduler.transformations()?;
         let addressed = self.scheduler.instantiate(pattern)?;
-        let record = self.scheduler.new_run(pattern, mode)?;
+        let record = self.scheduler.new_run(pattern, mode, full_refresh)?;
         let views =
             addressed.iter().map(|&id| (self.scheduler.lattice().url_path(id), self.scheduler.state_of(id))).collect();
         let queued_behind = self.queued.len() + usize::from(self.run.is_some());

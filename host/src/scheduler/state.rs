@@ -248,7 +248,7 @@ impl Scheduler {
 
     /// Records a new run, not started yet, with an id that sorts by start
     /// time and never repeats, even for runs started in the same millisecond.
-    pub fn new_run(&mut self, pattern_text: &str, mode: super::Mode) -> Result<RunRecord, Error> {
+    pub fn new_run(&mut self, pattern_text: &str, mode: super::Mode, full_refresh: bool) -> Result<RunRecord, Error> {
         let mut started = now_millis();
         while self.store.run(&format!("{started:x}"))?.is_some() {
             started += 1;
@@ -261,6 +261,7 @@ impl Scheduler {
             finished: None,
             termination: None,
             idle: 0,
+            full_refresh,
         };
         self.store.commit(&Commit { runs: vec![run.clone()], ..Commit::default() })?;
         Ok(run)

@@ -56,6 +56,8 @@ pub enum Reason {
     NewExternalData,
     /// Its published data (its done flag) is gone.
     DataGone,
+    /// Selected by a full refresh, which rebuilds whatever the view's state.
+    FullRefresh,
 }
 
 impl fmt::Display for Reason {
@@ -70,6 +72,7 @@ impl fmt::Display for Reason {
             Reason::Invalidated => f.write_str("invalidated"),
             Reason::NewExternalData => f.write_str("new external data"),
             Reason::DataGone => f.write_str("data gone"),
+            Reason::FullRefresh => f.write_str("full refresh"),
         }
     }
 }
