@@ -71,6 +71,55 @@ impl std::str::FromStr for ViewState {
     }
 }
 
+/// What is shown of a view wherever it is shown (`views`, embedded or
+/// remote, text or JSON, and `GET /views`): its state, the flags it took
+/// from its dependencies, and an invalidation not acted on yet. That last
+/// is kept apart from the state (a run stopped or killed after taking the
+/// view up, or a failed transformation, leaves the view in the state it
+/// had), and `plan` counts it: the view will be transformed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ViewCondition {
+    pub state: ViewState,
+    /// Materialized while some dependencies had no data.
+    pub incomplete: bool,
+    /// Materialized while some dependencies had failed.
+    pub errors: bool,
+    /// Invalidated, and not rematerialized since, while its state says
+    /// something else.
+    pub invalidation_pending: bool,
+}
+
+impl ViewCondition {
+    /// The one rule of the state filters (`views -s`, `?status=`): a view
+    /// is in its state, and one with an invalidation pending is also
+    /// `invalidated`, as `plan` says it is.
+    pub fn is_in(&self, wanted: ViewState) -> bool {
+        self.state == wanted || (wanted == ViewState::Invalidated && self.invalidation_pending)
+    }
+
+    /// The rule of the issue filter (`?issue=`).
+    pub fn has(&self, issue: Issue) -> bool {
+        match issue {
+            Issue::Errors => self.errors,
+            Issue::Incomplete => self.incomplete,
+        }
+    }
+
+    /// The flags as text shows them after the state, e.g.
+    /// ` (invalidation pending, incomplete)`; empty without any.
+    pub fn flags_text(&self) -> String {
+        let flags: Vec<&str> = [
+            (self.invalidation_pending, "invalidation pending"),
+            (self.incomplete, "incomplete"),
+            (self.errors, "errors"),
+        ]
+        .into_iter()
+        .filter_map(|(set, name)| set.then_some(name))
+        .collect();
+        if flags.is_empty() { String::new() } else { format!(" ({})", flags.join(", ")) }
+    }
+}
+
 /// A filter on views' URL paths: a regular expression, with a size limit so
 /// that a hostile one cannot take the process's memory.
 pub fn view_filter(text: &str) -> Result<regex::Regex, String> {
@@ -262,6 +311,19 @@ mod tests {
         let listeners = [ListenerStateKind::Enabled, ListenerStateKind::Disabled, ListenerStateKind::Unavailable];
         assert_eq!(listeners.map(|s| wire_name(&s)), ["enabled", "disabled", "unavailable"]);
         assert_eq!(from_wire_name::<Issue>("warnings"), None);
+    }
+
+    #[test]
+    fn a_pending_invalidation_counts_as_invalidated_and_is_shown() {
+        let pending =
+            ViewCondition { state: ViewState::Materialized, invalidation_pending: true, ..Default::default() };
+        assert!(pending.is_in(ViewState::Materialized) && pending.is_in(ViewState::Invalidated));
+        assert!(!pending.is_in(ViewState::Failed));
+        let plain = ViewCondition { state: ViewState::Materialized, errors: true, ..Default::default() };
+        assert!(!plain.is_in(ViewState::Invalidated) && plain.has(Issue::Errors) && !plain.has(Issue::Incomplete));
+        assert_eq!(pending.flags_text(), " (invalidation pending)");
+        assert_eq!(plain.flags_text(), " (errors)");
+        assert_eq!(ViewCondition::default().flags_text(), "");
     }
 
     #[test]

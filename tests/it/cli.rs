@@ -217,3 +217,102 @@ fn a_transformation_that_fits_the_memory_budget_only_without_the_listeners_is_re
     assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
     assert!(ran.stdout.contains("190 successful"), "{}", ran.stdout);
 }
+
+/// `trellis views` with a server, reading what `serve` on `project` shows.
+fn views_remote(project: &std::path::Path, args: &[&str]) -> crate::support::Run {
+    let server = crate::support::Server::start(project, &[], &[]);
+    let result = run(trellis().env_remove("TRELLIS_SERVER").arg("--server").arg(&server.url).args(args));
+    server.stop();
+    result
+}
+
+/// The JSON of `views` and `materialize` carries the flags a view took from
+/// its dependencies, as their text does, embedded and through a server.
+#[test]
+fn json_carries_the_incomplete_and_errors_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("p");
+    crate::support::Daily::new("j", "trivial", 2).chained().write(&project);
+    // The second day's input has no data: its Out is built from the first day's Out only.
+    std::fs::remove_file(project.join("data/raw/2015/01/02/_SUCCESS")).unwrap();
+    let day = "j.mart/Out/2015/01/02";
+    let result = run(trellis().current_dir(&project).args(["materialize", "--json", "-v", day]));
+    assert_eq!(result.code, 0, "{}{}", result.stdout, result.stderr);
+    let summary: serde_json::Value = serde_json::from_str(&result.stdout).unwrap();
+    assert_eq!(summary["incomplete"], serde_json::json!([day]), "{summary}");
+    assert_eq!(summary["with_errors"], serde_json::json!([]), "{summary}");
+
+    let embedded = run(trellis().current_dir(&project).args(["views", "--json", "-v", day]));
+    let remote = views_remote(&project, &["views", "--json", "-v", day]);
+    for listing in [embedded, remote] {
+        assert_eq!(listing.code, 0, "{}", listing.stderr);
+        let views: serde_json::Value = serde_json::from_str(&listing.stdout).unwrap();
+        assert_eq!(views[0]["state"], "materialized", "{views}");
+        assert_eq!(views[0]["incomplete"], true, "{views}");
+        assert_eq!(views[0]["errors"], false, "{views}");
+    }
+    let text = run(trellis().current_dir(&project).args(["views", "-v", day]));
+    assert!(text.stdout.contains("  materialized (incomplete)  "), "{}", text.stdout);
+}
+
+/// An invalidation a run took up and was stopped before acting on is kept
+/// (the view stays materialized meanwhile): `views` shows it, embedded and
+/// through a server, in text and JSON, and `-s invalidated` lists the view,
+/// as `plan` says it will be transformed.
+#[test]
+fn a_pending_invalidation_is_shown_and_selected_as_plan_sees_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = crate::support::gated_project(dir.path(), 1);
+    let view = "g.mart/Out/2015/01/01";
+    crate::support::open_gates(&project);
+    let first = run(trellis().current_dir(&project).args(["materialize", "-v", view]));
+    assert_eq!(first.code, 0, "{}{}", first.stdout, first.stderr);
+    // Gates closed again: the next transformation holds until it is stopped.
+    std::fs::remove_file(project.join("data/raw/2015/01/01/GO")).unwrap();
+    let invalidated = run(trellis().current_dir(&project).args(["invalidate", "-v", view]));
+    assert_eq!(invalidated.stdout, format!("invalidated {view}\n"));
+
+    let child = trellis()
+        .current_dir(&project)
+        .args(["materialize", "-v", view])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The run names itself once it has begun; a stop then takes effect when
+    // the view is in flight, held by its gate.
+    let active = project.join(".trellis/metastore.active-run");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !active.exists() {
+        assert!(std::time::Instant::now() < deadline, "the run never began");
+        std::thread::yield_now();
+    }
+    let stop = run(trellis().current_dir(&project).args(["stop"]));
+    assert_eq!(stop.code, 0, "{}", stop.stderr);
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("CANCELED") && stdout.contains("stopped by request"), "{stdout}");
+
+    let plan = run(trellis().current_dir(&project).args(["plan", "-v", view]));
+    assert!(plan.stdout.contains(&format!("{view}: transform: invalidated")), "{}", plan.stdout);
+    let text = run(trellis().current_dir(&project).args(["views", "-v", view]));
+    assert!(text.stdout.starts_with(&format!("{view}  materialized (invalidation pending)  ")), "{}", text.stdout);
+    let selected =
+        run(trellis().current_dir(&project).args(["views", "-v", "g.mart/Out/2015/01/01", "-s", "invalidated"]));
+    assert_eq!(selected.stdout.lines().count(), 1, "{}", selected.stdout);
+    let embedded = run(trellis().current_dir(&project).args(["views", "--json", "-s", "invalidated", "-v", view]));
+    let remote = views_remote(&project, &["views", "--json", "-s", "invalidated", "-v", view]);
+    for listing in [embedded, remote] {
+        assert_eq!(listing.code, 0, "{}", listing.stderr);
+        let views: serde_json::Value = serde_json::from_str(&listing.stdout).unwrap();
+        assert_eq!(views.as_array().map(Vec::len), Some(1), "{views}");
+        assert_eq!(views[0]["state"], "materialized", "{views}");
+        assert_eq!(views[0]["invalidation_pending"], true, "{views}");
+    }
+    // The next run acts on it, and then it is pending no more.
+    crate::support::open_gates(&project);
+    let next = run(trellis().current_dir(&project).args(["materialize", "-v", view]));
+    assert!(next.stdout.contains(&format!("SUCCESSFUL             {view}")), "{}", next.stdout);
+    let after = run(trellis().current_dir(&project).args(["views", "-s", "invalidated", "-v", view]));
+    assert_eq!(after.stdout, "");
+}

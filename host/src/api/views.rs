@@ -56,11 +56,9 @@ impl Selection {
     }
 
     fn selects(&self, row: &ViewRow) -> bool {
-        self.status.is_none_or(|status| status == row.state)
-            && self.issue.is_none_or(|issue| match issue {
-                Issue::Errors => row.errors,
-                Issue::Incomplete => row.incomplete,
-            })
+        let condition = row.condition();
+        self.status.is_none_or(|status| condition.is_in(status))
+            && self.issue.is_none_or(|issue| condition.has(issue))
             && self.filter.as_ref().is_none_or(|filter| filter.is_match(&row.url))
     }
 }
@@ -135,6 +133,7 @@ async fn views_of(state: &AppState, pattern: Option<String>, query: wire::ViewsQ
             timestamp: row.timestamp,
             incomplete: row.incomplete,
             errors: row.errors,
+            invalidation_pending: row.invalidation_pending,
             last_error: row.last_error.clone(),
             data_path: row.data_path.display().to_string(),
             dependencies,

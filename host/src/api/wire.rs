@@ -24,7 +24,8 @@ pub struct ErrorBody {
 #[into_params(parameter_in = Query)]
 pub struct ViewsQuery {
     /// Only views in this state (receive, invalidated, no-data, waiting,
-    /// transforming, materialized, retrying, failed).
+    /// transforming, materialized, retrying, failed); `invalidated` also
+    /// selects views with an invalidation pending.
     #[param(value_type = Option<String>)]
     pub status: Option<ViewState>,
     /// Only views whose URL path matches this regular expression.
@@ -57,6 +58,11 @@ pub struct View {
     pub timestamp: Option<i64>,
     pub incomplete: bool,
     pub errors: bool,
+    /// Invalidated and not acted on yet (a run was stopped or killed first,
+    /// or the transformation failed), while `state` says otherwise: the
+    /// next run transforms it, and `status=invalidated` selects it.
+    #[serde(default)]
+    pub invalidation_pending: bool,
     pub last_error: Option<String>,
     pub data_path: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]

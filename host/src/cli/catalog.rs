@@ -15,7 +15,7 @@ use crate::api::wire;
 use crate::catalog::{self, Catalog, Transformation};
 use crate::lattice::{Lattice, Resolution, ViewId, on_disk};
 use crate::metastore::{Metastore, RunRecord};
-use crate::model::{FlowStatus, ViewState};
+use crate::model::{FlowStatus, ViewCondition, ViewState};
 
 #[derive(Debug, Args)]
 pub(super) struct ProjectArgs {
@@ -38,7 +38,8 @@ pub(super) struct ViewsArgs {
     /// Also list the views they depend on, transitively
     #[arg(long, short = 'd')]
     deps: bool,
-    /// Only views in this scheduling state (receive, invalidated, no-data, materialized, failed)
+    /// Only views in this scheduling state (receive, invalidated, no-data, materialized, failed);
+    /// invalidated also lists views with an invalidation pending
     #[arg(long, short = 's', value_name = "STATE", value_parser = str::parse::<ViewState>)]
     status: Option<ViewState>,
     /// Only views whose URL path matches this regular expression
@@ -221,11 +222,11 @@ pub(super) fn views(args: &ViewsArgs) -> anyhow::Result<Status> {
         if args.filter.as_ref().is_some_and(|regex| !regex.is_match(&url)) {
             continue;
         }
-        let state = match &store {
-            Some(store) => store.view(&url)?.map(|record| record.state).unwrap_or_default(),
-            None => ViewState::Receive,
+        let condition = match &store {
+            Some(store) => store.view(&url)?.map(|record| record.condition()).unwrap_or_default(),
+            None => ViewCondition::default(),
         };
-        rows.push(ViewRow { view: url, state, data_path: lattice.data_path(id).display().to_string() });
+        rows.push(ViewRow { view: url, condition, data_path: lattice.data_path(id).display().to_string() });
     }
     print_views(&select(args, rows), args)
 }
@@ -254,7 +255,16 @@ pub(super) async fn views_remote(args: &ViewsArgs, server: &Server) -> anyhow::R
         .views(&args.views, query)
         .await?
         .into_iter()
-        .map(|view| ViewRow { view: view.view, state: view.state, data_path: view.data_path })
+        .map(|view| ViewRow {
+            condition: ViewCondition {
+                state: view.state,
+                incomplete: view.incomplete,
+                errors: view.errors,
+                invalidation_pending: view.invalidation_pending,
+            },
+            view: view.view,
+            data_path: view.data_path,
+        })
         .collect();
     print_views(&Listing::Views(rows), args)
 }
@@ -262,7 +272,8 @@ pub(super) async fn views_remote(args: &ViewsArgs, server: &Server) -> anyhow::R
 /// One line of `trellis views`.
 struct ViewRow {
     view: String,
-    state: ViewState,
+    /// Its state and flags, as the metastore or the server says.
+    condition: ViewCondition,
     data_path: String,
 }
 
@@ -280,13 +291,13 @@ enum Listing {
 fn select(args: &ViewsArgs, mut rows: Vec<ViewRow>) -> Listing {
     rows.retain(|row| {
         args.filter.as_ref().is_none_or(|regex| regex.is_match(&row.view))
-            && args.status.is_none_or(|wanted| wanted == row.state)
+            && args.status.is_none_or(|wanted| row.condition.is_in(wanted))
     });
     if !args.overview {
         return Listing::Views(rows);
     }
     let mut counts: Vec<(ViewState, usize)> =
-        ViewState::ALL.iter().map(|s| (*s, rows.iter().filter(|row| row.state == *s).count())).collect();
+        ViewState::ALL.iter().map(|s| (*s, rows.iter().filter(|row| row.condition.state == *s).count())).collect();
     counts.retain(|(_, n)| *n > 0);
     Listing::Overview { counts, total: rows.len() }
 }
@@ -309,13 +320,24 @@ fn print_views(listing: &Listing, args: &ViewsArgs) -> anyhow::Result<Status> {
         Listing::Views(rows) if json => {
             let views: Vec<_> = rows
                 .iter()
-                .map(|row| serde_json::json!({ "view": row.view, "state": row.state, "data_path": row.data_path }))
+                .map(|row| {
+                    let c = &row.condition;
+                    serde_json::json!({
+                        "view": row.view,
+                        "state": c.state,
+                        "incomplete": c.incomplete,
+                        "errors": c.errors,
+                        "invalidation_pending": c.invalidation_pending,
+                        "data_path": row.data_path,
+                    })
+                })
                 .collect();
             println!("{}", serde_json::to_string_pretty(&views)?);
         }
         Listing::Views(rows) => {
             for row in rows {
-                println!("{}  {}  {}", row.view, row.state, row.data_path);
+                let c = &row.condition;
+                println!("{}  {}{}  {}", row.view, c.state, c.flags_text(), row.data_path);
             }
         }
     }

@@ -263,6 +263,8 @@ fn print_summary(summary: &RunSummary, json: bool) -> anyhow::Result<()> {
             "termination": summary.termination,
             "flows": summary.flows.iter().map(|(view, status)| serde_json::json!({ "view": view, "status": status })).collect::<Vec<_>>(),
             "idle": summary.idle,
+            "incomplete": summary.incomplete,
+            "with_errors": summary.with_errors,
             "failures": summary.failures.iter().map(|(view, error)| serde_json::json!({ "view": view, "error": error })).collect::<Vec<_>>(),
         });
         println!("{}", serde_json::to_string_pretty(&value)?);

@@ -37,6 +37,19 @@ pub struct ViewRecord {
     pub done_flag: Option<SeenFlag>,
 }
 
+impl ViewRecord {
+    /// What is shown of the view: its state, flags, and an invalidation
+    /// it keeps apart from a state that says otherwise.
+    pub fn condition(&self) -> crate::model::ViewCondition {
+        crate::model::ViewCondition {
+            state: self.state,
+            incomplete: self.incomplete,
+            errors: self.errors,
+            invalidation_pending: self.invalidated && self.state != ViewState::Invalidated,
+        }
+    }
+}
+
 /// A done flag as trellis saw it when it recorded an external view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -347,6 +347,7 @@ impl Scheduler {
                     timestamp: record.timestamp,
                     incomplete: record.incomplete,
                     errors: record.errors,
+                    invalidation_pending: record.condition().invalidation_pending,
                     last_error: record.last_error.clone(),
                     dependencies: self.lattice.dependencies(id).iter().map(|d| d.0).collect(),
                     data_path: self.lattice.data_path(id),
@@ -358,6 +359,7 @@ impl Scheduler {
             row.timestamp = record.timestamp;
             row.incomplete = record.incomplete;
             row.errors = record.errors;
+            row.invalidation_pending = record.condition().invalidation_pending;
             if row.last_error != record.last_error {
                 row.last_error = record.last_error.clone();
             }
@@ -388,7 +390,7 @@ impl Scheduler {
         let addressed = self.instantiate(pattern_text)?;
         let targets = if dependencies { self.lattice.closure(&addressed) } else { addressed };
         let mut commit = Commit::default();
-        let (mut done, mut refused) = (Vec::new(), Vec::new());
+        let (mut done, mut refused, mut changed) = (Vec::new(), Vec::new(), Vec::new());
         for id in targets {
             let slot = &mut self.slots[id.0 as usize];
             // Dependents in this run may have taken it as it is already;
@@ -413,8 +415,11 @@ impl Scheduler {
                 memo.dirty(id);
             }
             done.push(slot.url.to_string());
+            changed.push(id);
         }
         self.store.commit(&commit)?;
+        // Readers of a server's table see the invalidation at once.
+        self.refresh_table(changed);
         Ok(Invalidation { invalidated: done, refused })
     }
 

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
-use crate::model::ViewState;
+use crate::model::{ViewCondition, ViewState};
 
 /// One instantiated view as readers see it.
 #[derive(Debug, Clone)]
@@ -24,10 +24,24 @@ pub struct ViewRow {
     pub timestamp: Option<i64>,
     pub incomplete: bool,
     pub errors: bool,
+    /// Invalidated and not acted on, while the state says otherwise.
+    pub invalidation_pending: bool,
     pub last_error: Option<String>,
     /// Indexes of its dependencies in [`Table::views`].
     pub dependencies: Box<[u32]>,
     pub data_path: std::path::PathBuf,
+}
+
+impl ViewRow {
+    /// What is shown of it, by which the API selects it.
+    pub fn condition(&self) -> ViewCondition {
+        ViewCondition {
+            state: self.state,
+            incomplete: self.incomplete,
+            errors: self.errors,
+            invalidation_pending: self.invalidation_pending,
+        }
+    }
 }
 
 /// Transformations started and how they ended, since the process started.
