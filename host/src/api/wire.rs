@@ -153,8 +153,9 @@ pub struct Run {
     /// Views found up to date (counted, not listed among the flows).
     #[serde(default)]
     pub idle: usize,
-    /// A full refresh: the pattern's views rebuilt whatever their state.
-    #[serde(default)]
+    /// A full refresh: the pattern's views rebuilt whatever their state
+    /// (absent for any other run).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub full_refresh: bool,
 }
 
@@ -335,6 +336,7 @@ mod tests {
             status: RunStatus::Interrupted,
             termination: Some(Termination::Dequeued),
             idle: 0,
+            full_refresh: false,
         };
         assert_eq!(
             json(&run),
