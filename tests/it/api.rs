@@ -289,3 +289,41 @@ async fn a_run_is_accepted_and_invalidating_a_view_in_flight_conflicts() {
     let (_, error) = app.error(Method::POST, &format!("/runs/{run}/stop"), Some(TOKEN), StatusCode::CONFLICT).await;
     assert!(error.contains("already finished"), "{error}");
 }
+
+/// `?full_refresh=true` rebuilds an up-to-date view, reports what it reads
+/// as it stands EXCLUDED, and says so in its record; with another mode than
+/// DEFAULT it is a one-line 400.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_full_refresh_rebuilds_and_excludes_and_other_modes_are_refused() {
+    let project = Project::new(&[1]);
+    let app = App::new(&project, Some(TOKEN)).await;
+    let daily = "t.mart/Daily/2015/01/01";
+    let (_, error) = app
+        .error(
+            Method::POST,
+            &format!("/materialize/{daily}?full_refresh=true&mode=TRANSFORM_ONLY"),
+            Some(TOKEN),
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert!(error.contains("DEFAULT mode only"), "{error}");
+
+    let (status, first) = app.call(Method::POST, &format!("/materialize/{daily}"), Some(TOKEN)).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{first}");
+    finished(&app.store, first["run"].as_str().unwrap()).await;
+    let (status, refresh) =
+        app.call(Method::POST, &format!("/materialize/{daily}?full_refresh=true"), Some(TOKEN)).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{refresh}");
+    let run = refresh["run"].as_str().unwrap().to_string();
+    finished(&app.store, &run).await;
+    let (_, detail) = app.call(Method::GET, &format!("/runs/{run}"), None).await;
+    assert_eq!(detail["run"]["full_refresh"], true, "{detail}");
+    assert_eq!(
+        detail["flows"],
+        serde_json::json!([
+            { "view": daily, "status": "SUCCESSFUL" },
+            { "view": "t.raw/In/2015/01/01", "status": "EXCLUDED" },
+        ]),
+        "{detail}"
+    );
+}
