@@ -146,7 +146,8 @@ pub enum FlowStatus {
     TerminatedWithError,
     /// Never started, because the run was stopped.
     Skipped,
-    /// In the lattice but not selected (TRANSFORM_ONLY).
+    /// Depended on by the views a run addresses, but not selected by it
+    /// (TRANSFORM_ONLY, SET_ONLY, a full refresh): taken as it stood.
     Excluded,
     /// Up to date: nothing to do.
     Idle,
