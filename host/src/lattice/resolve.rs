@@ -141,3 +141,68 @@ impl Lattice {
         Ok(())
     }
 }
+
+impl Lattice {
+    /// Whether the view declares a `latest(n)` dependency, whose edges
+    /// [`Lattice::reresolve_latest`] resolves again.
+    pub fn has_latest(&self, id: ViewId) -> bool {
+        self.has_latest[self.views[id.0 as usize].view_type.0 as usize]
+    }
+
+    /// Whether any view type declares a `latest(n)` dependency.
+    pub fn any_latest(&self) -> bool {
+        self.has_latest.contains(&true)
+    }
+
+    /// Resolves the edges of a view's `latest(n)` declarations again (with
+    /// all its others, which come out as they were): seed 002 evaluates
+    /// `latest()` against a time and the data there is then, not once for
+    /// good. Returns the view's previous dependencies when its edges (or
+    /// which declarations are unsatisfied) changed, `None` when they did
+    /// not or the view declares no `latest(n)`. An instance new to the
+    /// lattice is added with its own dependencies; if that would pass the
+    /// lattice's capacity, nothing changes and the error says why.
+    ///
+    /// The edges stay in one vector: the same number of edges is written
+    /// over the old ones; a different number (a declaration satisfied or
+    /// unsatisfied now) is spliced in, moving the ranges of later views,
+    /// which costs a pass over the lattice, but only when it happens.
+    pub fn reresolve_latest(&mut self, id: ViewId, resolution: &Resolution<'_>) -> Result<Option<Vec<ViewId>>, Error> {
+        if !self.has_latest(id) {
+            return Ok(None);
+        }
+        let (mut keys, mut unsatisfied) = (Vec::new(), Vec::new());
+        self.dependency_keys(id, resolution, &mut keys, &mut unsatisfied)?;
+        let mark = self.mark();
+        let (mut edges, mut origins) = (Vec::with_capacity(keys.len()), Vec::with_capacity(keys.len()));
+        for (origin, view_type, params, instance) in keys {
+            edges.push(self.intern(view_type, params, instance));
+            origins.push(origin);
+        }
+        if let Err(e) = self.within_capacity(mark).and_then(|()| self.resolve_pending(resolution, mark)) {
+            self.rollback(mark);
+            return Err(e);
+        }
+        let range = self.edge_range(id);
+        let from = self.unsatisfied.partition_point(|(view, _)| *view < id);
+        let to = from + self.unsatisfied[from..].iter().take_while(|(view, _)| *view == id).count();
+        let same_unsatisfied = self.unsatisfied[from..to].iter().map(|(_, origin)| *origin).eq(unsatisfied.iter().copied());
+        if self.edges[range.clone()] == edges[..] && self.edge_origin[range.clone()] == origins[..] && same_unsatisfied {
+            return Ok(None);
+        }
+        let previous = self.edges[range.clone()].to_vec();
+        self.unsatisfied.splice(from..to, unsatisfied.into_iter().map(|origin| (id, origin)));
+        if range.len() == edges.len() {
+            self.edges[range.clone()].copy_from_slice(&edges);
+            self.edge_origin[range].copy_from_slice(&origins);
+        } else {
+            let delta = edges.len() as i64 - range.len() as i64;
+            self.edges.splice(range.clone(), edges);
+            self.edge_origin.splice(range, origins);
+            for start in &mut self.edge_start[id.0 as usize + 1..] {
+                *start = (i64::from(*start) + delta) as u32;
+            }
+        }
+        Ok(Some(previous))
+    }
+}

@@ -129,6 +129,9 @@ pub struct Run {
     stop: Option<StopReason>,
     /// Everything in flight was canceled.
     stopped: bool,
+    /// The run's actual time, when it began: `latest()`'s evaluation time
+    /// under `evaluation_time = "actual"` (coordinators: the action's).
+    actual_time: chrono::DateTime<chrono::Utc>,
 }
 
 impl Run {
@@ -247,6 +250,7 @@ impl Scheduler {
             incoming,
             stop: None,
             stopped: false,
+            actual_time: chrono::Utc::now(),
         }
     }
 
@@ -386,10 +390,15 @@ impl Scheduler {
                 no_data_before_run: view.no_data_before_run,
                 flag_found,
             };
+            // What its `latest()` dependencies resolved to is what it read.
+            let latest_read = marked.then(|| self.latest_read(id)).flatten();
             let slot = &mut self.slots[id.0 as usize];
             slot.record.state = state;
             let recorded = record::record(std::mem::take(&mut slot.record), &actions, &facts);
             slot.record = recorded.record;
+            if latest_read.is_some() {
+                slot.record.latest = latest_read;
+            }
             if recorded.changed
                 && let Some(timestamp) = slot.record.timestamp
             {
@@ -542,6 +551,9 @@ impl Scheduler {
         let mode = run.mode;
         match action {
             Action::AskDependencies => {
+                // Asked now: `latest()` is resolved as of this check.
+                let evaluation = self.latest_evaluation(run.actual_time);
+                self.resolve_latest(id, evaluation);
                 let mut dependencies = self.lattice.dependencies(id).to_vec();
                 dependencies.sort();
                 dependencies.dedup();

@@ -56,6 +56,13 @@ pub enum Reason {
     NewExternalData,
     /// Its published data (its done flag) is gone.
     DataGone,
+    /// `latest()` resolves to other instances than those it read (seed
+    /// 002): URL paths, comma-separated; judged by the scheduler, which
+    /// resolves `latest()`, not by `freshness`.
+    LatestMoved {
+        read: String,
+        now: String,
+    },
 }
 
 impl fmt::Display for Reason {
@@ -70,6 +77,11 @@ impl fmt::Display for Reason {
             Reason::Invalidated => f.write_str("invalidated"),
             Reason::NewExternalData => f.write_str("new external data"),
             Reason::DataGone => f.write_str("data gone"),
+            Reason::LatestMoved { read, now } => {
+                let now = if now.is_empty() { "no instance" } else { now };
+                let read = if read.is_empty() { "none" } else { read };
+                write!(f, "latest() now resolves to {now} (it read {read})")
+            }
         }
     }
 }
