@@ -206,3 +206,89 @@ impl Lattice {
         Ok(Some(previous))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::sync::Arc;
+
+    use chrono::{TimeZone, Utc};
+
+    use crate::catalog::{self, pattern};
+    use crate::lattice::{Lattice, Resolution, ViewId};
+
+    const PROJECT: &str = r#"
+[[view]]
+name = "t.raw/Day"
+time = { frequency = "1d", initial = "2015-01-01" }
+
+[[view]]
+name = "t.mart/Newest"
+parameters = [{ name = "k" }]
+
+[[view.dependency]]
+view = "t.raw/Day"
+time = "latest(0)"
+
+[[view]]
+name = "t.mart/Fixed"
+
+[[view.dependency]]
+view = "t.raw/Day"
+time = "latest(0)"
+
+[[view.dependency]]
+name = "first"
+view = "t.mart/Newest"
+parameters = { k = "x" }
+"#;
+
+    #[test]
+    fn latest_resolved_again_keeps_every_other_view_s_edges() {
+        let catalog = catalog::parse(PROJECT, std::path::Path::new("/p")).unwrap();
+        let mut lattice = Lattice::new(Arc::new(catalog));
+        // Days up to `newest` have data, as of 2015-01-10.
+        let newest = Cell::new(Some(2i64));
+        let exists = |lattice: &Lattice, view: &super::ResolvedView| {
+            lattice.catalog.get(view.view_type).name == "t.raw/Day" && newest.get().is_some_and(|n| view.instance <= n)
+        };
+        let at = Utc.with_ymd_and_hms(2015, 1, 10, 0, 0, 0).unwrap();
+        let resolution = Resolution { evaluation_time: at, exists: &exists };
+        let views = lattice.instantiate(&pattern::parse("t.mart/Newest/e(a,b)").unwrap(), &resolution).unwrap();
+        let fixed = lattice.instantiate(&pattern::parse("t.mart/Fixed").unwrap(), &resolution).unwrap()[0];
+        let edges = |lattice: &Lattice, id: ViewId| -> Vec<String> {
+            lattice.dependencies(id).iter().map(|&d| lattice.url_path(d)).collect()
+        };
+        let fixed_before = edges(&lattice, fixed);
+        assert_eq!(edges(&lattice, views[0]), ["t.raw/Day/2015/01/03"]);
+
+        // Unchanged: nothing to do.
+        assert_eq!(lattice.reresolve_latest(views[0], &resolution).unwrap(), None);
+        // A newer day: written over its range, a view new to the lattice.
+        newest.set(Some(4));
+        let previous = lattice.reresolve_latest(views[0], &resolution).unwrap().unwrap();
+        assert_eq!(lattice.url_path(previous[0]), "t.raw/Day/2015/01/03");
+        assert_eq!(edges(&lattice, views[0]), ["t.raw/Day/2015/01/05"]);
+        assert_eq!(edges(&lattice, views[1]), ["t.raw/Day/2015/01/03"], "another view kept its edges");
+        // No day at all: the range shrinks, later views' ranges move.
+        newest.set(None);
+        lattice.reresolve_latest(views[0], &resolution).unwrap().unwrap();
+        assert!(edges(&lattice, views[0]).is_empty());
+        assert_eq!(lattice.unsatisfied(views[0]), ["day"]);
+        assert_eq!(edges(&lattice, views[1]), ["t.raw/Day/2015/01/03"]);
+        assert_eq!(edges(&lattice, fixed), fixed_before);
+        // And back: it grows again.
+        newest.set(Some(0));
+        lattice.reresolve_latest(views[0], &resolution).unwrap().unwrap();
+        assert_eq!(edges(&lattice, views[0]), ["t.raw/Day/2015/01/01"]);
+        assert!(lattice.unsatisfied(views[0]).is_empty());
+        assert_eq!(edges(&lattice, views[1]), ["t.raw/Day/2015/01/03"]);
+        assert_eq!(edges(&lattice, fixed), fixed_before);
+        for id in lattice.ids() {
+            assert!(lattice.dependencies(id).iter().all(|d| (d.0 as usize) < lattice.len()));
+        }
+        // A view without latest() declarations is never resolved again.
+        assert!(!lattice.has_latest(previous[0]));
+        assert_eq!(lattice.reresolve_latest(previous[0], &resolution).unwrap(), None);
+    }
+}

@@ -609,6 +609,11 @@ impl Scheduler {
                 run.flows.insert(id, FlowStatus::Skipped);
             }
             Action::Transform => {
+                // TRANSFORM_ONLY asks no dependencies: `latest()` is resolved here.
+                if mode == Mode::TransformOnly {
+                    let evaluation = self.latest_evaluation(run.actual_time);
+                    self.resolve_latest(id, evaluation);
+                }
                 let started = Arc::new(AtomicBool::new(false));
                 let task = self.start_transformation(id, run.reports.clone(), started.clone());
                 run.tasks.insert(id, Task { abort: task.abort_handle(), started });
