@@ -924,7 +924,12 @@ time = "latest(0)"
     let output = project.join("data/l/mart/Newest/part-00000");
 
     let first = materialize_and_wait(url, "l.mart/Newest").await;
-    let expected = |day: &str| vec![(format!("l.raw/In/2015/01/{day}"), "SUCCESSFUL".to_string()), ("l.mart/Newest".to_string(), "SUCCESSFUL".to_string())];
+    let expected = |day: &str| {
+        vec![
+            (format!("l.raw/In/2015/01/{day}"), "SUCCESSFUL".to_string()),
+            ("l.mart/Newest".to_string(), "SUCCESSFUL".to_string()),
+        ]
+    };
     let sorted = |mut flows: Vec<(String, String)>| {
         flows.sort();
         flows

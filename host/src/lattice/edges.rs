@@ -63,7 +63,9 @@ impl Lattice {
         self.edges[range.clone()]
             .iter()
             .zip(&self.edge_origin[range])
-            .filter(|(_, origin)| matches!(declarations[**origin as usize].time, crate::catalog::TimeSelection::Latest(_)))
+            .filter(|(_, origin)| {
+                matches!(declarations[**origin as usize].time, crate::catalog::TimeSelection::Latest(_))
+            })
             .map(|(edge, _)| *edge)
             .collect()
     }

@@ -186,8 +186,10 @@ impl Lattice {
         let range = self.edge_range(id);
         let from = self.unsatisfied.partition_point(|(view, _)| *view < id);
         let to = from + self.unsatisfied[from..].iter().take_while(|(view, _)| *view == id).count();
-        let same_unsatisfied = self.unsatisfied[from..to].iter().map(|(_, origin)| *origin).eq(unsatisfied.iter().copied());
-        if self.edges[range.clone()] == edges[..] && self.edge_origin[range.clone()] == origins[..] && same_unsatisfied {
+        let same_unsatisfied =
+            self.unsatisfied[from..to].iter().map(|(_, origin)| *origin).eq(unsatisfied.iter().copied());
+        if self.edges[range.clone()] == edges[..] && self.edge_origin[range.clone()] == origins[..] && same_unsatisfied
+        {
             return Ok(None);
         }
         let previous = self.edges[range.clone()].to_vec();
