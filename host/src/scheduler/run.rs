@@ -552,8 +552,10 @@ impl Scheduler {
         match action {
             Action::AskDependencies => {
                 // Asked now: `latest()` is resolved as of this check.
-                let evaluation = self.latest_evaluation(run.actual_time);
-                self.resolve_latest(id, evaluation);
+                if self.lattice.has_latest(id) {
+                    let evaluation = self.latest_evaluation(run.actual_time);
+                    self.resolve_latest(id, evaluation);
+                }
                 let mut dependencies = self.lattice.dependencies(id).to_vec();
                 dependencies.sort();
                 dependencies.dedup();

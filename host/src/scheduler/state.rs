@@ -295,9 +295,18 @@ impl Scheduler {
             return Ok(());
         }
         self.slots.resize_with(self.lattice.len(), Slot::default);
+        // A record that cannot be read is the error, after every new view
+        // has its slot, row and memo entry, so that no view is half taken in.
+        let mut failed = None;
         for index in known..self.slots.len() {
             let url: Arc<str> = self.lattice.url_path(ViewId(index as u32)).into();
-            let mut record = self.store.view(&url)?.unwrap_or_default();
+            let mut record = match self.store.view(&url) {
+                Ok(record) => record.unwrap_or_default(),
+                Err(e) => {
+                    failed.get_or_insert(e);
+                    ViewRecord::default()
+                }
+            };
             // In-flight states do not survive the process that had them.
             record.state = super::record::previous_stable(record.state, &record);
             // (An external view's record from before flags were recorded
@@ -316,7 +325,7 @@ impl Scheduler {
         if let Some(memo) = &mut self.memo {
             memo.grow(&self.lattice);
         }
-        Ok(())
+        failed.map_or(Ok(()), |e| Err(e.into()))
     }
 
     /// Resolves a view's `latest(n)` dependencies again, at `evaluation`
@@ -341,14 +350,8 @@ impl Scheduler {
             }
         };
         if let Err(e) = self.take_in_new_views() {
-            // The edges moved already; a record not read is read as a view never seen.
-            tracing::warn!(view = %self.slots[id.0 as usize].url, "loading the records of latest()'s instance: {e}");
-            self.slots.resize_with(self.lattice.len(), Slot::default);
-            for index in 0..self.slots.len() {
-                if self.slots[index].url.is_empty() {
-                    self.slots[index].url = self.lattice.url_path(ViewId(index as u32)).into();
-                }
-            }
+            // The edges moved already: the instance is taken as never seen.
+            tracing::warn!(view = %self.slots[id.0 as usize].url, "reading the record of latest()'s instance: {e}");
         }
         if let Some(memo) = &mut self.memo {
             memo.rewire(id, &previous, self.lattice.dependencies(id));
