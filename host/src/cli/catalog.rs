@@ -446,9 +446,14 @@ pub(super) fn deps(args: &DepsArgs) -> anyhow::Result<Status> {
     let path_of = |d: ViewId| lattice.data_path(d).display().to_string();
     let config = lattice.config(id, now, &data_out, &path_of).map_err(|e| anyhow::anyhow!("{}: {e}", args.view))?;
     // What its `latest()` read when last materialized, from its record
-    // when there is a metastore (it is not created for this).
+    // when there is a metastore (it is not created for this). Only an
+    // addition: a metastore held by a server, or unreadable, leaves it out
+    // rather than failing `deps`, which needs no metastore.
     let read = match lattice.has_latest(id) && catalog.settings.metastore.exists() {
-        true => Metastore::open(&catalog.settings.metastore)?.view(&lattice.url_path(id))?.and_then(|r| r.latest),
+        true => Metastore::open(&catalog.settings.metastore)
+            .ok()
+            .and_then(|store| store.view(&lattice.url_path(id)).ok().flatten())
+            .and_then(|record| record.latest),
         false => None,
     };
     if args.project.json {
