@@ -752,3 +752,115 @@ async fn deleted_data_is_rebuilt_embedded() {
 async fn deleted_data_is_rebuilt_in_a_long_lived_scheduler() {
     deleted_data_is_rebuilt(true).await;
 }
+
+/// Daily price lists `l.raw/Prices` and `l.mart/Newest`, the concatenation
+/// of `latest(0)` of them, under `evaluation_time` as given.
+struct Prices {
+    dir: tempfile::TempDir,
+}
+
+const NEWEST: &str = "l.mart/Newest";
+
+impl Prices {
+    fn catalog(&self, evaluation_time: &str) -> std::sync::Arc<trellis::catalog::Catalog> {
+        let concat = std::path::Path::new(trellis::bundled::PLUGINS_DIR).join("concat.wasm");
+        let text = format!(
+            r#"
+[project]
+name = "prices"
+evaluation_time = "{evaluation_time}"
+
+[plugins]
+concat = "{}"
+
+[[view]]
+name = "l.raw/Prices"
+time = {{ frequency = "1d", initial = "2015-01-01" }}
+path = "prices/${{YEAR}}-${{MONTH}}-${{DAY}}"
+
+[[view]]
+name = "l.mart/Newest"
+transformation = {{ plugin = "concat" }}
+
+[[view.dependency]]
+view = "l.raw/Prices"
+time = "latest(0)"
+"#,
+            concat.display()
+        );
+        std::sync::Arc::new(trellis::catalog::parse(&text, self.dir.path()).expect("the project is valid"))
+    }
+
+    fn day(&self, day: u32) -> std::path::PathBuf {
+        self.dir.path().join(format!("data/prices/2015-01-{day:02}"))
+    }
+
+    /// A day's price list and its done flag.
+    fn deliver(&self, day: u32) {
+        std::fs::create_dir_all(self.day(day)).unwrap();
+        std::fs::write(self.day(day).join("prices.txt"), format!("prices of day {day}\n")).unwrap();
+        std::fs::write(self.day(day).join("_SUCCESS"), "").unwrap();
+    }
+
+    /// What Newest last published.
+    fn newest(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("data/l/mart/Newest/part-00000")).expect("Newest has data")
+    }
+}
+
+/// Issue 13, item 8: in a scheduler that lives across runs, `latest()` is
+/// resolved again at every check (`evaluation_time = "present"`): a newer
+/// instance arriving after the view entered the lattice is read by the
+/// next run, and `latest()` moving back to an older instance (its flag
+/// gone) is a change too, though no timestamp says so. The instance read
+/// is recorded with the view.
+async fn latest_follows_the_data(remember: bool) {
+    let prices = Prices { dir: tempfile::tempdir().expect("a temp dir") };
+    prices.deliver(1);
+    let mut scheduler = open(&prices.catalog("present")).await;
+    if remember {
+        scheduler.remember_freshness();
+    }
+    let store = scheduler.metastore();
+    let (day1, day2) = ("l.raw/Prices/2015/01/01", "l.raw/Prices/2015/01/02");
+    let first = materialize(&mut scheduler, NEWEST, Mode::Default).await;
+    assert_eq!(first.flows, successful(&[day1, NEWEST]), "{first:?}");
+    assert_eq!(prices.newest(), "prices of day 1\n");
+    assert_eq!(record(&store, NEWEST).latest, Some(vec![day1.to_string()]));
+    let unchanged = materialize(&mut scheduler, NEWEST, Mode::Default).await;
+    assert!(unchanged.flows.is_empty(), "{unchanged:?}");
+
+    // A newer price list arrives after Newest was instantiated and built.
+    prices.deliver(2);
+    let plan = scheduler.plan(NEWEST).unwrap();
+    assert_eq!(plan_line(&plan, NEWEST), format!("transform: dependency {day2} will be rematerialized"));
+    let newer = materialize(&mut scheduler, NEWEST, Mode::Default).await;
+    assert_eq!(newer.flows, successful(&[day2, NEWEST]), "{newer:?}");
+    assert_eq!(prices.newest(), "prices of day 2\n", "Newest read the newer instance");
+    assert_eq!(record(&store, NEWEST).latest, Some(vec![day2.to_string()]));
+    let unchanged = materialize(&mut scheduler, NEWEST, Mode::Default).await;
+    assert!(unchanged.flows.is_empty(), "{unchanged:?}");
+
+    // Its flag is taken away: latest(0) is the first day again, older than
+    // Newest; the instance recorded says it changed.
+    std::fs::remove_file(prices.day(2).join("_SUCCESS")).unwrap();
+    let plan = scheduler.plan(NEWEST).unwrap();
+    assert_eq!(plan_line(&plan, NEWEST), format!("transform: latest() now resolves to {day1} (it read {day2})"));
+    let back = materialize(&mut scheduler, NEWEST, Mode::Default).await;
+    assert_eq!(back.flows, successful(&[NEWEST]), "{back:?}");
+    assert_eq!(prices.newest(), "prices of day 1\n");
+    assert_eq!(record(&store, NEWEST).latest, Some(vec![day1.to_string()]));
+    let unchanged = materialize(&mut scheduler, NEWEST, Mode::Default).await;
+    assert!(unchanged.flows.is_empty(), "{unchanged:?}");
+    assert_eq!(plan_line(&scheduler.plan(NEWEST).unwrap(), NEWEST), "up to date");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn latest_follows_the_data_across_runs() {
+    latest_follows_the_data(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn latest_follows_the_data_in_a_long_lived_scheduler() {
+    latest_follows_the_data(true).await;
+}

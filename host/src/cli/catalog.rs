@@ -468,6 +468,17 @@ pub(super) fn deps(args: &DepsArgs) -> anyhow::Result<Status> {
     let data_out = lattice.data_path(id).display().to_string();
     let path_of = |d: ViewId| lattice.data_path(d).display().to_string();
     let config = lattice.config(id, now, &data_out, &path_of).map_err(|e| anyhow::anyhow!("{}: {e}", args.view))?;
+    // What its `latest()` read when last materialized, from its record
+    // when there is a metastore (it is not created for this). Only an
+    // addition: a metastore held by a server, or unreadable, leaves it out
+    // rather than failing `deps`, which needs no metastore.
+    let read = match lattice.has_latest(id) && catalog.settings.metastore.exists() {
+        true => Metastore::open(&catalog.settings.metastore)
+            .ok()
+            .and_then(|store| store.view(&lattice.url_path(id)).ok().flatten())
+            .and_then(|record| record.latest),
+        false => None,
+    };
     if args.project.json {
         let value = serde_json::json!({
             "view": lattice.url_path(id),
@@ -479,6 +490,7 @@ pub(super) fn deps(args: &DepsArgs) -> anyhow::Result<Status> {
                 "missing": missing.contains(name),
             })).collect::<Vec<_>>(),
             "config": config.iter().map(|(k, v)| (k.clone(), serde_json::Value::from(v.as_str()))).collect::<serde_json::Map<_, _>>(),
+            "latest_read": read,
         });
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(Status::Success);
@@ -493,6 +505,10 @@ pub(super) fn deps(args: &DepsArgs) -> anyhow::Result<Status> {
             println!("    {}  {}", lattice.url_path(dependency), lattice.data_path(dependency).display());
         }
         println!("    dataIn('{name}') = {}", data_in(&lattice, &ids));
+    }
+    if let Some(read) = &read {
+        let read = if read.is_empty() { "no instance".to_string() } else { read.join(", ") };
+        println!("  latest() read when last materialized: {read}");
     }
     if !config.is_empty() {
         println!("  config (actual time {}):", now.format("%Y-%m-%dT%H:%MZ"));

@@ -36,7 +36,7 @@ impl Lattice {
 
     /// The names of the dependencies of `id` that are missing: each
     /// `latest(n)` that found no instance with data when the view was
-    /// added (once per parameter tuple). They count as dependencies
+    /// last resolved (once per parameter tuple). They count as dependencies
     /// without data: a view whose every dependency is missing or without
     /// data has none itself, never an empty success.
     pub fn unsatisfied(&self, id: ViewId) -> Vec<&str> {
@@ -55,7 +55,22 @@ impl Lattice {
         self.unsatisfied.get(from).is_some_and(|(view, _)| *view == id)
     }
 
-    fn edge_range(&self, id: ViewId) -> std::ops::Range<usize> {
+    /// The dependencies of `id` that its `latest(n)` declarations resolved
+    /// to, in declaration order: the instances it reads.
+    pub fn latest_dependencies(&self, id: ViewId) -> Vec<ViewId> {
+        let declarations = &self.view_type(id).dependencies;
+        let range = self.edge_range(id);
+        self.edges[range.clone()]
+            .iter()
+            .zip(&self.edge_origin[range])
+            .filter(|(_, origin)| {
+                matches!(declarations[**origin as usize].time, crate::catalog::TimeSelection::Latest(_))
+            })
+            .map(|(edge, _)| *edge)
+            .collect()
+    }
+
+    pub(super) fn edge_range(&self, id: ViewId) -> std::ops::Range<usize> {
         let index = id.0 as usize;
         let start = self.edge_start[index] as usize;
         let end = self.edge_start.get(index + 1).map_or(self.edges.len(), |&end| end as usize);

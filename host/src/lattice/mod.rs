@@ -8,10 +8,13 @@
 //!
 //! Invariants: every view's parameter values are safe path components, so
 //! its data path lies inside the storage root; every edge points at a view
-//! of the lattice; a view's edges are fixed when it is added, and so is
-//! which of its `latest(n)` dependencies found no instance with data (those
-//! count as missing data, never as no dependency). It knows the
-//! catalog, but nothing of scheduling state, the metastore or plugins.
+//! of the lattice; a view's edges are fixed when it is added, except those
+//! of its `latest(n)` declarations, which [`Lattice::reresolve_latest`]
+//! resolves again (against an evaluation time and the data there is then)
+//! whenever the scheduler checks the view; which of its `latest(n)`
+//! dependencies found no instance with data is kept with them (those count
+//! as missing data, never as no dependency). It knows the catalog, but
+//! nothing of scheduling state, the metastore or plugins.
 //!
 //! This file holds the `Lattice` type and what a view is; the rest is split
 //! by what it does: `intern` (the store), `instantiate` (adding what a
@@ -118,13 +121,15 @@ pub struct Lattice {
     /// that is missing, not one that is not there (see
     /// [`Lattice::unsatisfied`]). Rare, so a list rather than a field per view.
     unsatisfied: Vec<(ViewId, u16)>,
+    /// By type: whether it declares a `latest(n)` dependency, the only
+    /// edges that are resolved again (so other views pay nothing for it).
+    has_latest: Vec<bool>,
     capacity: Capacity,
 }
 
 impl Lattice {
     pub fn new(catalog: Arc<Catalog>) -> Self {
         Lattice {
-            catalog,
             views: Vec::new(),
             index: HashMap::new(),
             params: Vec::new(),
@@ -134,6 +139,12 @@ impl Lattice {
             edge_origin: Vec::new(),
             resolved: 0,
             unsatisfied: Vec::new(),
+            has_latest: catalog
+                .types()
+                .iter()
+                .map(|t| t.dependencies.iter().any(|d| matches!(d.time, crate::catalog::TimeSelection::Latest(_))))
+                .collect(),
+            catalog,
             capacity: Capacity::default(),
         }
     }

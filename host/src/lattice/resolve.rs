@@ -141,3 +141,156 @@ impl Lattice {
         Ok(())
     }
 }
+
+impl Lattice {
+    /// Whether the view declares a `latest(n)` dependency, whose edges
+    /// [`Lattice::reresolve_latest`] resolves again.
+    pub fn has_latest(&self, id: ViewId) -> bool {
+        self.has_latest[self.views[id.0 as usize].view_type.0 as usize]
+    }
+
+    /// Whether any view type declares a `latest(n)` dependency.
+    pub fn any_latest(&self) -> bool {
+        self.has_latest.contains(&true)
+    }
+
+    /// Resolves the edges of a view's `latest(n)` declarations again (with
+    /// all its others, which come out as they were): seed 002 evaluates
+    /// `latest()` against a time and the data there is then, not once for
+    /// good. Returns the view's previous dependencies when its edges (or
+    /// which declarations are unsatisfied) changed, `None` when they did
+    /// not or the view declares no `latest(n)`. An instance new to the
+    /// lattice is added with its own dependencies; if that would pass the
+    /// lattice's capacity, nothing changes and the error says why.
+    ///
+    /// The edges stay in one vector: the same number of edges is written
+    /// over the old ones; a different number (a declaration satisfied or
+    /// unsatisfied now) is spliced in, moving the ranges of later views,
+    /// which costs a pass over the lattice, but only when it happens.
+    pub fn reresolve_latest(&mut self, id: ViewId, resolution: &Resolution<'_>) -> Result<Option<Vec<ViewId>>, Error> {
+        if !self.has_latest(id) {
+            return Ok(None);
+        }
+        let (mut keys, mut unsatisfied) = (Vec::new(), Vec::new());
+        self.dependency_keys(id, resolution, &mut keys, &mut unsatisfied)?;
+        let mark = self.mark();
+        let (mut edges, mut origins) = (Vec::with_capacity(keys.len()), Vec::with_capacity(keys.len()));
+        for (origin, view_type, params, instance) in keys {
+            edges.push(self.intern(view_type, params, instance));
+            origins.push(origin);
+        }
+        if let Err(e) = self.within_capacity(mark).and_then(|()| self.resolve_pending(resolution, mark)) {
+            self.rollback(mark);
+            return Err(e);
+        }
+        let range = self.edge_range(id);
+        let from = self.unsatisfied.partition_point(|(view, _)| *view < id);
+        let to = from + self.unsatisfied[from..].iter().take_while(|(view, _)| *view == id).count();
+        let same_unsatisfied =
+            self.unsatisfied[from..to].iter().map(|(_, origin)| *origin).eq(unsatisfied.iter().copied());
+        if self.edges[range.clone()] == edges[..] && self.edge_origin[range.clone()] == origins[..] && same_unsatisfied
+        {
+            return Ok(None);
+        }
+        let previous = self.edges[range.clone()].to_vec();
+        self.unsatisfied.splice(from..to, unsatisfied.into_iter().map(|origin| (id, origin)));
+        if range.len() == edges.len() {
+            self.edges[range.clone()].copy_from_slice(&edges);
+            self.edge_origin[range].copy_from_slice(&origins);
+        } else {
+            let delta = edges.len() as i64 - range.len() as i64;
+            self.edges.splice(range.clone(), edges);
+            self.edge_origin.splice(range, origins);
+            for start in &mut self.edge_start[id.0 as usize + 1..] {
+                *start = (i64::from(*start) + delta) as u32;
+            }
+        }
+        Ok(Some(previous))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::sync::Arc;
+
+    use chrono::{TimeZone, Utc};
+
+    use crate::catalog::{self, pattern};
+    use crate::lattice::{Lattice, Resolution, ViewId};
+
+    const PROJECT: &str = r#"
+[[view]]
+name = "t.raw/Day"
+time = { frequency = "1d", initial = "2015-01-01" }
+
+[[view]]
+name = "t.mart/Newest"
+parameters = [{ name = "k" }]
+
+[[view.dependency]]
+view = "t.raw/Day"
+time = "latest(0)"
+
+[[view]]
+name = "t.mart/Fixed"
+
+[[view.dependency]]
+view = "t.raw/Day"
+time = "latest(0)"
+
+[[view.dependency]]
+name = "first"
+view = "t.mart/Newest"
+parameters = { k = "x" }
+"#;
+
+    #[test]
+    fn latest_resolved_again_keeps_every_other_view_s_edges() {
+        let catalog = catalog::parse(PROJECT, std::path::Path::new("/p")).unwrap();
+        let mut lattice = Lattice::new(Arc::new(catalog));
+        // Days up to `newest` have data, as of 2015-01-10.
+        let newest = Cell::new(Some(2i64));
+        let exists = |lattice: &Lattice, view: &super::ResolvedView| {
+            lattice.catalog.get(view.view_type).name == "t.raw/Day" && newest.get().is_some_and(|n| view.instance <= n)
+        };
+        let at = Utc.with_ymd_and_hms(2015, 1, 10, 0, 0, 0).unwrap();
+        let resolution = Resolution { evaluation_time: at, exists: &exists };
+        let views = lattice.instantiate(&pattern::parse("t.mart/Newest/e(a,b)").unwrap(), &resolution).unwrap();
+        let fixed = lattice.instantiate(&pattern::parse("t.mart/Fixed").unwrap(), &resolution).unwrap()[0];
+        let edges = |lattice: &Lattice, id: ViewId| -> Vec<String> {
+            lattice.dependencies(id).iter().map(|&d| lattice.url_path(d)).collect()
+        };
+        let fixed_before = edges(&lattice, fixed);
+        assert_eq!(edges(&lattice, views[0]), ["t.raw/Day/2015/01/03"]);
+
+        // Unchanged: nothing to do.
+        assert_eq!(lattice.reresolve_latest(views[0], &resolution).unwrap(), None);
+        // A newer day: written over its range, a view new to the lattice.
+        newest.set(Some(4));
+        let previous = lattice.reresolve_latest(views[0], &resolution).unwrap().unwrap();
+        assert_eq!(lattice.url_path(previous[0]), "t.raw/Day/2015/01/03");
+        assert_eq!(edges(&lattice, views[0]), ["t.raw/Day/2015/01/05"]);
+        assert_eq!(edges(&lattice, views[1]), ["t.raw/Day/2015/01/03"], "another view kept its edges");
+        // No day at all: the range shrinks, later views' ranges move.
+        newest.set(None);
+        lattice.reresolve_latest(views[0], &resolution).unwrap().unwrap();
+        assert!(edges(&lattice, views[0]).is_empty());
+        assert_eq!(lattice.unsatisfied(views[0]), ["day"]);
+        assert_eq!(edges(&lattice, views[1]), ["t.raw/Day/2015/01/03"]);
+        assert_eq!(edges(&lattice, fixed), fixed_before);
+        // And back: it grows again.
+        newest.set(Some(0));
+        lattice.reresolve_latest(views[0], &resolution).unwrap().unwrap();
+        assert_eq!(edges(&lattice, views[0]), ["t.raw/Day/2015/01/01"]);
+        assert!(lattice.unsatisfied(views[0]).is_empty());
+        assert_eq!(edges(&lattice, views[1]), ["t.raw/Day/2015/01/03"]);
+        assert_eq!(edges(&lattice, fixed), fixed_before);
+        for id in lattice.ids() {
+            assert!(lattice.dependencies(id).iter().all(|d| (d.0 as usize) < lattice.len()));
+        }
+        // A view without latest() declarations is never resolved again.
+        assert!(!lattice.has_latest(previous[0]));
+        assert_eq!(lattice.reresolve_latest(previous[0], &resolution).unwrap(), None);
+    }
+}

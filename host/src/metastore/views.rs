@@ -35,6 +35,12 @@ pub struct ViewRecord {
     /// timestamp instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub done_flag: Option<SeenFlag>,
+    /// For a view with `latest(n)` dependencies: the URL paths of the
+    /// instances they resolved to when it was last materialized, what it
+    /// read (seed 002). `None` for other views, and in records written
+    /// before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest: Option<Vec<String>>,
 }
 
 impl ViewRecord {

@@ -15,8 +15,10 @@
 //! is dirty already); an external or materialized view is clean only while
 //! its flag's directory is watched, and the watch is added before its flag is read;
 //! anything the memo cannot vouch for (a lost watch, an overflowed queue)
-//! is dirty. It knows the lattice's edges and nothing of states or the
-//! metastore.
+//! is dirty; a view with `latest(n)` dependencies is never clean (an
+//! instance it could move to may not be in the lattice, let alone
+//! watched), and when its edges move the reverse edges follow. It knows the
+//! lattice's edges and nothing of states or the metastore.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -78,6 +80,12 @@ impl Memo {
     /// data) must be watched: with data, its own directory; without (external
     /// data only), at least the nearest directory that exists above it.
     pub fn settled(&mut self, id: ViewId, lattice: &Lattice, on_disk: Option<bool>) {
+        // Its `latest()` may move to an instance that is not in the lattice
+        // yet, whose flag nobody watches: it is looked at on every run
+        // (and so is everything above it), its edges resolved again.
+        if lattice.has_latest(id) {
+            return;
+        }
         let dependencies_clean = lattice.dependencies(id).iter().all(|&d| self.is_clean(d));
         let watched = match (on_disk, self.watch_of.get(&id)) {
             (None, _) => true,
@@ -185,6 +193,24 @@ impl Memo {
                 None
             }
         }
+    }
+
+    /// A view's edges moved (`latest()` resolved again): the reverse edges
+    /// follow, and the view is dirty with all above it.
+    pub fn rewire(&mut self, id: ViewId, previous: &[ViewId], now: &[ViewId]) {
+        for dependency in previous {
+            if let Some(dependents) = self.dependents.get_mut(dependency.0 as usize)
+                && let Some(at) = dependents.iter().position(|&d| d == id)
+            {
+                dependents.swap_remove(at);
+            }
+        }
+        for dependency in now {
+            if let Some(dependents) = self.dependents.get_mut(dependency.0 as usize) {
+                dependents.push(id);
+            }
+        }
+        self.dirty(id);
     }
 
     /// Dirties a view and everything that depends on it.

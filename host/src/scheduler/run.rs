@@ -148,6 +148,9 @@ pub struct Run {
     /// whatever their state; what they depend on outside it is read as it
     /// stands and reported EXCLUDED.
     full_refresh: Option<HashSet<ViewId>>,
+    /// The run's actual time, when it began: `latest()`'s evaluation time
+    /// under `evaluation_time = "actual"` (coordinators: the action's).
+    actual_time: chrono::DateTime<chrono::Utc>,
 }
 
 impl Run {
@@ -276,6 +279,7 @@ impl Scheduler {
             stopped: false,
             addressed: addressed.to_vec(),
             full_refresh,
+            actual_time: chrono::Utc::now(),
         }
     }
 
@@ -415,10 +419,15 @@ impl Scheduler {
                 no_data_before_run: view.no_data_before_run,
                 flag_found,
             };
+            // What its `latest()` dependencies resolved to is what it read.
+            let latest_read = marked.then(|| self.latest_read(id)).flatten();
             let slot = &mut self.slots[id.0 as usize];
             slot.record.state = state;
             let recorded = record::record(std::mem::take(&mut slot.record), &actions, &facts);
             slot.record = recorded.record;
+            if latest_read.is_some() {
+                slot.record.latest = latest_read;
+            }
             if recorded.changed
                 && let Some(timestamp) = slot.record.timestamp
             {
@@ -603,6 +612,11 @@ impl Scheduler {
         let mode = run.mode;
         match action {
             Action::AskDependencies => {
+                // Asked now: `latest()` is resolved as of this check.
+                if self.lattice.has_latest(id) {
+                    let evaluation = self.latest_evaluation(run.actual_time);
+                    self.resolve_latest(id, evaluation);
+                }
                 let mut dependencies = self.lattice.dependencies(id).to_vec();
                 dependencies.sort();
                 dependencies.dedup();
@@ -666,6 +680,11 @@ impl Scheduler {
                 run.flows.insert(id, FlowStatus::Skipped);
             }
             Action::Transform => {
+                // TRANSFORM_ONLY asks no dependencies: `latest()` is resolved here.
+                if mode == Mode::TransformOnly {
+                    let evaluation = self.latest_evaluation(run.actual_time);
+                    self.resolve_latest(id, evaluation);
+                }
                 let started = Arc::new(AtomicBool::new(false));
                 let task = self.start_transformation(id, run.reports.clone(), started.clone());
                 run.tasks.insert(id, Task { abort: task.abort_handle(), started });

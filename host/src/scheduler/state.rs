@@ -281,13 +281,33 @@ impl Scheduler {
         let pattern = pattern::parse(pattern_text)?;
         let resolution = Resolution { evaluation_time: chrono::Utc::now(), exists: &lattice::on_disk };
         let addressed = self.lattice.instantiate(&pattern, &resolution)?;
+        self.take_in_new_views()?;
+        Ok(addressed)
+    }
+
+    /// Loads the records of the views added to the lattice since the last
+    /// call (by instantiating, or by a `latest()` resolved to an instance
+    /// new to it), and gives them rows in the table and the memo.
+    fn take_in_new_views(&mut self) -> Result<(), Error> {
         // Only views new to the lattice need their records: the others were
         // loaded by an earlier call.
         let known = self.slots.len();
+        if known == self.lattice.len() {
+            return Ok(());
+        }
         self.slots.resize_with(self.lattice.len(), Slot::default);
+        // A record that cannot be read is the error, after every new view
+        // has its slot, row and memo entry, so that no view is half taken in.
+        let mut failed = None;
         for index in known..self.slots.len() {
             let url: Arc<str> = self.lattice.url_path(ViewId(index as u32)).into();
-            let mut record = self.store.view(&url)?.unwrap_or_default();
+            let mut record = match self.store.view(&url) {
+                Ok(record) => record.unwrap_or_default(),
+                Err(e) => {
+                    failed.get_or_insert(e);
+                    ViewRecord::default()
+                }
+            };
             // In-flight states do not survive the process that had them.
             record.state = super::record::previous_stable(record.state, &record);
             // (An external view's record from before flags were recorded
@@ -306,7 +326,87 @@ impl Scheduler {
         if let Some(memo) = &mut self.memo {
             memo.grow(&self.lattice);
         }
-        Ok(addressed)
+        failed.map_or(Ok(()), |e| Err(e.into()))
+    }
+
+    /// Resolves a view's `latest(n)` dependencies again, at `evaluation`
+    /// (seed 002: under `present` the wall clock of each check, under
+    /// `actual` the run's actual time), against the done flags on disk now.
+    /// Only views that declare `latest(n)` pay for it. An edge that moved
+    /// is a change the memo and the table are told of: the view is dirty,
+    /// and the memo's reverse edges follow the new instance. A resolution
+    /// that cannot be made (the lattice is full) keeps the old edges, with
+    /// a warning. Returns whether the edges changed.
+    pub(super) fn resolve_latest(&mut self, id: ViewId, evaluation: chrono::DateTime<chrono::Utc>) -> bool {
+        if !self.lattice.has_latest(id) {
+            return false;
+        }
+        let resolution = Resolution { evaluation_time: evaluation, exists: &lattice::on_disk };
+        let previous = match self.lattice.reresolve_latest(id, &resolution) {
+            Ok(Some(previous)) => previous,
+            Ok(None) => return false,
+            Err(e) => {
+                tracing::warn!(view = %self.slots[id.0 as usize].url, "latest() not resolved again: {e}");
+                return false;
+            }
+        };
+        if let Err(e) = self.take_in_new_views() {
+            // The edges moved already: the instance is taken as never seen.
+            tracing::warn!(view = %self.slots[id.0 as usize].url, "reading the record of latest()'s instance: {e}");
+        }
+        if let Some(memo) = &mut self.memo {
+            memo.rewire(id, &previous, self.lattice.dependencies(id));
+        }
+        let dependencies: Box<[u32]> = self.lattice.dependencies(id).iter().map(|d| d.0).collect();
+        self.with_table(|table| table.row_mut(id.0 as usize).dependencies = dependencies);
+        true
+    }
+
+    /// The evaluation time of `latest()` for a check made now outside a
+    /// run, or by a run whose actual time is `run_actual`: the wall clock
+    /// under `present`, the run's actual time under `actual` (coordinators
+    /// will pass an action's actual time here).
+    pub(super) fn latest_evaluation(&self, run_actual: chrono::DateTime<chrono::Utc>) -> chrono::DateTime<chrono::Utc> {
+        match self.catalog.settings.evaluation_time {
+            crate::catalog::EvaluationTime::Present => chrono::Utc::now(),
+            crate::catalog::EvaluationTime::Actual => run_actual,
+        }
+    }
+
+    /// Resolves `latest()` again for the views and all they depend on,
+    /// following the edges as they come out, as a run starting now would
+    /// find them: what `plan` looks at. Views in flight keep theirs (the
+    /// run has asked them). Nothing to do for a project without `latest()`.
+    fn resolve_latest_below(&mut self, addressed: &[ViewId]) {
+        if !self.lattice.any_latest() {
+            return;
+        }
+        let now = chrono::Utc::now();
+        let mut seen = vec![false; self.lattice.len()];
+        let mut stack = addressed.to_vec();
+        while let Some(id) = stack.pop() {
+            if seen.len() < self.lattice.len() {
+                seen.resize(self.lattice.len(), false);
+            }
+            if std::mem::replace(&mut seen[id.0 as usize], true) {
+                continue;
+            }
+            let in_flight =
+                matches!(self.state_of(id), ViewState::Waiting | ViewState::Transforming | ViewState::Retrying);
+            if !in_flight {
+                self.resolve_latest(id, now);
+            }
+            stack.extend(self.lattice.dependencies(id).iter().copied());
+        }
+    }
+
+    /// The URL paths of the instances a view's `latest(n)` declarations
+    /// resolve to now, to record with it and compare with what it read;
+    /// `None` for a view without `latest(n)`.
+    pub(super) fn latest_read(&self, id: ViewId) -> Option<Vec<String>> {
+        self.lattice.has_latest(id).then(|| {
+            self.lattice.latest_dependencies(id).into_iter().map(|d| self.slots[d.0 as usize].url.to_string()).collect()
+        })
     }
 
     /// Remembers which views are up to date between runs and watches
@@ -430,6 +530,7 @@ impl Scheduler {
     pub fn plan(&mut self, pattern_text: &str) -> Result<Vec<(String, String)>, Error> {
         self.transformations()?;
         let addressed = self.instantiate(pattern_text)?;
+        self.resolve_latest_below(&addressed);
         let order = self.dependencies_first(&addressed);
         let mut will_change = vec![false; self.lattice.len()];
         let mut no_data = vec![false; self.lattice.len()];
@@ -542,12 +643,22 @@ impl Scheduler {
             external_flag,
             data_gone,
         };
-        let freshness = match freshness(&facts) {
-            Freshness::Outdated(Reason::DependencyNewer { .. }) => {
+        // `latest()` resolving to another instance than the one the view
+        // read is a change of its inputs, even when the instance is older
+        // than the view (latest(-1) moving up to data the view was built
+        // after, or latest(0) moving back when a flag goes). A record from
+        // before instances were recorded is not compared.
+        // (Its state may be in flight: a run judges it so.)
+        let latest_moved = slot.record.latest.as_ref().and_then(|read| {
+            self.latest_read(id).filter(|now| now != read).map(|now| (read.join(", "), now.join(", ")))
+        });
+        let freshness = match (freshness(&facts), latest_moved) {
+            (Freshness::Outdated(Reason::DependencyNewer { .. }), _) => {
                 let dependency = newest.map(|(d, _)| self.lattice.url_path(d)).unwrap_or_default();
                 Freshness::Outdated(Reason::DependencyNewer { dependency })
             }
-            other => other,
+            (Freshness::UpToDate, Some((read, now))) => Freshness::Outdated(Reason::LatestMoved { read, now }),
+            (other, _) => other,
         };
         Judgement { settled, freshness }
     }

@@ -58,6 +58,13 @@ pub enum Reason {
     DataGone,
     /// Selected by a full refresh, which rebuilds whatever the view's state.
     FullRefresh,
+    /// `latest()` resolves to other instances than those it read (seed
+    /// 002): URL paths, comma-separated; judged by the scheduler, which
+    /// resolves `latest()`, not by `freshness`.
+    LatestMoved {
+        read: String,
+        now: String,
+    },
 }
 
 impl fmt::Display for Reason {
@@ -73,6 +80,11 @@ impl fmt::Display for Reason {
             Reason::NewExternalData => f.write_str("new external data"),
             Reason::DataGone => f.write_str("data gone"),
             Reason::FullRefresh => f.write_str("full refresh"),
+            Reason::LatestMoved { read, now } => {
+                let now = if now.is_empty() { "no instance" } else { now };
+                let read = if read.is_empty() { "none" } else { read };
+                write!(f, "latest() now resolves to {now} (it read {read})")
+            }
         }
     }
 }
