@@ -279,12 +279,18 @@ fn a_pending_invalidation_is_shown_and_selected_as_plan_sees_it() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // The run names itself once it has begun; a stop then takes effect when
-    // the view is in flight, held by its gate.
-    let active = project.join(".trellis/metastore.active-run");
+    // The transformation is in flight, held by its gate, once its staging
+    // directory exists (the run naming itself is not enough: a stop before
+    // the view starts skips it rather than cancels it).
+    let staging = project.join("data/.trellis-staging");
+    let in_flight = || {
+        std::fs::read_dir(&staging)
+            .map(|entries| entries.flatten().any(|entry| entry.file_name().to_string_lossy().starts_with("view-")))
+            .unwrap_or(false)
+    };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !active.exists() {
-        assert!(std::time::Instant::now() < deadline, "the run never began");
+    while !in_flight() {
+        assert!(std::time::Instant::now() < deadline, "the transformation never started");
         std::thread::yield_now();
     }
     let stop = run(trellis().current_dir(&project).args(["stop"]));
