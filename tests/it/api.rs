@@ -61,6 +61,7 @@ impl App {
             },
             shutdown,
             started: now_millis(),
+            reloader: None,
         });
         App { router: trellis::api::router(state), store, _shutdown: shutdown_sender }
     }

@@ -949,3 +949,84 @@ time = "latest(0)"
     assert!(flows(&unchanged).is_empty(), "{unchanged}");
     assert_eq!(server.stop(), 0);
 }
+
+/// The plan of `pattern` as (view, line).
+async fn plan_of(url: &str, pattern: &str, token: &str) -> Vec<(String, String)> {
+    let (status, plan) = call(reqwest::Method::GET, &format!("{url}/plan/{pattern}"), Some(token)).await;
+    assert_eq!(status, 200, "{plan}");
+    plan.as_array()
+        .unwrap()
+        .iter()
+        .map(|line| (line["view"].as_str().unwrap().to_string(), line["plan"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+/// Issue 13 item 7: edits to trellis.toml reach a running server through
+/// `POST /reload`, SIGHUP and `trellis reload`; a broken file is refused
+/// with its lines while the old project keeps serving. (On main: no
+/// /reload route, 404, and `trellis reload` is an unknown command.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reload_applies_edits_and_refuses_a_broken_project() {
+    const TOKEN: &str = "reload-secret";
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("reload");
+    Daily::new("r", "trivial", 2).config(r#"label = "one""#).write(&project);
+    let server = Server::start(&project, &[], &[("TRELLIS_TOKEN", TOKEN)]);
+    let url = &server.url;
+    let out = "r.mart/Out/2015/01/01";
+    let accepted = call(reqwest::Method::POST, &format!("{url}/materialize/{out}"), Some(TOKEN)).await;
+    assert_eq!(accepted.0, 202, "{}", accepted.1);
+    finished(url, accepted.1["run"].as_str().unwrap()).await;
+    let up_to_date = plan_of(url, out, TOKEN).await;
+    assert!(up_to_date.iter().all(|(_, line)| line == "up to date"), "{up_to_date:?}");
+
+    // An edited transformation configuration, reloaded over HTTP (with the token).
+    let file = project.join("trellis.toml");
+    let original = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, original.replace(r#"label = "one""#, r#"label = "two""#)).unwrap();
+    let (status, refused) = post(&format!("{url}/reload")).await;
+    assert_eq!(status, 401, "a reload needs the token: {refused}");
+    let (status, reloaded) = call(reqwest::Method::POST, &format!("{url}/reload"), Some(TOKEN)).await;
+    assert_eq!(status, 200, "{reloaded}");
+    assert_eq!(reloaded["version_changed"][0]["view_type"], "r.mart/Out", "{reloaded}");
+    assert_eq!(reloaded["added"], serde_json::json!([]), "{reloaded}");
+    assert_eq!(reloaded["removed"], serde_json::json!([]), "{reloaded}");
+    let plan = plan_of(url, out, TOKEN).await;
+    let line = &plan.iter().find(|(view, _)| view == out).unwrap().1;
+    assert!(line.starts_with("transform: version changed"), "{plan:?}");
+    let accepted = call(reqwest::Method::POST, &format!("{url}/materialize/{out}"), Some(TOKEN)).await;
+    let rebuilt = finished(url, accepted.1["run"].as_str().unwrap()).await;
+    assert_eq!(flows(&rebuilt), vec![(out.to_string(), "SUCCESSFUL".to_string())], "{rebuilt}");
+    let after = plan_of(url, out, TOKEN).await;
+    assert!(after.iter().all(|(_, line)| line == "up to date"), "{after:?}");
+
+    // A broken file: 422 with each problem and its line; the old project serves on.
+    let edited = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, format!("{edited}\n[[view]]\nname = \"r.mart/Broken\"\nunknown_key = 1\n")).unwrap();
+    let (status, broken) = call(reqwest::Method::POST, &format!("{url}/reload"), Some(TOKEN)).await;
+    assert_eq!(status, 422, "{broken}");
+    let error = broken["error"].as_str().unwrap();
+    assert!(error.contains("trellis.toml:") && error.contains("unknown_key"), "{error}");
+    assert_eq!(plan_of(url, out, TOKEN).await, after, "the old project still serves, unchanged");
+    let cli = run(trellis().args(["reload", "-p"]).arg(&project).env("TRELLIS_TOKEN", TOKEN));
+    assert_ne!(cli.code, 0, "{}", cli.stdout);
+    assert!(cli.stderr.contains("unknown_key"), "{}", cli.stderr);
+
+    // SIGHUP: the same reload, its outcome in the log.
+    let reloads = |log: String| log.matches("project reloaded").count();
+    let before = reloads(server.log());
+    std::fs::write(&file, edited.replace(r#"label = "two""#, r#"label = "three""#)).unwrap();
+    // SAFETY: kill(2) on the server this test started.
+    assert_eq!(unsafe { libc::kill(server.pid() as libc::pid_t, libc::SIGHUP) }, 0);
+    eventually("the SIGHUP reload", async || (reloads(server.log()) > before).then_some(())).await;
+    let plan = plan_of(url, out, TOKEN).await;
+    let line = &plan.iter().find(|(view, _)| view == out).unwrap().1;
+    assert!(line.starts_with("transform: version changed"), "{plan:?}");
+
+    // `trellis reload -p DIR` finds the server by its announcement.
+    std::fs::write(&file, edited.replace(r#"label = "two""#, r#"label = "four""#)).unwrap();
+    let cli = run(trellis().args(["reload", "-p"]).arg(&project).env("TRELLIS_TOKEN", TOKEN));
+    assert_eq!(cli.code, 0, "{}", cli.stderr);
+    assert!(cli.stdout.contains("version changed: r.mart/Out"), "{}", cli.stdout);
+    assert_eq!(server.stop(), 0);
+}

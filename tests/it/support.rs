@@ -210,6 +210,11 @@ impl Server {
         Server { child: Some(child), _stdout: stdout, url, log }
     }
 
+    /// The server's process id (to signal it).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, std::process::Child::id)
+    }
+
     /// The server's `host:port`.
     pub fn address(&self) -> &str {
         self.url.trim_start_matches("http://")

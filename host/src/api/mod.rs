@@ -5,6 +5,7 @@
 //! - `extract`: what handlers take from a request (with one-line 400s);
 //! - `views`, `runs`, `events`, `status`: the handlers by concern, each
 //!   with its OpenAPI description;
+//! - `reload`: `POST /reload`, the project loaded again;
 //! - `openapi`: `/openapi.json`, derived from the handlers and `wire`;
 //! - `wire`: the JSON both the server and the remote CLI speak.
 //!
@@ -17,6 +18,7 @@
 mod events;
 mod extract;
 mod openapi;
+mod reload;
 mod routes;
 mod runs;
 mod serve;
@@ -78,6 +80,10 @@ pub struct AppState {
     /// When the server started, in milliseconds since the Unix epoch: a run
     /// recorded earlier and never finished was interrupted.
     pub started: i64,
+    /// Loads the project again for `POST /reload`; without it, 404. The
+    /// fields above (catalog, plugins, their statuses, permits) stay those
+    /// of the start: listeners are not reloaded.
+    pub reloader: Option<crate::scheduler::Reloader>,
 }
 
 impl AppState {
@@ -172,6 +178,7 @@ impl From<crate::scheduler::Error> for ApiError {
             Error::Pattern(_) | Error::Lattice(_) => StatusCode::BAD_REQUEST,
             Error::Busy { .. } => StatusCode::TOO_MANY_REQUESTS,
             Error::Closing | Error::Gone => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Refused(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Error::Metastore(_) | Error::Plugins(_) | Error::NoPlugins | Error::Io(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }

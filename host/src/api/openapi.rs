@@ -5,7 +5,7 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{events, runs, status, views, wire};
+use super::{events, reload, runs, status, views, wire};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -27,6 +27,7 @@ use super::{events, runs, status, views, wire};
         events::events,
         status::metrics,
         status::openapi,
+        reload::reload,
     ),
     components(schemas(wire::ErrorBody)),
     modifiers(&BearerToken)

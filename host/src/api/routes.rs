@@ -7,7 +7,7 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 
-use super::{ApiError, AppState, events, runs, status, views};
+use super::{ApiError, AppState, events, reload, runs, status, views};
 
 /// Every route: method and path as `/openapi.json` writes it. The router
 /// below must serve each; a test checks both.
@@ -28,6 +28,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/events"),
     ("get", "/metrics"),
     ("get", "/openapi.json"),
+    ("post", "/reload"),
 ];
 
 pub(super) fn routes() -> Router<Arc<AppState>> {
@@ -48,6 +49,7 @@ pub(super) fn routes() -> Router<Arc<AppState>> {
         .route("/events", get(events::events))
         .route("/metrics", get(status::metrics))
         .route("/openapi.json", get(status::openapi))
+        .route("/reload", post(reload::reload))
         .fallback(not_found)
 }
 

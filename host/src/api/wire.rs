@@ -315,6 +315,29 @@ pub struct End {
     pub termination: Termination,
 }
 
+/// What `POST /reload` changed, by view type name.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Reloaded {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    /// Types whose schema checksum changed: their views' records were dropped.
+    pub schema_changed: Vec<String>,
+    /// Types whose version checksum changed, with what changed; their views
+    /// are `version changed` for `plan` and the next materialize.
+    pub version_changed: Vec<VersionChanged>,
+    /// Settings keys (`defaults.concurrency`, `plugins.NAME`, ...) that changed.
+    pub settings_changed: Vec<String>,
+    /// Views the server holds after the reload.
+    pub views: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct VersionChanged {
+    pub view_type: String,
+    /// The plugin or resource, as `plan` names it.
+    pub change: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,7 @@ mod demo;
 mod listeners;
 mod metastore;
 mod plugins;
+mod reload;
 mod remote;
 mod schedule;
 mod serve;
@@ -125,6 +126,8 @@ enum Command {
     Metastore(metastore::MetastoreArgs),
     /// Run the scheduler, the listeners and the HTTP API until SIGINT or SIGTERM
     Serve(serve::ServeArgs),
+    /// Have a running server load trellis.toml and its plugins again, and say what changed
+    Reload(reload::ReloadArgs),
     /// Show the transformations a server is running and its permits (needs --server)
     Transformations(schedule::TransformationsArgs),
     /// An interactive shell: each line is a trellis command (without `trellis`); exit, quit or Ctrl-D end it
@@ -196,6 +199,10 @@ impl Cli {
             },
             Command::Metastore(args) => metastore::run(&args),
             Command::Serve(args) => serve::serve(&args, token(globals.token_file.as_deref())?, &runtime()?).await,
+            Command::Reload(args) => match server()? {
+                Some(server) => reload::reload_remote(&server).await,
+                None => reload::reload(&args, token(globals.token_file.as_deref())?).await,
+            },
             Command::Transformations(args) => schedule::transformations(&args, server()?.as_ref()).await,
             Command::Shell => shell::run(&globals).await,
         }

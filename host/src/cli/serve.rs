@@ -15,7 +15,7 @@ use crate::catalog::Catalog;
 use crate::lattice::Capacity;
 use crate::plugins::Plugins;
 use crate::runtime::Runtime;
-use crate::scheduler::Service;
+use crate::scheduler::{Reloader, Service};
 use crate::session::Session;
 
 #[derive(Debug, Args)]
@@ -69,6 +69,8 @@ pub(super) async fn serve(args: &ServeArgs, token: Option<String>, runtime: &Run
     let plugin_statuses = plugin_statuses(&catalog, &plugins);
     let (service, handle) = Service::new(scheduler);
     let service = tokio::spawn(service.run());
+    let reloader = Reloader { dir: args.project.project.clone(), runtime: runtime.clone() };
+    let hangups = tokio::spawn(reload_on_hangup(reloader.clone(), handle.clone()));
     let (shutdown_sender, shutdown) = tokio::sync::watch::channel(false);
     let state = Arc::new(AppState {
         handle: handle.clone(),
@@ -85,6 +87,7 @@ pub(super) async fn serve(args: &ServeArgs, token: Option<String>, runtime: &Run
         },
         shutdown,
         started: chrono::Utc::now().timestamp_millis(),
+        reloader: Some(reloader.clone()),
     });
     if token.is_none() {
         tracing::warn!("no token: anyone who can reach {address} can materialize, invalidate and stop runs");
@@ -129,6 +132,7 @@ pub(super) async fn serve(args: &ServeArgs, token: Option<String>, runtime: &Run
     tokio::task::spawn_blocking(move || api.join())
         .await?
         .map_err(|_| anyhow::anyhow!("the API thread panicked"))??;
+    hangups.abort();
     service.await.context("the scheduler task")?.context("the scheduler")?;
     if let Some(listeners) = state.listeners.lock().await.take() {
         listeners.shutdown().await;
@@ -201,6 +205,27 @@ fn raise_open_file_limit() -> usize {
         }
     }
     usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX)
+}
+
+/// Reloads the project on every SIGHUP, as `POST /reload` does, logging
+/// what changed or, for a broken project, every problem (the old project
+/// keeps serving).
+async fn reload_on_hangup(reloader: Reloader, handle: crate::scheduler::Handle) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hangup = match signal(SignalKind::hangup()) {
+        Ok(hangup) => hangup,
+        Err(e) => {
+            tracing::warn!("cannot handle SIGHUP ({e}); reload with POST /reload");
+            return;
+        }
+    };
+    while hangup.recv().await.is_some() {
+        tracing::info!("SIGHUP: reloading {}", reloader.dir.display());
+        // The service logs what the reload changed; a refusal is logged here.
+        if let Err(e) = reloader.reload(&handle).await {
+            tracing::error!("SIGHUP: {e}");
+        }
+    }
 }
 
 async fn wait_for_signal() {

@@ -154,6 +154,11 @@ impl Lattice {
         self.capacity = capacity;
     }
 
+    /// The limits set by `set_capacity`.
+    pub fn capacity(&self) -> Capacity {
+        self.capacity
+    }
+
     pub fn catalog(&self) -> &Arc<Catalog> {
         &self.catalog
     }

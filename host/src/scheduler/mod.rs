@@ -6,6 +6,7 @@
 //! - `state`: the [`Scheduler`], owner of all view state; instantiate, invalidate, plan;
 //! - `run`: one [`Run`] and the steps that advance it; the embedded driver;
 //! - `service`: the long-lived [`Service`] and its [`Handle`], for the server;
+//! - `reload`: a server's project loaded again and applied between runs;
 //! - `memo`: freshness remembered between runs, external data watched;
 //! - `publish`: staging directories and atomic publish;
 //! - `table`: the live table of views and runs that readers consult without the loop.
@@ -13,12 +14,14 @@
 mod memo;
 pub mod publish;
 pub mod record;
+pub mod reload;
 pub mod run;
 pub mod service;
 mod state;
 pub mod table;
 pub mod transition;
 
+pub use reload::{Project, ReloadReport, Reloader, load_project};
 pub use run::{Run, RunSummary, StopReason, TaskReport, check_full_refresh};
 pub use service::{Accepted, Handle, Service, Stopping};
 pub use state::{Invalidation, Permits, Progress, Scheduler};
@@ -49,4 +52,10 @@ pub enum Error {
     Busy { queued: usize },
     #[error("the scheduler has shut down")]
     Gone,
+    /// A reload refused: the project served stays as it was.
+    #[error(
+        "the project was not reloaded (the server keeps the one it has): {}",
+        .0.join("; ")
+    )]
+    Refused(Vec<String>),
 }

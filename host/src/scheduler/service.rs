@@ -18,6 +18,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::Error;
+use super::reload::{Project, ReloadReport};
 use super::run::{Run, RunSummary, StopReason, TaskReport};
 use super::state::{Invalidation, Scheduler};
 use super::table::SharedTable;
@@ -35,6 +36,8 @@ enum Request {
     Invalidate { pattern: String, dependencies: bool, reply: Reply<Invalidation> },
     Plan { pattern: String, reply: Reply<Vec<(String, String)>> },
     Stop { run: String, reply: Reply<Stopping> },
+    /// A project loaded and checked, to replace the one served between runs.
+    Reload { project: Box<Project>, reply: Reply<ReloadReport> },
 }
 
 impl Request {
@@ -46,6 +49,9 @@ impl Request {
             Request::Invalidate { reply, .. } => reply.is_closed(),
             Request::Plan { reply, .. } => reply.is_closed(),
             Request::Stop { reply, .. } => reply.is_closed(),
+            // Asked for is asked for: a client that stopped waiting (a
+            // request timeout while a run goes on) still gets its reload.
+            Request::Reload { .. } => false,
         }
     }
 }
@@ -152,6 +158,14 @@ impl Handle {
         self.ask(|reply| Request::Stop { run, reply }).await
     }
 
+    /// Replaces the project served by `project` (see `reload`): at once
+    /// when no run executes, else once the run executing ends, before the
+    /// next queued one starts. Answers what changed.
+    pub async fn reload(&self, project: Project) -> Result<ReloadReport, Error> {
+        let project = Box::new(project);
+        self.ask(|reply| Request::Reload { project, reply }).await
+    }
+
     /// Finishes the current run within `grace` (then stops it), ends the
     /// queued ones unstarted, and ends the service.
     pub fn shutdown(&self, grace: Duration) {
@@ -170,6 +184,8 @@ pub struct Service {
     run: Option<Run>,
     /// A shutdown was asked: no new runs; the current one is stopped at the deadline.
     closing: Option<tokio::time::Instant>,
+    /// Reloads asked for, applied in order once no run executes.
+    reloads: Vec<(Box<Project>, Reply<ReloadReport>)>,
 }
 
 impl Service {
@@ -189,6 +205,7 @@ impl Service {
             queued: VecDeque::new(),
             run: None,
             closing: None,
+            reloads: Vec::new(),
         };
         (service, Handle { requests: sender, shutdown: std::sync::Arc::new(shutdown_sender), table })
     }
@@ -197,6 +214,9 @@ impl Service {
     /// once the current run has ended; then flushes the metastore.
     pub async fn run(mut self) -> Result<(), Error> {
         loop {
+            if self.run.is_none() {
+                self.apply_reloads();
+            }
             if self.run.is_none() && !self.start_next()? {
                 break;
             }
@@ -305,6 +325,53 @@ impl Service {
             Request::Stop { run, reply } => {
                 let _ = reply.send(self.stop(&run));
             }
+            Request::Reload { project, reply } => {
+                if self.closing.is_some() {
+                    let _ = reply.send(Err(Error::Closing));
+                } else {
+                    // Applied by the loop once no run executes: never in
+                    // the middle of a run's step, nor between two of them.
+                    self.reloads.push((project, reply));
+                }
+            }
+        }
+    }
+
+    /// Applies the reloads asked for (no run executes). The queued runs'
+    /// views are addressed again in the new lattice; one whose pattern no
+    /// longer addresses anything there ends unstarted.
+    fn apply_reloads(&mut self) {
+        for (project, reply) in std::mem::take(&mut self.reloads) {
+            let result = self.scheduler.reload(*project);
+            match &result {
+                Ok(report) => tracing::info!(
+                    added = ?report.added,
+                    removed = ?report.removed,
+                    schema_changed = ?report.schema_changed,
+                    version_changed = ?report.version_changed,
+                    settings_changed = ?report.settings_changed,
+                    "project reloaded"
+                ),
+                Err(e) => tracing::error!("{e}"),
+            }
+            if result.is_ok() {
+                for mut queued in std::mem::take(&mut self.queued) {
+                    match self.scheduler.instantiate(&queued.record.pattern) {
+                        Ok(addressed) => {
+                            queued.addressed = addressed;
+                            self.queued.push_back(queued);
+                        }
+                        Err(e) => {
+                            tracing::warn!(run = %queued.record.id, "dequeued by the reload: {e}");
+                            if let Err(e) = self.scheduler.finish_unstarted(queued.record, Termination::Dequeued) {
+                                tracing::error!("{e}");
+                            }
+                        }
+                    }
+                }
+                self.publish_queue();
+            }
+            let _ = reply.send(result);
         }
     }
 

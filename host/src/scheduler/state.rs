@@ -82,7 +82,7 @@ pub struct Permits {
 }
 
 impl Permits {
-    fn new(plugin: &str, limit: usize) -> Permits {
+    pub(super) fn new(plugin: &str, limit: usize) -> Permits {
         Permits { plugin: plugin.to_string(), limit, semaphore: Arc::new(Semaphore::new(limit)) }
     }
 

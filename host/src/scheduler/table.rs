@@ -102,6 +102,13 @@ impl Table {
         self.views.push(row);
     }
 
+    /// Drops every view's row (a reload rebuilds the lattice: indexes start
+    /// again from 0); runs and counters stay.
+    pub fn clear_views(&mut self) {
+        self.views.clear();
+        self.counts = [0; ViewState::ALL.len()];
+    }
+
     /// Changes a view's state, keeping the counts.
     pub fn set_state(&mut self, index: usize, state: ViewState) {
         let row = &mut self.views[index];
