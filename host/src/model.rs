@@ -105,6 +105,21 @@ pub enum FlowStatus {
     Canceled,
 }
 
+/// What a transformation returned with its data (`Outcome::Data`): free-form
+/// counters (rows in, rows out, ...) by name. A name the plugin gave twice
+/// is summed, so that nothing it reported is dropped.
+pub type Counters = std::collections::BTreeMap<String, u64>;
+
+/// The counters of a transformation's answer, as [`Counters`].
+pub fn counters_of(pairs: &[(String, u64)]) -> Counters {
+    let mut counters = Counters::new();
+    for (name, value) in pairs {
+        let sum = counters.entry(name.clone()).or_insert(0);
+        *sum = sum.saturating_add(*value);
+    }
+    counters
+}
+
 /// Where a run stands, as the API reports it: its record says whether it
 /// finished, the service whether it runs or waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]

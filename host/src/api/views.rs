@@ -136,6 +136,7 @@ async fn views_of(state: &AppState, pattern: Option<String>, query: wire::ViewsQ
             incomplete: row.incomplete,
             errors: row.errors,
             last_error: row.last_error.clone(),
+            counters: row.counters.clone(),
             data_path: row.data_path.display().to_string(),
             dependencies,
         });

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use crate::model::{FlowStatus, Issue, ListenerStateKind, RunStatus, StopEffect, Termination, ViewState};
+use crate::model::{Counters, FlowStatus, Issue, ListenerStateKind, RunStatus, StopEffect, Termination, ViewState};
 
 /// Every error: one line saying what was wrong and where.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -58,6 +58,10 @@ pub struct View {
     pub incomplete: bool,
     pub errors: bool,
     pub last_error: Option<String>,
+    /// What its transformation returned when it last materialized it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<BTreeMap<String, u64>>)]
+    pub counters: Option<Counters>,
     pub data_path: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dependencies: Option<Vec<String>>,
@@ -151,6 +155,13 @@ pub struct Flow {
     pub view: String,
     #[schema(value_type = String)]
     pub status: FlowStatus,
+    /// The error it failed with in this run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// What its transformation returned in this run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<BTreeMap<String, u64>>)]
+    pub counters: Option<Counters>,
 }
 
 // A view that failed in a run, with its error (not `Failure`: the runtime
@@ -328,7 +339,7 @@ mod tests {
             json(&run),
             r#"{"id":"r","pattern":"p","mode":"DEFAULT","started":1,"finished":null,"status":"interrupted","termination":"stopped by request before it started","idle":0}"#
         );
-        let flow = Flow { view: "v".into(), status: FlowStatus::TerminatedWithError };
+        let flow = Flow { view: "v".into(), status: FlowStatus::TerminatedWithError, error: None, counters: None };
         assert_eq!(json(&flow), r#"{"view":"v","status":"TERMINATED_WITH_ERROR"}"#);
         let failed = FailedView { view: "v".into(), error: "e".into() };
         assert_eq!(json(&failed), r#"{"view":"v","error":"e"}"#);

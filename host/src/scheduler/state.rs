@@ -347,6 +347,7 @@ impl Scheduler {
                     incomplete: record.incomplete,
                     errors: record.errors,
                     last_error: record.last_error.clone(),
+                    counters: record.counters.clone(),
                     dependencies: self.lattice.dependencies(id).iter().map(|d| d.0).collect(),
                     data_path: self.lattice.data_path(id),
                 });
@@ -359,6 +360,9 @@ impl Scheduler {
             row.errors = record.errors;
             if row.last_error != record.last_error {
                 row.last_error = record.last_error.clone();
+            }
+            if row.counters != record.counters {
+                row.counters = record.counters.clone();
             }
         }
     }

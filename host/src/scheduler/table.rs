@@ -25,6 +25,8 @@ pub struct ViewRow {
     pub incomplete: bool,
     pub errors: bool,
     pub last_error: Option<String>,
+    /// What its transformation returned when it was last materialized.
+    pub counters: Option<crate::model::Counters>,
     /// Indexes of its dependencies in [`Table::views`].
     pub dependencies: Box<[u32]>,
     pub data_path: std::path::PathBuf,

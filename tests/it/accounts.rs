@@ -1,0 +1,79 @@
+//! What runs and views record, through the real binary and a real server:
+//! the counters a transformation returns (kept with the view and the
+//! run's flow), a run's flows while it runs, and a run's own account of
+//! how it ended and what failed in it.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::support::{Daily, Run, Server, run, trellis};
+
+const OUT: &str = "ca.mart/Out/2015/01/01";
+
+/// One day of input (`part.csv` with `csv`), summed by csv-aggregate.
+fn summing_project(dir: &Path, csv: &str) -> PathBuf {
+    let project = dir.join("summing");
+    Daily::new("ca", "csv_aggregate", 1).config(r#"aggregates = "sum(amount)""#).part(csv).write(&project);
+    project
+}
+
+fn ok(result: Run, what: &str) -> String {
+    assert_eq!(result.code, 0, "{what}: {}{}", result.stdout, result.stderr);
+    result.stdout
+}
+
+fn json(result: Run, what: &str) -> Value {
+    let text = ok(result, what);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{what}: {e}: {text}"))
+}
+
+fn cli(project: &Path, args: &[&str]) -> Run {
+    run(trellis().args(args).arg("-p").arg(project))
+}
+
+/// The ids of the runs recorded, in order.
+fn run_ids(project: &Path) -> Vec<String> {
+    let runs = json(cli(project, &["runs", "--json"]), "runs --json");
+    runs.as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap().to_string()).collect()
+}
+
+async fn get(url: &str) -> Value {
+    let response = reqwest::get(url).await.unwrap_or_else(|e| panic!("{url}: {e}"));
+    let text = response.text().await.unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{url}: {e}: {text}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_counters_a_transformation_returns_are_kept_with_the_view_and_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = summing_project(dir.path(), "amount\n1\n2\n3\n");
+    ok(cli(&project, &["materialize", "-v", OUT]), "materialize");
+    let expected = serde_json::json!({ "files": 1, "rows-in": 3, "rows-out": 1 });
+
+    // `views`, in JSON and as text.
+    let views = json(cli(&project, &["views", "--json", "-v", OUT]), "views --json");
+    assert_eq!(views[0]["counters"], expected, "{views}");
+    let text = ok(cli(&project, &["views", "-v", OUT]), "views");
+    assert!(text.trim_end().ends_with("  [files=1 rows-in=3 rows-out=1]"), "{text}");
+    // The external input returned nothing, and shows nothing.
+    let input = json(cli(&project, &["views", "--json", "-v", "ca.raw/In/2015/01/01"]), "views --json");
+    assert_eq!(input[0].get("counters"), None, "{input}");
+
+    // `runs ID`: the run's flow of the view.
+    let id = run_ids(&project).pop().unwrap();
+    let detail = json(cli(&project, &["runs", "--json", &id]), "runs --json ID");
+    let flow = detail["flows"].as_array().unwrap().iter().find(|f| f["view"] == OUT).cloned();
+    assert_eq!(flow.map(|f| f["counters"].clone()), Some(expected.clone()), "{detail}");
+    let text = ok(cli(&project, &["runs", &id]), "runs ID");
+    assert!(text.contains(&format!("SUCCESSFUL             {OUT}  [files=1 rows-in=3 rows-out=1]\n")), "{text}");
+
+    // The API: GET /views and GET /runs/{id}.
+    let server = Server::start(&project, &[], &[]);
+    let views = get(&format!("{}/views/{OUT}", server.url)).await;
+    assert_eq!(views["views"][0]["counters"], expected, "{views}");
+    let detail = get(&format!("{}/runs/{id}", server.url)).await;
+    let flow = detail["flows"].as_array().unwrap().iter().find(|f| f["view"] == OUT).cloned();
+    assert_eq!(flow.map(|f| f["counters"].clone()), Some(expected), "{detail}");
+    assert_eq!(server.stop(), 0);
+}
