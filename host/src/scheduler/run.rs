@@ -118,6 +118,8 @@ struct RunView {
     /// run's own account, whatever the view's record says later.
     flow_error: Option<String>,
     flow_counters: Option<Counters>,
+    /// The flow status last written to the metastore for this run.
+    flow_written: Option<FlowStatus>,
 }
 
 /// One run's transient state, from `begin` to `finish`.
@@ -422,6 +424,19 @@ impl Scheduler {
                 run.view(id).flow_error = Some(failure.clone());
                 run.failures.push((slot.url.to_string(), failure));
             }
+            // A flow is written with the commit that settles it (or starts
+            // its transformation), so that the run's record shows it while
+            // the run goes on. Queued and idle ones are not: those are most
+            // views of an unchanged run, which `finish` only counts.
+            if let Some(&status) = run.flows.get(&id)
+                && !matches!(status, FlowStatus::Queued | FlowStatus::Idle)
+                && run.view(id).flow_written != Some(status)
+            {
+                let view = run.view(id);
+                view.flow_written = Some(status);
+                let flow = FlowRecord { status, error: view.flow_error.clone(), counters: view.flow_counters.clone() };
+                commit.flows.push((run.id.to_string(), slot.url.to_string(), flow));
+            }
             // Only stable states are kept across processes; and only what
             // changed is written, so an unchanged lattice costs no writes.
             let stable = previous_stable(state, &slot.record);
@@ -487,7 +502,8 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Ends the run: records how it ended and its flow statuses. `steps` is
+    /// Ends the run: records how it ended and the flows not written as they
+    /// are now (those a stop skipped or canceled). `steps` is
     /// how driving it went; a run that ended on an error (the metastore's)
     /// is not current any more and, if the metastore still takes it, its
     /// record says why.
@@ -532,20 +548,27 @@ impl Scheduler {
         }
         incomplete.sort();
         with_errors.sort();
-        let mut records: Vec<(String, FlowRecord)> = flows
+        // Flows already written as they are now are not written again.
+        let mut records: Vec<(String, FlowRecord, bool)> = flows
             .into_iter()
             .filter(|(_, s)| *s != FlowStatus::Idle)
             .map(|(view, status)| {
                 let theirs = views.get_mut(view.0 as usize).map(std::mem::take).unwrap_or_default();
+                let written = theirs.flow_written == Some(status);
                 let record = FlowRecord { status, error: theirs.flow_error, counters: theirs.flow_counters };
-                (self.slots[view.0 as usize].url.to_string(), record)
+                (self.slots[view.0 as usize].url.to_string(), record, written)
             })
             .collect();
         records.sort_by(|a, b| a.0.cmp(&b.0));
-        let flows: Vec<(String, FlowStatus)> = records.iter().map(|(view, flow)| (view.clone(), flow.status)).collect();
+        let flows: Vec<(String, FlowStatus)> =
+            records.iter().map(|(view, flow, _)| (view.clone(), flow.status)).collect();
         let commit = Commit {
             runs: vec![finished],
-            flows: records.into_iter().map(|(view, flow)| (id.to_string(), view, flow)).collect(),
+            flows: records
+                .into_iter()
+                .filter(|(_, _, written)| !written)
+                .map(|(view, flow, _)| (id.to_string(), view, flow))
+                .collect(),
             ..Commit::default()
         };
         self.store.commit(&commit)?;
