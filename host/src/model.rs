@@ -208,6 +208,69 @@ impl Termination {
     }
 }
 
+/// What kind of end a run had: [`Termination`] without its details, for
+/// the typed account the API and `trellis runs --json` give beside the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndKind {
+    Completed,
+    CompletedWithFailures,
+    /// Stopped while it executed.
+    Stopped,
+    /// Stopped before it started.
+    Dequeued,
+    Interrupted,
+    Failed,
+}
+
+/// Who stopped a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoppedBy {
+    /// A stop request (`trellis stop`, `POST /runs/{id}/stop`) or Ctrl-C.
+    Request,
+    /// The server's shutdown.
+    Shutdown,
+}
+
+impl Termination {
+    pub fn kind(&self) -> EndKind {
+        match self {
+            Termination::Completed => EndKind::Completed,
+            Termination::CompletedWithFailures(_) => EndKind::CompletedWithFailures,
+            Termination::Stopped | Termination::StoppedByShutdown => EndKind::Stopped,
+            Termination::Dequeued | Termination::DequeuedByShutdown => EndKind::Dequeued,
+            Termination::Interrupted => EndKind::Interrupted,
+            Termination::Failed(_) => EndKind::Failed,
+        }
+    }
+
+    /// Who stopped it, if it was stopped (executing or queued).
+    pub fn stopped_by(&self) -> Option<StoppedBy> {
+        match self {
+            Termination::Stopped | Termination::Dequeued => Some(StoppedBy::Request),
+            Termination::StoppedByShutdown | Termination::DequeuedByShutdown => Some(StoppedBy::Shutdown),
+            _ => None,
+        }
+    }
+
+    /// How many views failed, if it completed with failures.
+    pub fn failed_views(&self) -> Option<usize> {
+        match self {
+            Termination::CompletedWithFailures(n) => Some(*n),
+            _ => None,
+        }
+    }
+
+    /// Why it could not go on, if it failed.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Termination::Failed(reason) => Some(reason),
+            _ => None,
+        }
+    }
+}
+
 const FAILED_VIEWS: (&str, &str) = ("completed with ", " failed views");
 const FAILED: &str = "failed: ";
 

@@ -135,3 +135,40 @@ async fn a_run_s_flows_are_recorded_as_its_views_settle_not_only_at_its_end() {
     assert_eq!(flows(&after), [out(1, "SUCCESSFUL"), out(2, "SUCCESSFUL"), input(1), input(2)], "{after}");
     assert_eq!(server.stop(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_keeps_its_own_account_of_how_it_ended_and_what_failed_in_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = summing_project(dir.path(), "amount\n1\nlots\n");
+    let failed = cli(&project, &["materialize", "-v", OUT]);
+    assert_eq!(failed.code, 1, "{}{}", failed.stdout, failed.stderr);
+    // The input fixed, the next run succeeds and the view's record moves on.
+    std::fs::write(project.join("data/raw/2015/01/01/part.csv"), "amount\n1\n2\n").unwrap();
+    ok(cli(&project, &["materialize", "-v", OUT]), "materialize after the fix");
+    let [first, second] = <[String; 2]>::try_from(run_ids(&project)).unwrap();
+
+    // `runs ID` of the first run shows its own error, not the view's record now.
+    let text = ok(cli(&project, &["runs", &first]), "runs ID");
+    assert!(text.starts_with(&format!("run {first} (DEFAULT, {OUT}): completed with 1 failed views\n")), "{text}");
+    let failure = format!("  TERMINATED_WITH_ERROR  {OUT}\n    error: ");
+    assert!(text.contains(&failure) && text.contains("lots"), "{text}");
+    let text = ok(cli(&project, &["runs", &second]), "runs ID");
+    assert!(text.contains(&format!("SUCCESSFUL             {OUT}  [files=1 rows-in=2 rows-out=1]")), "{text}");
+    assert!(!text.contains("error"), "{text}");
+
+    // Typed, in `runs --json` and the API, beside the text.
+    let runs = json(cli(&project, &["runs", "--json"]), "runs --json");
+    assert_eq!(runs[0]["ended"], serde_json::json!({ "kind": "completed_with_failures", "failed_views": 1 }));
+    assert_eq!(runs[1]["ended"], serde_json::json!({ "kind": "completed" }));
+    let server = Server::start(&project, &[], &[]);
+    let listed = get(&format!("{}/runs", server.url)).await;
+    assert_eq!(listed[0]["ended"]["kind"], "completed_with_failures", "{listed}");
+    assert_eq!(listed[0]["termination"], "completed with 1 failed views", "{listed}");
+    let detail = get(&format!("{}/runs/{first}", server.url)).await;
+    assert_eq!(detail["run"]["ended"]["failed_views"], 1, "{detail}");
+    let error = detail["failures"][0]["error"].as_str().unwrap_or_else(|| panic!("{detail}"));
+    assert!(error.contains("lots"), "{detail}");
+    let flow = detail["flows"].as_array().unwrap().iter().find(|f| f["view"] == OUT).cloned().unwrap();
+    assert_eq!(flow["error"].as_str(), Some(error), "{detail}");
+    assert_eq!(server.stop(), 0);
+}

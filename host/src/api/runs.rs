@@ -64,6 +64,7 @@ fn run_of(record: RunRecord, table: &Table, server_started: i64) -> wire::Run {
         mode: record.mode,
         started: record.started,
         finished: record.finished,
+        ended: record.termination.as_ref().map(wire::Ended::from),
         termination: record.termination,
         idle: record.idle,
     }

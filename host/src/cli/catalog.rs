@@ -416,9 +416,19 @@ fn termination_text(run: &RunRecord) -> String {
     run.termination.as_ref().map_or_else(|| "running or interrupted".to_string(), ToString::to_string)
 }
 
+/// A run as JSON: its record, with how it ended typed as the API gives it.
+fn run_json(run: &RunRecord) -> anyhow::Result<serde_json::Value> {
+    let mut value = serde_json::to_value(run)?;
+    if let Some(termination) = &run.termination {
+        value["ended"] = serde_json::to_value(wire::Ended::from(termination))?;
+    }
+    Ok(value)
+}
+
 fn print_runs(runs: &[RunRecord], json: bool) -> anyhow::Result<Status> {
     if json {
-        println!("{}", serde_json::to_string_pretty(runs)?);
+        let runs = runs.iter().map(run_json).collect::<anyhow::Result<Vec<_>>>()?;
+        println!("{}", serde_json::to_string_pretty(&runs)?);
     } else {
         for run in runs {
             let termination = termination_text(run);
@@ -440,7 +450,7 @@ fn print_run(run: &RunRecord, flows: &[(String, FlowRecord)], json: bool) -> any
                 counters: flow.counters.clone(),
             })
             .collect();
-        let value = serde_json::json!({ "run": run, "flows": flows });
+        let value = serde_json::json!({ "run": run_json(run)?, "flows": flows });
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         println!("run {} ({}, {}): {}", run.id, run.mode, run.pattern, termination_text(run));
