@@ -424,12 +424,13 @@ impl Scheduler {
                 run.view(id).flow_error = Some(failure.clone());
                 run.failures.push((slot.url.to_string(), failure));
             }
-            // A flow is written with the commit that settles it (or starts
-            // its transformation), so that the run's record shows it while
-            // the run goes on. Queued and idle ones are not: those are most
-            // views of an unchanged run, which `finish` only counts.
+            // A flow is written with the commit that settles it, so that the
+            // run's record shows it while the run goes on. Queued and idle
+            // ones are not: those are most views of an unchanged run, which
+            // `finish` only counts; nor running ones, which may still end
+            // idle (external data still without its flag).
             if let Some(&status) = run.flows.get(&id)
-                && !matches!(status, FlowStatus::Queued | FlowStatus::Idle)
+                && !matches!(status, FlowStatus::Queued | FlowStatus::Running | FlowStatus::Idle)
                 && run.view(id).flow_written != Some(status)
             {
                 let view = run.view(id);
