@@ -155,6 +155,21 @@ pub enum FlowStatus {
     Canceled,
 }
 
+/// What a transformation returned with its data (`Outcome::Data`): free-form
+/// counters (rows in, rows out, ...) by name. A name the plugin gave twice
+/// is summed, so that nothing it reported is dropped.
+pub type Counters = std::collections::BTreeMap<String, u64>;
+
+/// The counters of a transformation's answer, as [`Counters`].
+pub fn counters_of(pairs: &[(String, u64)]) -> Counters {
+    let mut counters = Counters::new();
+    for (name, value) in pairs {
+        let sum = counters.entry(name.clone()).or_insert(0);
+        *sum = sum.saturating_add(*value);
+    }
+    counters
+}
+
 /// Where a run stands, as the API reports it: its record says whether it
 /// finished, the service whether it runs or waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -239,6 +254,69 @@ impl Termination {
         match failed {
             0 => Termination::Completed,
             n => Termination::CompletedWithFailures(n),
+        }
+    }
+}
+
+/// What kind of end a run had: [`Termination`] without its details, for
+/// the typed account the API and `trellis runs --json` give beside the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndKind {
+    Completed,
+    CompletedWithFailures,
+    /// Stopped while it executed.
+    Stopped,
+    /// Stopped before it started.
+    Dequeued,
+    Interrupted,
+    Failed,
+}
+
+/// Who stopped a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoppedBy {
+    /// A stop request (`trellis stop`, `POST /runs/{id}/stop`) or Ctrl-C.
+    Request,
+    /// The server's shutdown.
+    Shutdown,
+}
+
+impl Termination {
+    pub fn kind(&self) -> EndKind {
+        match self {
+            Termination::Completed => EndKind::Completed,
+            Termination::CompletedWithFailures(_) => EndKind::CompletedWithFailures,
+            Termination::Stopped | Termination::StoppedByShutdown => EndKind::Stopped,
+            Termination::Dequeued | Termination::DequeuedByShutdown => EndKind::Dequeued,
+            Termination::Interrupted => EndKind::Interrupted,
+            Termination::Failed(_) => EndKind::Failed,
+        }
+    }
+
+    /// Who stopped it, if it was stopped (executing or queued).
+    pub fn stopped_by(&self) -> Option<StoppedBy> {
+        match self {
+            Termination::Stopped | Termination::Dequeued => Some(StoppedBy::Request),
+            Termination::StoppedByShutdown | Termination::DequeuedByShutdown => Some(StoppedBy::Shutdown),
+            _ => None,
+        }
+    }
+
+    /// How many views failed, if it completed with failures.
+    pub fn failed_views(&self) -> Option<usize> {
+        match self {
+            Termination::CompletedWithFailures(n) => Some(*n),
+            _ => None,
+        }
+    }
+
+    /// Why it could not go on, if it failed.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Termination::Failed(reason) => Some(reason),
+            _ => None,
         }
     }
 }

@@ -6,6 +6,7 @@
 mod inprocess;
 mod support;
 
+mod accounts;
 mod api;
 mod cli;
 mod crash;

@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use super::extract::{Path, Query, Shared, within_limit};
 use super::wire::{self, ErrorBody};
 use super::{ApiError, AppState};
-use crate::metastore::RunRecord;
+use crate::metastore::{FlowRecord, RunRecord};
 use crate::model::{FlowStatus, RunStatus, StopEffect};
 use crate::scheduler::table::Table;
 use crate::scheduler::{Mode, Stopping, check_full_refresh};
@@ -68,6 +68,7 @@ fn run_of(record: RunRecord, table: &Table, server_started: i64) -> wire::Run {
         mode: record.mode,
         started: record.started,
         finished: record.finished,
+        ended: record.termination.as_ref().map(wire::Ended::from),
         termination: record.termination,
         idle: record.idle,
         full_refresh: record.full_refresh,
@@ -104,10 +105,16 @@ fn run_detail(state: &AppState, id: &str) -> Result<wire::RunDetail, ApiError> {
         incomplete: Vec::new(),
         with_errors: Vec::new(),
     };
-    for (view, status) in state.store.flows(id)? {
+    for (view, flow) in state.store.flow_records(id)? {
+        let FlowRecord { status, error, counters } = flow;
         match status {
             FlowStatus::TerminatedWithError => {
-                let error = state.store.view(&view)?.and_then(|record| record.last_error).unwrap_or_default();
+                // The run's own error; flows recorded before they kept one
+                // have only the view's last error to show.
+                let error = match &error {
+                    Some(error) => error.clone(),
+                    None => state.store.view(&view)?.and_then(|record| record.last_error).unwrap_or_default(),
+                };
                 detail.failures.push(wire::FailedView { view: view.clone(), error });
             }
             FlowStatus::Successful => {
@@ -122,7 +129,7 @@ fn run_detail(state: &AppState, id: &str) -> Result<wire::RunDetail, ApiError> {
             }
             _ => {}
         }
-        detail.flows.push(wire::Flow { view, status });
+        detail.flows.push(wire::Flow { view, status, error, counters });
     }
     Ok(detail)
 }

@@ -135,6 +135,7 @@ async fn views_of(state: &AppState, pattern: Option<String>, query: wire::ViewsQ
             errors: row.errors,
             invalidation_pending: row.invalidation_pending,
             last_error: row.last_error.clone(),
+            counters: row.counters.clone(),
             data_path: row.data_path.display().to_string(),
             dependencies,
         });

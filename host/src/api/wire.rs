@@ -12,7 +12,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use crate::model::{FlowStatus, Issue, ListenerStateKind, RunStatus, StopEffect, Termination, ViewState};
+use crate::model::{
+    Counters, EndKind, FlowStatus, Issue, ListenerStateKind, RunStatus, StopEffect, StoppedBy, Termination, ViewState,
+};
 
 /// Every error: one line saying what was wrong and where.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -64,6 +66,10 @@ pub struct View {
     #[serde(default)]
     pub invalidation_pending: bool,
     pub last_error: Option<String>,
+    /// What its transformation returned when it last materialized it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<BTreeMap<String, u64>>)]
+    pub counters: Option<Counters>,
     pub data_path: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dependencies: Option<Vec<String>>,
@@ -157,6 +163,42 @@ pub struct Run {
     /// (absent for any other run).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub full_refresh: bool,
+    /// How it ended, typed (the same as `termination`); absent while it
+    /// has not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<Ended>,
+}
+
+/// How a run ended: its kind and the details that kind has.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Ended {
+    /// `completed`, `completed_with_failures`, `stopped` (while it
+    /// executed), `dequeued` (before it started), `interrupted` (its process
+    /// ended during it) or `failed`.
+    #[schema(value_type = String)]
+    pub kind: EndKind,
+    /// With `completed_with_failures`: how many views failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_views: Option<usize>,
+    /// With `stopped` and `dequeued`: `request` (a stop request or Ctrl-C)
+    /// or `shutdown` (the server's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub stopped_by: Option<StoppedBy>,
+    /// With `failed`: why it could not go on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl From<&Termination> for Ended {
+    fn from(termination: &Termination) -> Ended {
+        Ended {
+            kind: termination.kind(),
+            failed_views: termination.failed_views(),
+            stopped_by: termination.stopped_by(),
+            reason: termination.reason().map(str::to_string),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -164,6 +206,13 @@ pub struct Flow {
     pub view: String,
     #[schema(value_type = String)]
     pub status: FlowStatus,
+    /// The error it failed with in this run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// What its transformation returned in this run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<BTreeMap<String, u64>>)]
+    pub counters: Option<Counters>,
 }
 
 // A view that failed in a run, with its error (not `Failure`: the runtime
@@ -360,12 +409,17 @@ mod tests {
             termination: Some(Termination::Dequeued),
             idle: 0,
             full_refresh: false,
+            ended: Some((&Termination::Dequeued).into()),
         };
         assert_eq!(
             json(&run),
-            r#"{"id":"r","pattern":"p","mode":"DEFAULT","started":1,"finished":null,"status":"interrupted","termination":"stopped by request before it started","idle":0}"#
+            r#"{"id":"r","pattern":"p","mode":"DEFAULT","started":1,"finished":null,"status":"interrupted","termination":"stopped by request before it started","idle":0,"ended":{"kind":"dequeued","stopped_by":"request"}}"#
         );
-        let flow = Flow { view: "v".into(), status: FlowStatus::TerminatedWithError };
+        let failed = Ended::from(&Termination::Failed("disk full".into()));
+        assert_eq!(json(&failed), r#"{"kind":"failed","reason":"disk full"}"#);
+        let failures = Ended::from(&Termination::CompletedWithFailures(2));
+        assert_eq!(json(&failures), r#"{"kind":"completed_with_failures","failed_views":2}"#);
+        let flow = Flow { view: "v".into(), status: FlowStatus::TerminatedWithError, error: None, counters: None };
         assert_eq!(json(&flow), r#"{"view":"v","status":"TERMINATED_WITH_ERROR"}"#);
         let failed = FailedView { view: "v".into(), error: "e".into() };
         assert_eq!(json(&failed), r#"{"view":"v","error":"e"}"#);

@@ -14,8 +14,8 @@ use super::remote::{self, Server};
 use crate::api::wire;
 use crate::catalog::{self, Catalog, Transformation};
 use crate::lattice::{Lattice, Resolution, ViewId, on_disk};
-use crate::metastore::{Metastore, RunRecord};
-use crate::model::{FlowStatus, ViewCondition, ViewState};
+use crate::metastore::{FlowRecord, Metastore, RunRecord};
+use crate::model::{Counters, FlowStatus, ViewCondition, ViewState};
 
 #[derive(Debug, Args)]
 pub(super) struct ProjectArgs {
@@ -222,11 +222,16 @@ pub(super) fn views(args: &ViewsArgs) -> anyhow::Result<Status> {
         if args.filter.as_ref().is_some_and(|regex| !regex.is_match(&url)) {
             continue;
         }
-        let condition = match &store {
-            Some(store) => store.view(&url)?.map(|record| record.condition()).unwrap_or_default(),
-            None => ViewCondition::default(),
+        let record = match &store {
+            Some(store) => store.view(&url)?.unwrap_or_default(),
+            None => crate::metastore::ViewRecord::default(),
         };
-        rows.push(ViewRow { view: url, condition, data_path: lattice.data_path(id).display().to_string() });
+        rows.push(ViewRow {
+            view: url,
+            condition: record.condition(),
+            data_path: lattice.data_path(id).display().to_string(),
+            counters: record.counters,
+        });
     }
     print_views(&select(args, rows), args)
 }
@@ -264,6 +269,7 @@ pub(super) async fn views_remote(args: &ViewsArgs, server: &Server) -> anyhow::R
             },
             view: view.view,
             data_path: view.data_path,
+            counters: view.counters,
         })
         .collect();
     print_views(&Listing::Views(rows), args)
@@ -275,6 +281,8 @@ struct ViewRow {
     /// Its state and flags, as the metastore or the server says.
     condition: ViewCondition,
     data_path: String,
+    /// What its transformation returned when it last materialized it.
+    counters: Option<Counters>,
 }
 
 /// What `trellis views` prints: views, or their counts per state.
@@ -322,14 +330,18 @@ fn print_views(listing: &Listing, args: &ViewsArgs) -> anyhow::Result<Status> {
                 .iter()
                 .map(|row| {
                     let c = &row.condition;
-                    serde_json::json!({
+                    let mut value = serde_json::json!({
                         "view": row.view,
                         "state": c.state,
                         "incomplete": c.incomplete,
                         "errors": c.errors,
                         "invalidation_pending": c.invalidation_pending,
                         "data_path": row.data_path,
-                    })
+                    });
+                    if let Some(counters) = &row.counters {
+                        value["counters"] = serde_json::json!(counters);
+                    }
+                    value
                 })
                 .collect();
             println!("{}", serde_json::to_string_pretty(&views)?);
@@ -337,7 +349,7 @@ fn print_views(listing: &Listing, args: &ViewsArgs) -> anyhow::Result<Status> {
         Listing::Views(rows) => {
             for row in rows {
                 let c = &row.condition;
-                println!("{}  {}{}  {}", row.view, c.state, c.flags_text(), row.data_path);
+                println!("{}  {}{}  {}{}", row.view, c.state, c.flags_text(), row.data_path, counters_text(row.counters.as_ref()));
             }
         }
     }
@@ -358,7 +370,7 @@ pub(super) fn runs(args: &RunsArgs) -> anyhow::Result<Status> {
         None => print_runs(&store.runs()?, args.project.json),
         Some(id) => {
             let run = store.run(id)?.ok_or_else(|| anyhow::anyhow!("no run `{id}` (see `trellis runs`)"))?;
-            print_run(&run, &store.flows(id)?, args.project.json)
+            print_run(&run, &store.flow_records(id)?, args.project.json)
         }
     }
 }
@@ -373,7 +385,7 @@ pub(super) async fn runs_remote(args: &RunsArgs, server: &Server) -> anyhow::Res
         }
         Some(id) => {
             let detail = run_detail(server, id).await?;
-            print_run(&run_record(detail.run), &flows_of(detail.flows), args.project.json)
+            print_run(&run_record(detail.run), &flow_records_of(detail.flows), args.project.json)
         }
     }
 }
@@ -401,6 +413,25 @@ pub(super) fn flows_of(flows: Vec<wire::Flow>) -> Vec<(String, FlowStatus)> {
     flows.into_iter().map(|flow| (flow.view, flow.status)).collect()
 }
 
+/// A run's flows with what it recorded of each, from the server's account.
+fn flow_records_of(flows: Vec<wire::Flow>) -> Vec<(String, FlowRecord)> {
+    flows
+        .into_iter()
+        .map(|flow| (flow.view, FlowRecord { status: flow.status, error: flow.error, counters: flow.counters }))
+        .collect()
+}
+
+/// Counters as `  [name=value ...]` after a line, or nothing.
+fn counters_text(counters: Option<&Counters>) -> String {
+    match counters {
+        Some(counters) if !counters.is_empty() => {
+            let pairs: Vec<String> = counters.iter().map(|(name, value)| format!("{name}={value}")).collect();
+            format!("  [{}]", pairs.join(" "))
+        }
+        _ => String::new(),
+    }
+}
+
 fn time(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms).map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string()).unwrap_or_default()
 }
@@ -410,9 +441,19 @@ fn termination_text(run: &RunRecord) -> String {
     run.termination.as_ref().map_or_else(|| "running or interrupted".to_string(), ToString::to_string)
 }
 
+/// A run as JSON: its record, with how it ended typed as the API gives it.
+fn run_json(run: &RunRecord) -> anyhow::Result<serde_json::Value> {
+    let mut value = serde_json::to_value(run)?;
+    if let Some(termination) = &run.termination {
+        value["ended"] = serde_json::to_value(wire::Ended::from(termination))?;
+    }
+    Ok(value)
+}
+
 fn print_runs(runs: &[RunRecord], json: bool) -> anyhow::Result<Status> {
     if json {
-        println!("{}", serde_json::to_string_pretty(runs)?);
+        let runs = runs.iter().map(run_json).collect::<anyhow::Result<Vec<_>>>()?;
+        println!("{}", serde_json::to_string_pretty(&runs)?);
     } else {
         for run in runs {
             let termination = termination_text(run);
@@ -422,14 +463,28 @@ fn print_runs(runs: &[RunRecord], json: bool) -> anyhow::Result<Status> {
     Ok(Status::Success)
 }
 
-fn print_run(run: &RunRecord, flows: &[(String, FlowStatus)], json: bool) -> anyhow::Result<Status> {
+fn print_run(run: &RunRecord, flows: &[(String, FlowRecord)], json: bool) -> anyhow::Result<Status> {
     if json {
-        let value = serde_json::json!({ "run": run, "flows": flows.iter().map(|(v, s)| serde_json::json!({ "view": v, "status": s })).collect::<Vec<_>>() });
+        // Each flow as the API writes it.
+        let flows: Vec<wire::Flow> = flows
+            .iter()
+            .map(|(view, flow)| wire::Flow {
+                view: view.clone(),
+                status: flow.status,
+                error: flow.error.clone(),
+                counters: flow.counters.clone(),
+            })
+            .collect();
+        let value = serde_json::json!({ "run": run_json(run)?, "flows": flows });
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         println!("run {} ({}, {}): {}", run.id, run.mode, run.pattern, termination_text(run));
-        for (view, status) in flows {
-            println!("  {:<22} {view}", crate::model::wire_name(status));
+        // What happened to each view in this run, as the run recorded it.
+        for (view, flow) in flows {
+            println!("  {:<22} {view}{}", crate::model::wire_name(&flow.status), counters_text(flow.counters.as_ref()));
+            if let Some(error) = &flow.error {
+                println!("    error: {error}");
+            }
         }
     }
     Ok(Status::Success)

@@ -17,8 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::events::{EVENTS_PER_CHUNK, SEQUENCE_KEY, StoredEvent};
 use super::format::{decode, encode};
 use super::runs::flow_key;
-use super::{Error, ListenerRecord, LoggedEvent, Metastore, RunRecord, ViewRecord};
-use crate::model::FlowStatus;
+use super::{Error, FlowRecord, ListenerRecord, LoggedEvent, Metastore, RunRecord, ViewRecord};
 
 /// The name in every backup's header.
 pub const BACKUP_FORMAT: &str = "trellis-metastore-backup";
@@ -50,10 +49,13 @@ enum Line {
     Run {
         record: RunRecord,
     },
+    /// A flow's status and details, flattened: a line without details is
+    /// as it was before flows had them.
     Flow {
         run: String,
         view: String,
-        status: FlowStatus,
+        #[serde(flatten)]
+        record: FlowRecord,
     },
     Event {
         event: LoggedEvent,
@@ -129,7 +131,7 @@ impl Metastore {
                 };
                 let run = String::from_utf8_lossy(&key[..split]).into_owned();
                 let view = String::from_utf8_lossy(&key[split + 1..]).into_owned();
-                line(&Line::Flow { run, view, status: decode(&key, &bytes)? })?;
+                line(&Line::Flow { run, view, record: decode(&key, &bytes)? })?;
                 records += 1;
             }
             Ok(())
@@ -248,7 +250,7 @@ fn fill(store: &Metastore, input: impl BufRead) -> Result<u64, Error> {
             Line::Schema { view_type, checksum } => batches.schemas.insert(view_type.as_bytes(), encode(&checksum)),
             Line::View { view, record } => batches.views.insert(view.as_bytes(), encode(&record)),
             Line::Run { record } => batches.runs.insert(record.id.as_bytes(), encode(&record)),
-            Line::Flow { run, view, status } => batches.flows.insert(flow_key(&run, &view), encode(&status)),
+            Line::Flow { run, view, record } => batches.flows.insert(flow_key(&run, &view), encode(&record)),
             Line::Event { event } => {
                 // Each event once, in order: chunks are keyed by their first
                 // event, so one out of order would overwrite or overlap
@@ -353,7 +355,7 @@ mod tests {
     use super::*;
     use crate::metastore::Commit;
     use crate::metastore::fixtures::{event, materialized};
-    use crate::model::ViewState;
+    use crate::model::{FlowStatus, ViewState};
 
     fn filled(dir: &Path) -> Metastore {
         let store = Metastore::open(dir).unwrap();
@@ -374,7 +376,7 @@ mod tests {
                 views: vec![("s.d/Daily/2015/05/01".into(), materialized(7))],
                 events: many,
                 runs: vec![run],
-                flows: vec![("r1".into(), "s.d/Daily/2015/05/01".into(), FlowStatus::Successful)],
+                flows: vec![("r1".into(), "s.d/Daily/2015/05/01".into(), FlowStatus::Successful.into())],
             })
             .unwrap();
         store.truncate_events(10).unwrap();

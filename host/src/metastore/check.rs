@@ -20,7 +20,6 @@ use serde::de::DeserializeOwned;
 
 use super::format::{FORMAT_KEY, decode, decode_counter};
 use super::{Error, ListenerRecord, LoggedEvent, Metastore, RunRecord, ViewRecord};
-use crate::model::FlowStatus;
 
 /// The `meta` key of the commit counter.
 pub(super) const COMMITS_KEY: &[u8] = b"commits";
@@ -111,7 +110,7 @@ impl Metastore {
         decode_all("schemas", &self.schemas, &mut contents.schemas, &one::<String>)?;
         decode_all("views", &self.views, &mut contents.views, &one::<ViewRecord>)?;
         decode_all("runs", &self.runs, &mut contents.runs, &one::<RunRecord>)?;
-        decode_all("flows", &self.flows, &mut contents.flows, &one::<FlowStatus>)?;
+        decode_all("flows", &self.flows, &mut contents.flows, &one::<super::FlowRecord>)?;
         decode_all("events", &self.events, &mut contents.events, &|key, value| {
             let chunk: Vec<LoggedEvent> = decode(key, value)?;
             let start = super::events::chunk_start(key)?;

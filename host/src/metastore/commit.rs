@@ -9,8 +9,7 @@ use super::check::COMMITS_KEY;
 use super::events::append;
 use super::format::{decode_counter, encode};
 use super::runs::flow_key;
-use super::{Error, Metastore, NewEvent, RunRecord, ViewRecord};
-use crate::model::FlowStatus;
+use super::{Error, FlowRecord, Metastore, NewEvent, RunRecord, ViewRecord};
 
 /// Everything one step of the scheduler writes, applied atomically.
 #[derive(Debug, Clone, Default)]
@@ -18,8 +17,8 @@ pub struct Commit {
     pub views: Vec<(String, ViewRecord)>,
     pub events: Vec<NewEvent>,
     pub runs: Vec<RunRecord>,
-    /// (run id, view URL path, status).
-    pub flows: Vec<(String, String, FlowStatus)>,
+    /// (run id, view URL path, flow).
+    pub flows: Vec<(String, String, FlowRecord)>,
 }
 
 impl Metastore {
@@ -67,7 +66,7 @@ mod tests {
     use super::*;
     use crate::metastore::ListenerRecord;
     use crate::metastore::fixtures::{event, materialized};
-    use crate::model::ViewState;
+    use crate::model::{FlowStatus, ViewState};
 
     #[test]
     fn commits_survive_a_reopen_with_gapless_sequences() {
@@ -90,7 +89,7 @@ mod tests {
                     idle: 0,
                     full_refresh: false,
                 }],
-                flows: vec![("r1".into(), "s.d/Daily/A/2015/05/01".into(), FlowStatus::Successful)],
+                flows: vec![("r1".into(), "s.d/Daily/A/2015/05/01".into(), FlowStatus::Successful.into())],
             };
             assert_eq!(store.commit(&commit).unwrap(), [1, 2]);
         }

@@ -40,7 +40,7 @@ pub use commit::Commit;
 pub use events::{LoggedEvent, NewEvent};
 pub use format::FORMAT;
 pub use listeners::ListenerRecord;
-pub use runs::RunRecord;
+pub use runs::{FlowRecord, RunRecord};
 pub use views::{FlagIdentity, SchemaChange, SeenFlag, ViewRecord};
 
 use std::path::PathBuf;

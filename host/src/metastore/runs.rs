@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::format::decode;
 use super::{Error, Metastore};
-use crate::model::FlowStatus;
+use crate::model::{Counters, FlowStatus};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunRecord {
@@ -22,6 +22,51 @@ pub struct RunRecord {
     /// state, what they depend on read as it stands (absent before it existed).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub full_refresh: bool,
+}
+
+/// A view's flow in one run: its status and what the run learned of it
+/// then, so that a run's account stays its own when the view's record
+/// moves on. Every field but the status is optional, so that records
+/// written before it (a bare status) still read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "StoredFlow")]
+pub struct FlowRecord {
+    pub status: FlowStatus,
+    /// The error it failed with in this run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// What its transformation returned in this run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<Counters>,
+}
+
+impl From<FlowStatus> for FlowRecord {
+    fn from(status: FlowStatus) -> FlowRecord {
+        FlowRecord { status, error: None, counters: None }
+    }
+}
+
+/// A flow as stored: a bare status (before flows had details), or a record.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum StoredFlow {
+    Bare(FlowStatus),
+    Record {
+        status: FlowStatus,
+        #[serde(default)]
+        error: Option<String>,
+        #[serde(default)]
+        counters: Option<Counters>,
+    },
+}
+
+impl From<StoredFlow> for FlowRecord {
+    fn from(stored: StoredFlow) -> FlowRecord {
+        match stored {
+            StoredFlow::Bare(status) => status.into(),
+            StoredFlow::Record { status, error, counters } => FlowRecord { status, error, counters },
+        }
+    }
 }
 
 /// Flow keys: run id, NUL, view, so that one run's flows are a prefix.
@@ -52,6 +97,11 @@ impl Metastore {
 
     /// The flow statuses of one run, by view URL path.
     pub fn flows(&self, run: &str) -> Result<Vec<(String, FlowStatus)>, Error> {
+        Ok(self.flow_records(run)?.into_iter().map(|(view, flow)| (view, flow.status)).collect())
+    }
+
+    /// The flows of one run with what it recorded of each, by view URL path.
+    pub fn flow_records(&self, run: &str) -> Result<Vec<(String, FlowRecord)>, Error> {
         let prefix = flow_key(run, "");
         self.reading("flows", || {
             self.flows

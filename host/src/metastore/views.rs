@@ -35,6 +35,10 @@ pub struct ViewRecord {
     /// timestamp instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub done_flag: Option<SeenFlag>,
+    /// What its transformation returned when it was last materialized by
+    /// one (none when it was marked, or is external data).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<crate::model::Counters>,
     /// For a view with `latest(n)` dependencies: the URL paths of the
     /// instances they resolved to when it was last materialized, what it
     /// read (seed 002). `None` for other views, and in records written

@@ -9,7 +9,7 @@
 //! golden table covers every action in every mode.
 
 use crate::metastore::{FlagIdentity, SeenFlag, ViewRecord};
-use crate::model::{FlowStatus, ViewState};
+use crate::model::{Counters, FlowStatus, ViewState};
 
 use super::transition::{Action, Mode, Settled};
 
@@ -30,6 +30,8 @@ pub struct Facts<'a> {
     /// The done flag as read now (`None` inside: none), for a view whose
     /// record keeps it: external data, and a view marked materialized.
     pub flag_found: Option<Option<FlagIdentity>>,
+    /// What the transformation returned with its data, if it ran and did.
+    pub counters: Option<&'a Counters>,
 }
 
 /// The record after the actions, and what the run learns from them.
@@ -42,6 +44,8 @@ pub struct Recorded {
     pub flow: Option<FlowStatus>,
     /// The error the view failed with.
     pub failure: Option<String>,
+    /// What its transformation returned, for the run's flow.
+    pub counters: Option<Counters>,
 }
 
 /// Applies `actions` to `record` (whose state is already the new one).
@@ -49,6 +53,7 @@ pub fn record(mut record: ViewRecord, actions: &[Action], facts: &Facts) -> Reco
     let mut changed = false;
     let mut flow = None;
     let mut failure = None;
+    let mut counters = None;
     for action in actions {
         match action {
             Action::RecordMaterialized | Action::RecordWithoutTransforming => {
@@ -73,6 +78,10 @@ pub fn record(mut record: ViewRecord, actions: &[Action], facts: &Facts) -> Reco
                 record.incomplete = settled.some_no_data;
                 record.errors = settled.some_failed;
                 record.last_error = None;
+                // What this materialization returned; a view marked
+                // materialized returned nothing.
+                record.counters = facts.counters.cloned();
+                counters = facts.counters.cloned();
                 changed = true;
                 flow = Some(FlowStatus::Successful);
             }
@@ -104,7 +113,7 @@ pub fn record(mut record: ViewRecord, actions: &[Action], facts: &Facts) -> Reco
             }
         }
     }
-    Recorded { record, changed, flow, failure }
+    Recorded { record, changed, flow, failure, counters }
 }
 
 /// The stable state a view is stored as: in-flight states become what the
@@ -153,15 +162,22 @@ mod tests {
                 )
             }
         };
+        // Shown only when there are some, so that the other lines read as before.
+        let counters = |c: &Option<Counters>| match c {
+            None => String::new(),
+            Some(c) => format!(" counters={}", c.iter().map(|(k, v)| format!("{k}:{v}")).collect::<Vec<_>>().join(",")),
+        };
         format!(
-            "version={} ts={}{flag} flags=[{}] error={} | changed={} flow={} failure={}",
+            "version={} ts={}{flag} flags=[{}] error={}{} | changed={} flow={} failure={}{}",
             r.version_checksum.as_deref().unwrap_or("-"),
             r.timestamp.map_or("-".into(), |t| t.to_string()),
             flags.join(","),
             r.last_error.as_deref().unwrap_or("-"),
+            counters(&r.counters),
             recorded.changed,
             recorded.flow.map_or("-".into(), |f| wire_name(&f)),
             recorded.failure.as_deref().unwrap_or("-"),
+            counters(&recorded.counters),
         )
     }
 
@@ -207,6 +223,7 @@ mod tests {
                             settled: Some(settled),
                             no_data_before_run,
                             flag_found: None,
+                            counters: None,
                         };
                         let names: Vec<&str> = actions.iter().map(Action::name).collect();
                         let recorded = record(start.clone(), actions, &facts);
@@ -232,9 +249,20 @@ mod tests {
             settled: None,
             no_data_before_run: false,
             flag_found: None,
+            counters: None,
         };
         let _ =
             writeln!(table, "produced_at=42: {}", show(&record(fresh.clone(), &[Action::RecordMaterialized], &facts)));
+        // What the transformation returned goes to the record and the flow;
+        // a view marked after it returns nothing, and the record forgets it.
+        let returned: Counters = [("rows-in".to_string(), 7), ("rows-out".to_string(), 2)].into();
+        let with = Facts { counters: Some(&returned), ..facts };
+        let transformed = record(fresh.clone(), &[Action::RecordMaterialized], &with);
+        let _ = writeln!(table, "counters returned: {}", show(&transformed));
+        let marked = record(transformed.record.clone(), &[Action::RecordWithoutTransforming], &facts);
+        let _ = writeln!(table, "marked after: {}", show(&marked));
+        let failed = record(transformed.record, &[Action::RecordFailed { error: "boom".into() }], &facts);
+        let _ = writeln!(table, "failed after: {}", show(&failed));
         // External data: the flag found is recorded with the time it was seen.
         let identity = FlagIdentity { mtime_nanos: 7_000_000, size: 0, inode: 9 };
         for (name, action, found) in [
@@ -250,6 +278,7 @@ mod tests {
                 settled: None,
                 no_data_before_run: false,
                 flag_found: Some(found),
+                counters: None,
             };
             let _ = writeln!(table, "{name}: {}", show(&record(before.clone(), &[action], &facts)));
         }
@@ -309,6 +338,9 @@ mod tests {
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before       ask-dependencies                           version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=QUEUED failure=-
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before nd    record-no-data,notify-dependents           version=old ts=100 flags=[] error=earlier | changed=true flow=SUCCESSFUL failure=-
             produced_at=42: version=v2 ts=42 flags=[] error=- | changed=true flow=SUCCESSFUL failure=-
+            counters returned: version=v2 ts=42 flags=[] error=- counters=rows-in:7,rows-out:2 | changed=true flow=SUCCESSFUL failure=- counters=rows-in:7,rows-out:2
+            marked after: version=v2 ts=42 flags=[] error=- | changed=true flow=SUCCESSFUL failure=-
+            failed after: version=v2 ts=42 flags=[] error=boom counters=rows-in:7,rows-out:2 | changed=true flow=TERMINATED_WITH_ERROR failure=boom
             external, flag found: version=v2 ts=500 done_flag=(mtime 7000000 size 0 inode 9 seen 500) flags=[] error=- | changed=true flow=SUCCESSFUL failure=-
             external, dry run: version=v2 ts=500 done_flag=(mtime 7000000 size 0 inode 9 seen 500) flags=[] error=- | changed=true flow=SUCCESSFUL failure=-
             external, no flag: version=old ts=100 done_flag=absent flags=[] error=earlier | changed=true flow=SUCCESSFUL failure=-

@@ -24,8 +24,8 @@ use super::table::Running;
 use super::transition::{Action, Event, Freshness, Mode, Reason, Settled, transition};
 use crate::catalog::Transformation;
 use crate::lattice::ViewId;
-use crate::metastore::{Commit, RunRecord, SeenFlag};
-use crate::model::{FlowStatus, Termination, ViewState};
+use crate::metastore::{Commit, FlowRecord, RunRecord, SeenFlag};
+use crate::model::{Counters, FlowStatus, Termination, ViewState, counters_of};
 use crate::runtime::{self, Plugin, TransformInput, TransformOutcome, TransformRequest};
 
 /// The outcome of one run, for the CLI's summary.
@@ -91,6 +91,8 @@ pub enum TaskReport {
         view: ViewId,
         data: bool,
         timestamp: i64,
+        /// What the transformation returned with its data.
+        counters: Option<Counters>,
     },
     Failed {
         view: ViewId,
@@ -123,6 +125,14 @@ struct RunView {
     produced_at: Option<i64>,
     /// The view was no-data when the run started.
     no_data_before_run: bool,
+    /// What a finished transformation returned, until its report is applied.
+    returned: Option<Counters>,
+    /// What this run's flow of the view records beside its status: the
+    /// run's own account, whatever the view's record says later.
+    flow_error: Option<String>,
+    flow_counters: Option<Counters>,
+    /// The flow status last written to the metastore for this run.
+    flow_written: Option<FlowStatus>,
 }
 
 /// One run's transient state, from `begin` to `finish`.
@@ -318,7 +328,7 @@ impl Scheduler {
 
     fn take_report(&mut self, run: &mut Run, report: TaskReport) {
         match report {
-            TaskReport::Done { view, data, timestamp } => {
+            TaskReport::Done { view, data, timestamp, counters } => {
                 run.tasks.remove(&view);
                 self.with_table(|table| {
                     if table.running.remove(&view.0).is_some() {
@@ -326,6 +336,7 @@ impl Scheduler {
                     }
                 });
                 run.view(view).produced_at = Some(timestamp);
+                run.view(view).returned = counters;
                 run.queue.push_back((view, Event::Transformed { data }));
             }
             TaskReport::Failed { view, retryable, message } => {
@@ -405,6 +416,7 @@ impl Scheduler {
             let next_stamp = self.stamp_floor;
             let view = run.view(id);
             let produced_at = view.produced_at.take().map(|t| t.max(next_stamp));
+            let returned = view.returned.take();
             // Read field by field: the slot is borrowed mutably below.
             let version = match &self.transformations {
                 Some(transformations) => transformations.versions[&self.lattice.view_type(id).id].as_str(),
@@ -418,6 +430,7 @@ impl Scheduler {
                 settled: view.settled,
                 no_data_before_run: view.no_data_before_run,
                 flag_found,
+                counters: returned.as_ref(),
             };
             // What its `latest()` dependencies resolved to is what it read.
             let latest_read = marked.then(|| self.latest_read(id)).flatten();
@@ -442,8 +455,26 @@ impl Scheduler {
                 }
                 None => {}
             }
+            if recorded.counters.is_some() {
+                run.view(id).flow_counters = recorded.counters;
+            }
             if let Some(failure) = recorded.failure {
+                run.view(id).flow_error = Some(failure.clone());
                 run.failures.push((slot.url.to_string(), failure));
+            }
+            // A flow is written with the commit that settles it, so that the
+            // run's record shows it while the run goes on. Queued and idle
+            // ones are not: those are most views of an unchanged run, which
+            // `finish` only counts; nor running ones, which may still end
+            // idle (external data still without its flag).
+            if let Some(&status) = run.flows.get(&id)
+                && !matches!(status, FlowStatus::Queued | FlowStatus::Running | FlowStatus::Idle)
+                && run.view(id).flow_written != Some(status)
+            {
+                let view = run.view(id);
+                view.flow_written = Some(status);
+                let flow = FlowRecord { status, error: view.flow_error.clone(), counters: view.flow_counters.clone() };
+                commit.flows.push((run.id.to_string(), slot.url.to_string(), flow));
             }
             // Only stable states are kept across processes; and only what
             // changed is written, so an unchanged lattice costs no writes.
@@ -516,7 +547,8 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Ends the run: records how it ended and its flow statuses. `steps` is
+    /// Ends the run: records how it ended and the flows not written as they
+    /// are now (those a stop skipped or canceled). `steps` is
     /// how driving it went; a run that ended on an error (the metastore's)
     /// is not current any more and, if the metastore still takes it, its
     /// record says why.
@@ -529,7 +561,7 @@ impl Scheduler {
         for view in self.excluded(&run) {
             run.flows.insert(view, FlowStatus::Excluded);
         }
-        let Run { record, id, mut flows, mut failures, stop, stopped, .. } = run;
+        let Run { record, id, mut flows, mut failures, stop, stopped, mut views, .. } = run;
         if stopped {
             for status in flows.values_mut() {
                 if *status == FlowStatus::Queued {
@@ -564,15 +596,27 @@ impl Scheduler {
         }
         incomplete.sort();
         with_errors.sort();
-        let mut flows: Vec<(String, FlowStatus)> = flows
+        // Flows already written as they are now are not written again.
+        let mut records: Vec<(String, FlowRecord, bool)> = flows
             .into_iter()
             .filter(|(_, s)| *s != FlowStatus::Idle)
-            .map(|(view, s)| (self.slots[view.0 as usize].url.to_string(), s))
+            .map(|(view, status)| {
+                let theirs = views.get_mut(view.0 as usize).map(std::mem::take).unwrap_or_default();
+                let written = theirs.flow_written == Some(status);
+                let record = FlowRecord { status, error: theirs.flow_error, counters: theirs.flow_counters };
+                (self.slots[view.0 as usize].url.to_string(), record, written)
+            })
             .collect();
-        flows.sort_by(|a, b| a.0.cmp(&b.0));
+        records.sort_by(|a, b| a.0.cmp(&b.0));
+        let flows: Vec<(String, FlowStatus)> =
+            records.iter().map(|(view, flow, _)| (view.clone(), flow.status)).collect();
         let commit = Commit {
             runs: vec![finished],
-            flows: flows.iter().map(|(view, status)| (id.to_string(), view.clone(), *status)).collect(),
+            flows: records
+                .into_iter()
+                .filter(|(_, _, written)| !written)
+                .map(|(view, flow, _)| (id.to_string(), view, flow))
+                .collect(),
             ..Commit::default()
         };
         self.store.commit(&commit)?;
@@ -776,7 +820,7 @@ impl Scheduler {
         let Transformation::Plugin { plugin: plugin_name, output, .. } = &view_type.transformation else {
             // External data: its done flag is its transformation.
             let data = done_flag.exists();
-            let result = TaskReport::Done { view: id, data, timestamp: now_millis() };
+            let result = TaskReport::Done { view: id, data, timestamp: now_millis(), counters: None };
             return tokio::spawn(async move {
                 let _ = results.send(result);
             });
@@ -852,7 +896,7 @@ impl Scheduler {
             let _ = results.send(TaskReport::Started { view: id });
             let result = run_plugin(&plugin, request_base, &staging, &data_path, &flag).await;
             let _ = results.send(match result {
-                Ok(data) => TaskReport::Done { view: id, data, timestamp: now_millis() },
+                Ok((data, counters)) => TaskReport::Done { view: id, data, timestamp: now_millis(), counters },
                 Err((retryable, message)) => TaskReport::Failed { view: id, retryable, message },
             });
         })
@@ -867,7 +911,7 @@ async fn run_plugin(
     staging: &Staging,
     data_path: &std::path::Path,
     done_flag: &str,
-) -> Result<bool, (bool, String)> {
+) -> Result<(bool, Option<Counters>), (bool, String)> {
     let dir = staging.create().map_err(|e| (true, format!("cannot create a staging directory: {e}")))?;
     request.output_dir = dir.clone();
     let report = match plugin.transform(&request).await {
@@ -878,8 +922,8 @@ async fn run_plugin(
         }
     };
     match report.result {
-        Ok(TransformOutcome::Data { .. }) => match staging.publish(&dir, data_path, done_flag) {
-            Ok(()) => Ok(true),
+        Ok(TransformOutcome::Data { counters }) => match staging.publish(&dir, data_path, done_flag) {
+            Ok(()) => Ok((true, Some(counters_of(&counters)))),
             Err(e) => {
                 staging.discard(&dir);
                 Err((true, format!("cannot publish to {}: {e}", data_path.display())))
@@ -887,7 +931,7 @@ async fn run_plugin(
         },
         Ok(TransformOutcome::NoData) => {
             staging.discard(&dir);
-            Ok(false)
+            Ok((false, None))
         }
         Err(failure) => {
             staging.discard(&dir);

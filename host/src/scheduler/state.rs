@@ -449,6 +449,7 @@ impl Scheduler {
                     errors: record.errors,
                     invalidation_pending: record.condition().invalidation_pending,
                     last_error: record.last_error.clone(),
+                    counters: record.counters.clone(),
                     dependencies: self.lattice.dependencies(id).iter().map(|d| d.0).collect(),
                     data_path: self.lattice.data_path(id),
                 });
@@ -462,6 +463,9 @@ impl Scheduler {
             row.invalidation_pending = record.condition().invalidation_pending;
             if row.last_error != record.last_error {
                 row.last_error = record.last_error.clone();
+            }
+            if row.counters != record.counters {
+                row.counters = record.counters.clone();
             }
         }
     }

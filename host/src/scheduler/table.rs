@@ -27,6 +27,8 @@ pub struct ViewRow {
     /// Invalidated and not acted on, while the state says otherwise.
     pub invalidation_pending: bool,
     pub last_error: Option<String>,
+    /// What its transformation returned when it was last materialized.
+    pub counters: Option<crate::model::Counters>,
     /// Indexes of its dependencies in [`Table::views`].
     pub dependencies: Box<[u32]>,
     pub data_path: std::path::PathBuf,

@@ -1,0 +1,174 @@
+//! What runs and views record, through the real binary and a real server:
+//! the counters a transformation returns (kept with the view and the
+//! run's flow), a run's flows while it runs, and a run's own account of
+//! how it ended and what failed in it.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::support::{Daily, Run, Server, run, trellis};
+
+const OUT: &str = "ca.mart/Out/2015/01/01";
+
+/// One day of input (`part.csv` with `csv`), summed by csv-aggregate.
+fn summing_project(dir: &Path, csv: &str) -> PathBuf {
+    let project = dir.join("summing");
+    Daily::new("ca", "csv_aggregate", 1).config(r#"aggregates = "sum(amount)""#).part(csv).write(&project);
+    project
+}
+
+fn ok(result: Run, what: &str) -> String {
+    assert_eq!(result.code, 0, "{what}: {}{}", result.stdout, result.stderr);
+    result.stdout
+}
+
+fn json(result: Run, what: &str) -> Value {
+    let text = ok(result, what);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{what}: {e}: {text}"))
+}
+
+fn cli(project: &Path, args: &[&str]) -> Run {
+    run(trellis().args(args).arg("-p").arg(project))
+}
+
+/// The ids of the runs recorded, in order.
+fn run_ids(project: &Path) -> Vec<String> {
+    let runs = json(cli(project, &["runs", "--json"]), "runs --json");
+    runs.as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap().to_string()).collect()
+}
+
+async fn get(url: &str) -> Value {
+    let response = reqwest::get(url).await.unwrap_or_else(|e| panic!("{url}: {e}"));
+    let text = response.text().await.unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{url}: {e}: {text}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_counters_a_transformation_returns_are_kept_with_the_view_and_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = summing_project(dir.path(), "amount\n1\n2\n3\n");
+    ok(cli(&project, &["materialize", "-v", OUT]), "materialize");
+    let expected = serde_json::json!({ "files": 1, "rows-in": 3, "rows-out": 1 });
+
+    // `views`, in JSON and as text.
+    let views = json(cli(&project, &["views", "--json", "-v", OUT]), "views --json");
+    assert_eq!(views[0]["counters"], expected, "{views}");
+    let text = ok(cli(&project, &["views", "-v", OUT]), "views");
+    assert!(text.trim_end().ends_with("  [files=1 rows-in=3 rows-out=1]"), "{text}");
+    // The external input returned nothing, and shows nothing.
+    let input = json(cli(&project, &["views", "--json", "-v", "ca.raw/In/2015/01/01"]), "views --json");
+    assert_eq!(input[0].get("counters"), None, "{input}");
+
+    // `runs ID`: the run's flow of the view.
+    let id = run_ids(&project).pop().unwrap();
+    let detail = json(cli(&project, &["runs", "--json", &id]), "runs --json ID");
+    let flow = detail["flows"].as_array().unwrap().iter().find(|f| f["view"] == OUT).cloned();
+    assert_eq!(flow.map(|f| f["counters"].clone()), Some(expected.clone()), "{detail}");
+    let text = ok(cli(&project, &["runs", &id]), "runs ID");
+    assert!(text.contains(&format!("SUCCESSFUL             {OUT}  [files=1 rows-in=3 rows-out=1]\n")), "{text}");
+
+    // The API: GET /views and GET /runs/{id}.
+    let server = Server::start(&project, &[], &[]);
+    let views = get(&format!("{}/views/{OUT}", server.url)).await;
+    assert_eq!(views["views"][0]["counters"], expected, "{views}");
+    let detail = get(&format!("{}/runs/{id}", server.url)).await;
+    let flow = detail["flows"].as_array().unwrap().iter().find(|f| f["view"] == OUT).cloned();
+    assert_eq!(flow.map(|f| f["counters"].clone()), Some(expected), "{detail}");
+    assert_eq!(server.stop(), 0);
+}
+
+/// Polls `check` until it gives a value, for at most a minute: the test
+/// fails rather than hangs, and the wait decides nothing.
+async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// A run's flows as (view, status), sorted.
+fn flows(detail: &Value) -> Vec<(String, String)> {
+    let mut flows: Vec<(String, String)> = detail["flows"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no flows in {detail}"))
+        .iter()
+        .map(|f| (f["view"].as_str().unwrap().to_string(), f["status"].as_str().unwrap().to_string()))
+        .collect();
+    flows.sort();
+    flows
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_s_flows_are_recorded_as_its_views_settle_not_only_at_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = crate::support::gated_project(dir.path(), 2);
+    let server = Server::start(&project, &[], &[]);
+    let url = &server.url;
+    let accepted = reqwest::Client::new().post(format!("{url}/materialize/g.mart/Out/rymd(20150101-20150102)"));
+    let accepted: Value = accepted.send().await.unwrap().json().await.unwrap();
+    let id = accepted["run"].as_str().unwrap_or_else(|| panic!("{accepted}")).to_string();
+
+    // One day's transformation let through, the other still held: the
+    // run is running, and its record already shows what has settled.
+    std::fs::write(project.join("data/raw/2015/01/01/GO"), "").unwrap();
+    let out = |day: u32, status: &str| (format!("g.mart/Out/2015/01/{day:02}"), status.to_string());
+    let input = |day: u32| (format!("g.raw/In/2015/01/{day:02}"), "SUCCESSFUL".to_string());
+    let expected = [out(1, "SUCCESSFUL"), input(1), input(2)];
+    let during = eventually("the settled flows while the run runs", async || {
+        let detail = get(&format!("{url}/runs/{id}")).await;
+        (flows(&detail) == expected).then_some(detail)
+    })
+    .await;
+    assert_eq!(during["run"]["status"], "running", "{during}");
+
+    std::fs::write(project.join("data/raw/2015/01/02/GO"), "").unwrap();
+    let after = eventually("the run to end", async || {
+        let detail = get(&format!("{url}/runs/{id}")).await;
+        (detail["run"]["status"] == "finished").then_some(detail)
+    })
+    .await;
+    assert_eq!(flows(&after), [out(1, "SUCCESSFUL"), out(2, "SUCCESSFUL"), input(1), input(2)], "{after}");
+    assert_eq!(server.stop(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_keeps_its_own_account_of_how_it_ended_and_what_failed_in_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = summing_project(dir.path(), "amount\n1\nlots\n");
+    let failed = cli(&project, &["materialize", "-v", OUT]);
+    assert_eq!(failed.code, 1, "{}{}", failed.stdout, failed.stderr);
+    // The input fixed, the next run succeeds and the view's record moves on.
+    std::fs::write(project.join("data/raw/2015/01/01/part.csv"), "amount\n1\n2\n").unwrap();
+    ok(cli(&project, &["materialize", "-v", OUT]), "materialize after the fix");
+    let [first, second] = <[String; 2]>::try_from(run_ids(&project)).unwrap();
+
+    // `runs ID` of the first run shows its own error, not the view's record now.
+    let text = ok(cli(&project, &["runs", &first]), "runs ID");
+    assert!(text.starts_with(&format!("run {first} (DEFAULT, {OUT}): completed with 1 failed views\n")), "{text}");
+    let failure = format!("  TERMINATED_WITH_ERROR  {OUT}\n    error: ");
+    assert!(text.contains(&failure) && text.contains("lots"), "{text}");
+    let text = ok(cli(&project, &["runs", &second]), "runs ID");
+    assert!(text.contains(&format!("SUCCESSFUL             {OUT}  [files=1 rows-in=2 rows-out=1]")), "{text}");
+    assert!(!text.contains("error"), "{text}");
+
+    // Typed, in `runs --json` and the API, beside the text.
+    let runs = json(cli(&project, &["runs", "--json"]), "runs --json");
+    assert_eq!(runs[0]["ended"], serde_json::json!({ "kind": "completed_with_failures", "failed_views": 1 }));
+    assert_eq!(runs[1]["ended"], serde_json::json!({ "kind": "completed" }));
+    let server = Server::start(&project, &[], &[]);
+    let listed = get(&format!("{}/runs", server.url)).await;
+    assert_eq!(listed[0]["ended"]["kind"], "completed_with_failures", "{listed}");
+    assert_eq!(listed[0]["termination"], "completed with 1 failed views", "{listed}");
+    let detail = get(&format!("{}/runs/{first}", server.url)).await;
+    assert_eq!(detail["run"]["ended"]["failed_views"], 1, "{detail}");
+    let error = detail["failures"][0]["error"].as_str().unwrap_or_else(|| panic!("{detail}"));
+    assert!(error.contains("lots"), "{detail}");
+    let flow = detail["flows"].as_array().unwrap().iter().find(|f| f["view"] == OUT).cloned().unwrap();
+    assert_eq!(flow["error"].as_str(), Some(error), "{detail}");
+    assert_eq!(server.stop(), 0);
+}
