@@ -39,7 +39,7 @@ macro_rules! scenarios {
     };
 }
 
-scenarios!(calendar, empty, errors, latest, limits, listeners, materialize, oozie, resources, rules, shop);
+scenarios!(calendar, empty, errors, failures, latest, limits, listeners, materialize, oozie, resources, rules, shop);
 
 #[test]
 fn every_scenario_file_has_its_test() {

@@ -151,6 +151,10 @@ pub struct Flow {
     pub view: String,
     #[schema(value_type = String)]
     pub status: FlowStatus,
+    /// How many times its transformation was called in the run, retries
+    /// included; absent for a view not transformed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
 }
 
 // A view that failed in a run, with its error (not `Failure`: the runtime
@@ -328,7 +332,7 @@ mod tests {
             json(&run),
             r#"{"id":"r","pattern":"p","mode":"DEFAULT","started":1,"finished":null,"status":"interrupted","termination":"stopped by request before it started","idle":0}"#
         );
-        let flow = Flow { view: "v".into(), status: FlowStatus::TerminatedWithError };
+        let flow = Flow { view: "v".into(), status: FlowStatus::TerminatedWithError, attempts: None };
         assert_eq!(json(&flow), r#"{"view":"v","status":"TERMINATED_WITH_ERROR"}"#);
         let failed = FailedView { view: "v".into(), error: "e".into() };
         assert_eq!(json(&failed), r#"{"view":"v","error":"e"}"#);

@@ -351,7 +351,9 @@ pub(super) async fn runs_remote(args: &RunsArgs, server: &Server) -> anyhow::Res
         }
         Some(id) => {
             let detail = run_detail(server, id).await?;
-            print_run(&run_record(detail.run), &flows_of(detail.flows), args.project.json)
+            let mut run = run_record(detail.run);
+            run.attempts = detail.flows.iter().filter_map(|f| Some((f.view.clone(), f.attempts?))).collect();
+            print_run(&run, &flows_of(detail.flows), args.project.json)
         }
     }
 }
@@ -370,6 +372,7 @@ fn run_record(run: wire::Run) -> RunRecord {
         finished: run.finished,
         termination: run.termination,
         idle: run.idle,
+        attempts: Default::default(),
     }
 }
 
@@ -401,12 +404,23 @@ fn print_runs(runs: &[RunRecord], json: bool) -> anyhow::Result<Status> {
 
 fn print_run(run: &RunRecord, flows: &[(String, FlowStatus)], json: bool) -> anyhow::Result<Status> {
     if json {
-        let value = serde_json::json!({ "run": run, "flows": flows.iter().map(|(v, s)| serde_json::json!({ "view": v, "status": s })).collect::<Vec<_>>() });
+        let flow = |v: &String, s: &FlowStatus| match run.attempts.get(v) {
+            Some(attempts) => serde_json::json!({ "view": v, "status": s, "attempts": attempts }),
+            None => serde_json::json!({ "view": v, "status": s }),
+        };
+        let value =
+            serde_json::json!({ "run": run, "flows": flows.iter().map(|(v, s)| flow(v, s)).collect::<Vec<_>>() });
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         println!("run {} ({}, {}): {}", run.id, run.mode, run.pattern, termination_text(run));
         for (view, status) in flows {
-            println!("  {:<22} {view}", crate::model::wire_name(status));
+            // Attempts are worth a word only when there was more than one.
+            match run.attempts.get(view) {
+                Some(&attempts) if attempts > 1 => {
+                    println!("  {:<22} {view}  ({attempts} attempts)", crate::model::wire_name(status))
+                }
+                _ => println!("  {:<22} {view}", crate::model::wire_name(status)),
+            }
         }
     }
     Ok(Status::Success)

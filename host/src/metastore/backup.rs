@@ -367,6 +367,7 @@ mod tests {
             finished: Some(2),
             termination: None,
             idle: 3,
+            attempts: [("s.d/Daily/2015/05/01".to_string(), 2)].into(),
         };
         store
             .commit(&Commit {

@@ -18,6 +18,10 @@ pub struct RunRecord {
     /// Views found up to date: counted, not listed among the flows.
     #[serde(default)]
     pub idle: usize,
+    /// How many times each view's transformation was called in the run
+    /// (retries included), by URL path; views not transformed are absent.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub attempts: std::collections::BTreeMap<String, u32>,
 }
 
 /// Flow keys: run id, NUL, view, so that one run's flows are a prefix.

@@ -261,6 +261,7 @@ impl Scheduler {
             finished: None,
             termination: None,
             idle: 0,
+            attempts: Default::default(),
         };
         self.store.commit(&Commit { runs: vec![run.clone()], ..Commit::default() })?;
         Ok(run)

@@ -17,7 +17,8 @@ use crate::catalog::expression::ConfigValue;
 use crate::catalog::template::{Template, is_identifier};
 use crate::catalog::time::Dataset;
 use crate::catalog::{
-    Field, Parameter, PluginDecl, TIME_VARIABLES, Transformation, ViewType, ViewTypeId, did_you_mean,
+    Field, OnDependencyFailure, Parameter, PluginDecl, RetryPolicy, TIME_VARIABLES, Transformation, ViewType,
+    ViewTypeId, did_you_mean,
 };
 
 /// The field types a schema may use.
@@ -32,6 +33,7 @@ impl Checker<'_> {
         by_name: &HashMap<String, ViewTypeId>,
         all: &[Spanned<RawViewType>],
         plugins: &BTreeMap<String, PluginDecl>,
+        (defaults, on_failure): (RetryPolicy, OnDependencyFailure),
     ) -> Option<ViewType> {
         let name = raw.name.get_ref().clone();
         let at = raw.name.span().start;
@@ -91,6 +93,21 @@ impl Checker<'_> {
             }
         }
 
+        // Retries belong to a transformation; external data is only looked at.
+        let mut retry = defaults;
+        if let Some(transformation) = &raw.transformation {
+            let t = transformation.get_ref();
+            retry.retries = t.retries.unwrap_or(retry.retries);
+            retry.retry_panics = t.retry_panics.unwrap_or(retry.retry_panics);
+            if let Some(text) = &t.backoff {
+                match humantime::parse_duration(text) {
+                    Ok(backoff) => retry.backoff = backoff,
+                    Err(e) => {
+                        self.error(transformation.span().start, format!("{name}: transformation backoff `{text}`: {e}"))
+                    }
+                }
+            }
+        }
         let transformation = match &raw.transformation {
             None => Transformation::External,
             Some(transformation) => {
@@ -220,6 +237,8 @@ impl Checker<'_> {
             done_flag,
             format,
             materialize_once: raw.materialize_once,
+            on_dependency_failure: raw.on_dependency_failure.unwrap_or(on_failure),
+            retry,
             schema_checksum,
             line,
         })
