@@ -191,7 +191,7 @@ async fn every_endpoint_answers_and_bad_input_gets_a_4xx_with_one_line() {
     let (status, detail) = get(&format!("{url}/runs/{id}")).await;
     assert_eq!(status, 200);
     assert_eq!(detail["run"]["status"], "finished");
-    assert_eq!(detail["flows"], serde_json::json!([{ "view": MONTH, "status": "SUCCESSFUL" }]));
+    assert_eq!(detail["flows"], serde_json::json!([{ "view": MONTH, "status": "SUCCESSFUL", "attempts": 1 }]));
     assert_eq!(detail["idle"].as_u64(), Some(189), "the run's other views were up to date");
     let (_, runs) = get(&format!("{url}/runs")).await;
     assert!(runs.as_array().unwrap().iter().any(|run| run["id"] == id.as_str()));

@@ -392,7 +392,10 @@ fn termination_text(run: &RunRecord) -> String {
 
 fn print_runs(runs: &[RunRecord], json: bool) -> anyhow::Result<Status> {
     if json {
-        println!("{}", serde_json::to_string_pretty(runs)?);
+        // Attempts are the run's detail (`runs ID`), as the server lists runs.
+        let runs: Vec<RunRecord> =
+            runs.iter().map(|run| RunRecord { attempts: Default::default(), ..run.clone() }).collect();
+        println!("{}", serde_json::to_string_pretty(&runs)?);
     } else {
         for run in runs {
             let termination = termination_text(run);

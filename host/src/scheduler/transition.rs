@@ -817,13 +817,13 @@ mod tests {
         }
         expect![[r#"
             retry_panics=false Retryable 1:10s 2:20s 3:give up 6:give up 40:give up
-            retry_panics=false Crash 1:give up 2:give up 3:give up 6:give up 40:give up
-            retry_panics=false Fatal 1:give up 2:give up 3:give up 6:give up 40:give up
-            retry_panics=false Host 1:10s 2:20s 3:40s 6:300s 40:300s
+            retry_panics=false Crash     1:give up 2:give up 3:give up 6:give up 40:give up
+            retry_panics=false Fatal     1:give up 2:give up 3:give up 6:give up 40:give up
+            retry_panics=false Host      1:10s 2:20s 3:40s 6:300s 40:300s
             retry_panics=true  Retryable 1:10s 2:20s 3:give up 6:give up 40:give up
-            retry_panics=true  Crash 1:10s 2:20s 3:give up 6:give up 40:give up
-            retry_panics=true  Fatal 1:give up 2:give up 3:give up 6:give up 40:give up
-            retry_panics=true  Host 1:10s 2:20s 3:40s 6:300s 40:300s
+            retry_panics=true  Crash     1:10s 2:20s 3:give up 6:give up 40:give up
+            retry_panics=true  Fatal     1:give up 2:give up 3:give up 6:give up 40:give up
+            retry_panics=true  Host      1:10s 2:20s 3:40s 6:300s 40:300s
         "#]]
         .assert_eq(&table);
     }

@@ -98,13 +98,14 @@ impl Checker<'_> {
         let plugins = self.plugins(&raw.plugins, root);
         // What a view type does not set itself comes from `[defaults]` (or,
         // when those have errors already reported, their own defaults).
-        let defaults = settings.as_ref().map_or(
+        let (retry, on_dependency_failure) = settings.as_ref().map_or(
             (
-                RetryPolicy { retries: 3, backoff: std::time::Duration::from_millis(100), retry_panics: false },
+                RetryPolicy { retries: 3, backoff: settings::DEFAULT_BACKOFF, retry_panics: false },
                 OnDependencyFailure::Continue,
             ),
             |s| (s.retry, s.on_dependency_failure),
         );
+        let project = types::Project { plugins: &plugins, retry, on_dependency_failure };
 
         // Names first, so that dependencies can refer to types declared later.
         let mut by_name: HashMap<String, ViewTypeId> = HashMap::new();
@@ -127,9 +128,7 @@ impl Checker<'_> {
             for (index, view) in raw.views.iter().enumerate().take(to).skip(from) {
                 let line = checker.lines.line(view.span().start);
                 let id = ViewTypeId(index as u32);
-                if let Some(view_type) =
-                    checker.view_type(id, view.get_ref(), line, &by_name, &raw.views, &plugins, defaults)
-                {
+                if let Some(view_type) = checker.view_type(id, view.get_ref(), line, &by_name, &raw.views, project) {
                     types.push(view_type);
                 }
             }

@@ -24,6 +24,15 @@ use crate::catalog::{
 /// The field types a schema may use.
 const FIELD_KINDS: [&str; 9] = ["string", "int", "long", "double", "decimal", "boolean", "date", "timestamp", "bytes"];
 
+/// What every view type is checked against: the declared plugins, and what
+/// `[defaults]` gives a type that does not set its own.
+#[derive(Clone, Copy)]
+pub(super) struct Project<'a> {
+    pub(super) plugins: &'a BTreeMap<String, PluginDecl>,
+    pub(super) retry: RetryPolicy,
+    pub(super) on_dependency_failure: OnDependencyFailure,
+}
+
 impl Checker<'_> {
     pub(super) fn view_type(
         &mut self,
@@ -32,9 +41,9 @@ impl Checker<'_> {
         line: usize,
         by_name: &HashMap<String, ViewTypeId>,
         all: &[Spanned<RawViewType>],
-        plugins: &BTreeMap<String, PluginDecl>,
-        (defaults, on_failure): (RetryPolicy, OnDependencyFailure),
+        project: Project<'_>,
     ) -> Option<ViewType> {
+        let Project { plugins, retry: defaults, on_dependency_failure: on_failure } = project;
         let name = raw.name.get_ref().clone();
         let at = raw.name.span().start;
         let errors_before = self.diagnostics.len();
