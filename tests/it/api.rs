@@ -281,8 +281,10 @@ async fn a_run_is_accepted_and_invalidating_a_view_in_flight_conflicts() {
     let (status, detail) = app.call(Method::GET, &format!("/runs/{run}"), None).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(detail["run"]["termination"], "completed", "{detail}");
+    // Its flow says how often its transformation was called.
     let flow = detail["flows"].as_array().unwrap().iter().find(|f| f["view"] == HELD).cloned();
-    assert_eq!(flow.map(|f| f["status"].clone()), Some(Value::from("SUCCESSFUL")), "{detail}");
+    assert_eq!(flow.as_ref().map(|f| f["status"].clone()), Some(Value::from("SUCCESSFUL")), "{detail}");
+    assert_eq!(flow.map(|f| f["attempts"].clone()), Some(Value::from(1)), "{detail}");
 
     // Settled, it can be invalidated; a finished run cannot be stopped.
     let (status, done) = app.call(Method::POST, &format!("/invalidate/{HELD}"), Some(TOKEN)).await;

@@ -322,3 +322,64 @@ fn a_pending_invalidation_is_shown_and_selected_as_plan_sees_it() {
     let after = run(trellis().current_dir(&project).args(["views", "-s", "invalidated", "-v", view]));
     assert_eq!(after.stdout, "");
 }
+
+#[test]
+fn runs_shows_how_often_each_transformation_was_attempted() {
+    // A plugin that always fails retryably, tried 1 + its type's `retries`
+    // (2, over [defaults]' 5), and a panicking one, tried once however many
+    // retries there are.
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path();
+    std::fs::create_dir_all(project.join("data/a/raw/In")).unwrap();
+    std::fs::write(project.join("data/a/raw/In/_SUCCESS"), "").unwrap();
+    let toml = format!(
+        r#"
+[defaults]
+retries = 5
+backoff = "1ms"
+
+[plugins]
+flaky = "{flaky}"
+panic = "{panic}"
+
+[[view]]
+name = "a.raw/In"
+
+[[view]]
+name = "a.mid/Flaky"
+transformation = {{ plugin = "flaky", retries = 2 }}
+
+[[view.dependency]]
+view = "a.raw/In"
+
+[[view]]
+name = "a.mid/Panic"
+transformation = {{ plugin = "panic" }}
+
+[[view.dependency]]
+view = "a.raw/In"
+"#,
+        flaky = plugin_path("hostile_retryable").display(),
+        panic = plugin_path("hostile_panic").display(),
+    );
+    std::fs::write(project.join("trellis.toml"), toml).unwrap();
+    let ran = run(trellis().args(["materialize", "-v", "a.mid/e(Flaky,Panic)", "-p"]).arg(project));
+    assert_eq!(ran.code, 1, "{}{}", ran.stdout, ran.stderr);
+
+    let listed = run(trellis().args(["runs", "--json", "-p"]).arg(project));
+    let runs: serde_json::Value = serde_json::from_str(&listed.stdout).unwrap();
+    let id = runs[0]["id"].as_str().unwrap().to_string();
+    let shown = run(trellis().args(["runs", &id, "-p"]).arg(project));
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    assert!(shown.stdout.contains("TERMINATED_WITH_ERROR  a.mid/Flaky  (3 attempts)"), "{}", shown.stdout);
+    assert!(shown.stdout.lines().any(|l| l.trim_end().ends_with("a.mid/Panic")), "{}", shown.stdout);
+    let json = run(trellis().args(["runs", &id, "--json", "-p"]).arg(project));
+    let detail: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let attempts = |view: &str| {
+        detail["flows"].as_array().unwrap().iter().find(|f| f["view"] == view).map(|f| f["attempts"].clone())
+    };
+    assert_eq!(attempts("a.mid/Flaky"), Some(serde_json::json!(3)), "{detail}");
+    assert_eq!(attempts("a.mid/Panic"), Some(serde_json::json!(1)), "{detail}");
+    // External data is only looked at: no attempts.
+    assert_eq!(attempts("a.raw/In"), Some(serde_json::Value::Null), "{detail}");
+}

@@ -39,7 +39,22 @@ macro_rules! scenarios {
     };
 }
 
-scenarios!(calendar, empty, errors, evaluation, latest, limits, listeners, materialize, oozie, refresh, resources, rules, shop);
+scenarios!(
+    calendar,
+    empty,
+    errors,
+    evaluation,
+    failures,
+    latest,
+    limits,
+    listeners,
+    materialize,
+    oozie,
+    refresh,
+    resources,
+    rules,
+    shop
+);
 
 #[test]
 fn every_scenario_file_has_its_test() {

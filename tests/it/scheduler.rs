@@ -243,13 +243,17 @@ async fn a_failing_transformation_terminates_with_error_and_flags_its_dependents
         ])
     );
     assert_eq!(run.termination, Termination::CompletedWithFailures(1));
-    // A panic is retryable: with `retries = 1` it ran twice.
+    // A panic is fatal: deterministic, so `retries = 1` does not apply and
+    // it ran once; the run's record counts the attempts.
     let [(view, error)] = run.failures.as_slice() else { panic!("one failure: {:?}", run.failures) };
     assert_eq!(view, broken);
-    assert!(error.contains("deliberate panic") && error.ends_with("gave up after 2 attempts"), "{error}");
+    assert!(error.contains("deliberate panic") && error.ends_with("gave up after 1 attempt"), "{error}");
     let retried =
         events(&store).iter().filter(|e| &*e.event.view == broken && e.event.current == ViewState::Retrying).count();
-    assert_eq!(retried, 1);
+    assert_eq!(retried, 0);
+    let recorded = store.run(&run.id).unwrap().expect("the run is recorded");
+    assert_eq!(recorded.attempts.get(broken), Some(&1), "{:?}", recorded.attempts);
+    assert_eq!(recorded.attempts.get(above), Some(&1), "{:?}", recorded.attempts);
     // Its dependent is built all the same, and says so.
     assert_eq!(run.with_errors, [above]);
     let failed = record(&store, broken);

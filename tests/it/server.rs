@@ -193,6 +193,7 @@ async fn every_endpoint_answers_and_bad_input_gets_a_4xx_with_one_line() {
     assert_eq!(detail["run"]["status"], "finished");
     assert_eq!(flows(&detail), [(MONTH.to_string(), "SUCCESSFUL".to_string())], "{detail}");
     assert!(detail["flows"][0]["counters"].is_object(), "what its transformation returned: {detail}");
+    assert_eq!(detail["flows"][0]["attempts"], 1, "{detail}");
     assert_eq!(detail["idle"].as_u64(), Some(189), "the run's other views were up to date");
     let (_, runs) = get(&format!("{url}/runs")).await;
     assert!(runs.as_array().unwrap().iter().any(|run| run["id"] == id.as_str()));

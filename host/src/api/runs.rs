@@ -96,6 +96,7 @@ pub(super) fn unknown_run(id: &str) -> ApiError {
 fn run_detail(state: &AppState, id: &str) -> Result<wire::RunDetail, ApiError> {
     let record = state.store.run(id)?.ok_or_else(|| unknown_run(id))?;
     let idle = record.idle;
+    let attempts = record.attempts.clone();
     let run = run_of(record, &state.table(), state.started);
     let mut detail = wire::RunDetail {
         run,
@@ -129,7 +130,8 @@ fn run_detail(state: &AppState, id: &str) -> Result<wire::RunDetail, ApiError> {
             }
             _ => {}
         }
-        detail.flows.push(wire::Flow { view, status, error, counters });
+        let attempts = attempts.get(&view).copied();
+        detail.flows.push(wire::Flow { view, status, error, counters, attempts });
     }
     Ok(detail)
 }

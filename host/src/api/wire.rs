@@ -213,6 +213,10 @@ pub struct Flow {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<BTreeMap<String, u64>>)]
     pub counters: Option<Counters>,
+    /// How many times its transformation was called in the run, retries
+    /// included; absent for a view not transformed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
 }
 
 // A view that failed in a run, with its error (not `Failure`: the runtime
@@ -419,7 +423,13 @@ mod tests {
         assert_eq!(json(&failed), r#"{"kind":"failed","reason":"disk full"}"#);
         let failures = Ended::from(&Termination::CompletedWithFailures(2));
         assert_eq!(json(&failures), r#"{"kind":"completed_with_failures","failed_views":2}"#);
-        let flow = Flow { view: "v".into(), status: FlowStatus::TerminatedWithError, error: None, counters: None };
+        let flow = Flow {
+            view: "v".into(),
+            status: FlowStatus::TerminatedWithError,
+            error: None,
+            counters: None,
+            attempts: None,
+        };
         assert_eq!(json(&flow), r#"{"view":"v","status":"TERMINATED_WITH_ERROR"}"#);
         let failed = FailedView { view: "v".into(), error: "e".into() };
         assert_eq!(json(&failed), r#"{"view":"v","error":"e"}"#);

@@ -80,6 +80,11 @@ pub struct Settings {
     /// What `latest()` counts back from.
     pub evaluation_time: EvaluationTime,
     pub retries: u32,
+    /// `[defaults] retries`, `backoff` and `retry_panics`: each view type's
+    /// unless its `transformation` sets its own.
+    pub retry: RetryPolicy,
+    /// `[defaults] on_dependency_failure`.
+    pub on_dependency_failure: OnDependencyFailure,
     pub concurrency: usize,
     pub deadline: Option<Duration>,
     pub memory_mib: Option<usize>,
@@ -148,6 +153,31 @@ pub struct PluginDecl {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ViewTypeId(pub u32);
 
+/// `on_dependency_failure`: what a view does when a dependency failed (or
+/// was skipped for a failure) in the run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnDependencyFailure {
+    /// Transform with what there is, flagged with errors (Schedoscope).
+    #[default]
+    Continue,
+    /// Do not transform: keep the data and record, flow SKIPPED (seed 003).
+    Skip,
+}
+
+/// How a view type's failed transformations are tried again: `retries`,
+/// `backoff` and `retry_panics`, in its `transformation` or `[defaults]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Retries of a retryable failure (declared retryable, or a deadline).
+    pub retries: u32,
+    /// The delay before the first retry; it doubles with each one.
+    pub backoff: Duration,
+    /// Panics and traps are retried too, up to `retries` (off by default:
+    /// a deterministic panic fails the same way every time).
+    pub retry_panics: bool,
+}
+
 #[derive(Debug, Clone)]
 pub struct ViewType {
     pub id: ViewTypeId,
@@ -168,6 +198,10 @@ pub struct ViewType {
     pub done_flag: String,
     pub format: String,
     pub materialize_once: bool,
+    /// What a view does when a dependency failed in the run.
+    pub on_dependency_failure: OnDependencyFailure,
+    /// How its transformation's failures are retried.
+    pub retry: RetryPolicy,
     pub schema_checksum: String,
     /// Where it is declared in trellis.toml.
     pub line: usize,

@@ -349,7 +349,14 @@ fn print_views(listing: &Listing, args: &ViewsArgs) -> anyhow::Result<Status> {
         Listing::Views(rows) => {
             for row in rows {
                 let c = &row.condition;
-                println!("{}  {}{}  {}{}", row.view, c.state, c.flags_text(), row.data_path, counters_text(row.counters.as_ref()));
+                println!(
+                    "{}  {}{}  {}{}",
+                    row.view,
+                    c.state,
+                    c.flags_text(),
+                    row.data_path,
+                    counters_text(row.counters.as_ref())
+                );
             }
         }
     }
@@ -385,7 +392,9 @@ pub(super) async fn runs_remote(args: &RunsArgs, server: &Server) -> anyhow::Res
         }
         Some(id) => {
             let detail = run_detail(server, id).await?;
-            print_run(&run_record(detail.run), &flow_records_of(detail.flows), args.project.json)
+            let mut run = run_record(detail.run);
+            run.attempts = detail.flows.iter().filter_map(|f| Some((f.view.clone(), f.attempts?))).collect();
+            print_run(&run, &flow_records_of(detail.flows), args.project.json)
         }
     }
 }
@@ -405,6 +414,7 @@ fn run_record(run: wire::Run) -> RunRecord {
         termination: run.termination,
         idle: run.idle,
         full_refresh: run.full_refresh,
+        attempts: Default::default(),
     }
 }
 
@@ -452,7 +462,11 @@ fn run_json(run: &RunRecord) -> anyhow::Result<serde_json::Value> {
 
 fn print_runs(runs: &[RunRecord], json: bool) -> anyhow::Result<Status> {
     if json {
-        let runs = runs.iter().map(run_json).collect::<anyhow::Result<Vec<_>>>()?;
+        // Attempts are the run's detail (`runs ID`), as the server lists runs.
+        let runs = runs
+            .iter()
+            .map(|run| run_json(&RunRecord { attempts: Default::default(), ..run.clone() }))
+            .collect::<anyhow::Result<Vec<_>>>()?;
         println!("{}", serde_json::to_string_pretty(&runs)?);
     } else {
         for run in runs {
@@ -473,6 +487,7 @@ fn print_run(run: &RunRecord, flows: &[(String, FlowRecord)], json: bool) -> any
                 status: flow.status,
                 error: flow.error.clone(),
                 counters: flow.counters.clone(),
+                attempts: run.attempts.get(view).copied(),
             })
             .collect();
         let value = serde_json::json!({ "run": run_json(run)?, "flows": flows });
@@ -481,7 +496,13 @@ fn print_run(run: &RunRecord, flows: &[(String, FlowRecord)], json: bool) -> any
         println!("run {} ({}, {}): {}", run.id, run.mode, run.pattern, termination_text(run));
         // What happened to each view in this run, as the run recorded it.
         for (view, flow) in flows {
-            println!("  {:<22} {view}{}", crate::model::wire_name(&flow.status), counters_text(flow.counters.as_ref()));
+            // Attempts are worth a word only when there was more than one.
+            let attempts = match run.attempts.get(view) {
+                Some(&attempts) if attempts > 1 => format!("  ({attempts} attempts)"),
+                _ => String::new(),
+            };
+            let counters = counters_text(flow.counters.as_ref());
+            println!("  {:<22} {view}{attempts}{counters}", crate::model::wire_name(&flow.status));
             if let Some(error) = &flow.error {
                 println!("    error: {error}");
             }

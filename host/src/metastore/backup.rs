@@ -370,6 +370,7 @@ mod tests {
             termination: None,
             idle: 3,
             full_refresh: false,
+            attempts: [("s.d/Daily/2015/05/01".to_string(), 2)].into(),
         };
         store
             .commit(&Commit {

@@ -88,6 +88,7 @@ mod tests {
                     termination: None,
                     idle: 0,
                     full_refresh: false,
+                    attempts: Default::default(),
                 }],
                 flows: vec![("r1".into(), "s.d/Daily/A/2015/05/01".into(), FlowStatus::Successful.into())],
             };

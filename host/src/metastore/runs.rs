@@ -22,6 +22,10 @@ pub struct RunRecord {
     /// state, what they depend on read as it stands (absent before it existed).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub full_refresh: bool,
+    /// How many times each view's transformation was called in the run
+    /// (retries included), by URL path; views not transformed are absent.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub attempts: std::collections::BTreeMap<String, u32>,
 }
 
 /// A view's flow in one run: its status and what the run learned of it

@@ -50,19 +50,20 @@ impl Failure {
         Failure { kind, message: message.into() }
     }
 
-    /// Whether trying again may help: traps and timeouts may be transient,
-    /// declared retryable failures are; fatal and malformed results are
-    /// not, and neither is an output over its cap, which would only fill
-    /// the disk again.
+    /// Whether trying again may help, by default: a failure the plugin
+    /// declared retryable and a deadline passed may be transient. A panic,
+    /// a trap (an exit or abort included), a stack overflow or the memory
+    /// cap are what the same input gives again (see [`Failure::is_crash`]);
+    /// fatal and malformed results, instantiation and an output over its
+    /// cap (which would only fill the disk again) never change.
     pub fn is_retryable(&self) -> bool {
-        !matches!(
-            self.kind,
-            FailureKind::Fatal
-                | FailureKind::MalformedResult
-                | FailureKind::Instantiation
-                | FailureKind::Unsupported
-                | FailureKind::OutputTooLarge
-        )
+        matches!(self.kind, FailureKind::Retryable | FailureKind::Timeout)
+    }
+
+    /// The plugin crashed (panic, trap, exit, stack overflow): retried only
+    /// where a view type opts in with `retry_panics`.
+    pub fn is_crash(&self) -> bool {
+        matches!(self.kind, FailureKind::Panic | FailureKind::Trap | FailureKind::StackOverflow)
     }
 }
 

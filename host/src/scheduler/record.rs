@@ -107,6 +107,8 @@ pub fn record(mut record: ViewRecord, actions: &[Action], facts: &Facts) -> Reco
                 flow = Some(FlowStatus::TerminatedWithError);
             }
             Action::ReportIdle => flow = Some(FlowStatus::Idle),
+            // Skipped for a failed dependency: the record stays as it was.
+            Action::ReportSkipped => flow = Some(FlowStatus::Skipped),
             Action::Transform => flow = Some(FlowStatus::Running),
             _ => {
                 flow = flow.or(Some(FlowStatus::Queued));
@@ -202,6 +204,7 @@ mod tests {
             vec![Action::RecordNoData, Action::NotifyDependents],
             vec![Action::RecordFailed { error: "boom".into() }, Action::NotifyDependents],
             vec![Action::ReportIdle, Action::NotifyDependents],
+            vec![Action::ReportSkipped, Action::NotifyDependents],
             vec![Action::Transform],
             vec![Action::AskDependencies],
         ];
@@ -289,6 +292,7 @@ mod tests {
             DEFAULT                                      fresh        record-no-data,notify-dependents           version=- ts=- flags=[] error=- | changed=true flow=SUCCESSFUL failure=-
             DEFAULT                                      fresh        record-failed,notify-dependents            version=- ts=- flags=[] error=boom | changed=true flow=TERMINATED_WITH_ERROR failure=boom
             DEFAULT                                      fresh        report-idle,notify-dependents              version=- ts=- flags=[] error=- | changed=false flow=IDLE failure=-
+            DEFAULT                                      fresh        report-skipped,notify-dependents           version=- ts=- flags=[] error=- | changed=false flow=SKIPPED failure=-
             DEFAULT                                      fresh        transform                                  version=- ts=- flags=[] error=- | changed=false flow=RUNNING failure=-
             DEFAULT                                      fresh        ask-dependencies                           version=- ts=- flags=[] error=- | changed=false flow=QUEUED failure=-
             DEFAULT                                      fresh  nd    record-no-data,notify-dependents           version=- ts=- flags=[] error=- | changed=true flow=IDLE failure=-
@@ -298,6 +302,7 @@ mod tests {
             DEFAULT                                      before       record-no-data,notify-dependents           version=old ts=100 flags=[] error=earlier | changed=true flow=SUCCESSFUL failure=-
             DEFAULT                                      before       record-failed,notify-dependents            version=old ts=100 flags=[invalidated] error=boom | changed=true flow=TERMINATED_WITH_ERROR failure=boom
             DEFAULT                                      before       report-idle,notify-dependents              version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=IDLE failure=-
+            DEFAULT                                      before       report-skipped,notify-dependents           version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=SKIPPED failure=-
             DEFAULT                                      before       transform                                  version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=RUNNING failure=-
             DEFAULT                                      before       ask-dependencies                           version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=QUEUED failure=-
             DEFAULT                                      before nd    record-no-data,notify-dependents           version=old ts=100 flags=[] error=earlier | changed=true flow=SUCCESSFUL failure=-
@@ -307,6 +312,7 @@ mod tests {
             SET_ONLY                                     fresh        record-no-data,notify-dependents           version=- ts=- flags=[] error=- | changed=true flow=SUCCESSFUL failure=-
             SET_ONLY                                     fresh        record-failed,notify-dependents            version=- ts=- flags=[] error=boom | changed=true flow=TERMINATED_WITH_ERROR failure=boom
             SET_ONLY                                     fresh        report-idle,notify-dependents              version=- ts=- flags=[] error=- | changed=false flow=IDLE failure=-
+            SET_ONLY                                     fresh        report-skipped,notify-dependents           version=- ts=- flags=[] error=- | changed=false flow=SKIPPED failure=-
             SET_ONLY                                     fresh        transform                                  version=- ts=- flags=[] error=- | changed=false flow=RUNNING failure=-
             SET_ONLY                                     fresh        ask-dependencies                           version=- ts=- flags=[] error=- | changed=false flow=QUEUED failure=-
             SET_ONLY                                     fresh  nd    record-no-data,notify-dependents           version=- ts=- flags=[] error=- | changed=true flow=IDLE failure=-
@@ -316,6 +322,7 @@ mod tests {
             SET_ONLY                                     before       record-no-data,notify-dependents           version=old ts=100 flags=[] error=earlier | changed=true flow=SUCCESSFUL failure=-
             SET_ONLY                                     before       record-failed,notify-dependents            version=old ts=100 flags=[invalidated] error=boom | changed=true flow=TERMINATED_WITH_ERROR failure=boom
             SET_ONLY                                     before       report-idle,notify-dependents              version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=IDLE failure=-
+            SET_ONLY                                     before       report-skipped,notify-dependents           version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=SKIPPED failure=-
             SET_ONLY                                     before       transform                                  version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=RUNNING failure=-
             SET_ONLY                                     before       ask-dependencies                           version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=QUEUED failure=-
             SET_ONLY                                     before nd    record-no-data,notify-dependents           version=old ts=100 flags=[] error=earlier | changed=true flow=SUCCESSFUL failure=-
@@ -325,6 +332,7 @@ mod tests {
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh        record-no-data,notify-dependents           version=- ts=- flags=[] error=- | changed=true flow=SUCCESSFUL failure=-
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh        record-failed,notify-dependents            version=- ts=- flags=[] error=boom | changed=true flow=TERMINATED_WITH_ERROR failure=boom
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh        report-idle,notify-dependents              version=- ts=- flags=[] error=- | changed=false flow=IDLE failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh        report-skipped,notify-dependents           version=- ts=- flags=[] error=- | changed=false flow=SKIPPED failure=-
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh        transform                                  version=- ts=- flags=[] error=- | changed=false flow=RUNNING failure=-
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh        ask-dependencies                           version=- ts=- flags=[] error=- | changed=false flow=QUEUED failure=-
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh  nd    record-no-data,notify-dependents           version=- ts=- flags=[] error=- | changed=true flow=IDLE failure=-
@@ -334,6 +342,7 @@ mod tests {
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before       record-no-data,notify-dependents           version=old ts=100 flags=[] error=earlier | changed=true flow=SUCCESSFUL failure=-
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before       record-failed,notify-dependents            version=old ts=100 flags=[invalidated] error=boom | changed=true flow=TERMINATED_WITH_ERROR failure=boom
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before       report-idle,notify-dependents              version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=IDLE failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before       report-skipped,notify-dependents           version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=SKIPPED failure=-
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before       transform                                  version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=RUNNING failure=-
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before       ask-dependencies                           version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=QUEUED failure=-
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before nd    record-no-data,notify-dependents           version=old ts=100 flags=[] error=earlier | changed=true flow=SUCCESSFUL failure=-

@@ -21,7 +21,7 @@ use super::publish::Staging;
 use super::record::{self, previous_stable};
 use super::state::{Progress, Scheduler, Standing, flag_identity, new_event, now_millis};
 use super::table::Running;
-use super::transition::{Action, Event, Freshness, Mode, Reason, Settled, transition};
+use super::transition::{Action, Event, FailureClass, Freshness, Mode, Reason, Settled, retry_delay, transition};
 use crate::catalog::Transformation;
 use crate::lattice::ViewId;
 use crate::metastore::{Commit, FlowRecord, RunRecord, SeenFlag};
@@ -96,7 +96,8 @@ pub enum TaskReport {
     },
     Failed {
         view: ViewId,
-        retryable: bool,
+        /// Whether, and how, trying again may help.
+        class: FailureClass,
         message: String,
     },
     RetryDue {
@@ -120,7 +121,12 @@ struct RunView {
     waiting: Vec<ViewId>,
     settled_in_run: bool,
     settled: Option<Settled>,
+    /// Transformations started in this run (a retry is one more).
     attempts: u32,
+    /// The delay before the retry the last failure allowed.
+    retry_in: Option<std::time::Duration>,
+    /// Skipped for a failed dependency: its dependents take it as failed.
+    skipped: bool,
     /// The timestamp a finished transformation reported (external data: when its flag was checked).
     produced_at: Option<i64>,
     /// The view was no-data when the run started.
@@ -339,12 +345,13 @@ impl Scheduler {
                 run.view(view).returned = counters;
                 run.queue.push_back((view, Event::Transformed { data }));
             }
-            TaskReport::Failed { view, retryable, message } => {
+            TaskReport::Failed { view, class, message } => {
                 run.tasks.remove(&view);
+                let policy = self.lattice.view_type(view).retry;
                 let state = run.view(view);
-                state.attempts += 1;
-                let attempts = state.attempts;
-                let retry = retryable && attempts <= self.catalog.settings.retries;
+                let attempts = state.attempts.max(1);
+                state.retry_in = retry_delay(class, attempts, &policy);
+                let retry = state.retry_in.is_some();
                 self.with_table(|table| {
                     if table.running.remove(&view.0).is_some() {
                         if retry {
@@ -525,6 +532,9 @@ impl Scheduler {
             if actions.contains(&Action::NotifyDependents) {
                 run.view(id).settled_in_run = true;
             }
+            if actions.contains(&Action::ReportSkipped) {
+                run.view(id).skipped = true;
+            }
             deferred.push((id, actions));
         }
         if !commit.views.is_empty() || !commit.events.is_empty() {
@@ -581,6 +591,14 @@ impl Scheduler {
         // listed, named or written one by one.
         let idle = flows.values().filter(|s| **s == FlowStatus::Idle).count();
         finished.idle = idle;
+        // How often each transformation plugin was called for its view.
+        for (view, _) in flows.iter().filter(|(_, s)| **s != FlowStatus::Idle) {
+            let attempts = views.get(view.0 as usize).map_or(0, |v| v.attempts);
+            let plugin = matches!(self.lattice.view_type(*view).transformation, Transformation::Plugin { .. });
+            if attempts > 0 && plugin {
+                finished.attempts.insert(self.slots[view.0 as usize].url.to_string(), attempts);
+            }
+        }
         // What a successful view was flagged with is in its slot, as committed.
         let (mut incomplete, mut with_errors) = (Vec::new(), Vec::new());
         for (view, status) in &flows {
@@ -729,13 +747,13 @@ impl Scheduler {
                     let evaluation = self.latest_evaluation(run.actual_time);
                     self.resolve_latest(id, evaluation);
                 }
+                run.view(id).attempts += 1;
                 let started = Arc::new(AtomicBool::new(false));
                 let task = self.start_transformation(id, run.reports.clone(), started.clone());
                 run.tasks.insert(id, Task { abort: task.abort_handle(), started });
             }
             Action::ScheduleRetry => {
-                let attempts = run.view(id).attempts;
-                let backoff = self.retry_backoff * 2u32.saturating_pow(attempts.saturating_sub(1).min(10));
+                let backoff = run.view(id).retry_in.take().unwrap_or(self.retry_backoff);
                 let reports = run.reports.clone();
                 let task = tokio::spawn(async move {
                     tokio::time::sleep(backoff).await;
@@ -785,9 +803,14 @@ impl Scheduler {
         let mode = run.mode;
         // A full refresh reads what it did not select as it stands: one
         // never materialized (nor failed) has no data, as when it was checked.
+        // A dependency skipped for a failure is, to its dependents, failed:
+        // they continue with errors, or are skipped in turn.
         let selected = run.full_refresh.as_ref();
+        let views = &run.views;
         let judgement = self.judge(id, |dependency, slot| {
+            let skipped = views.get(dependency.0 as usize).is_some_and(|view| view.skipped);
             let state = match selected {
+                _ if skipped => ViewState::Failed,
                 Some(selected)
                     if !selected.contains(&dependency)
                         && !matches!(slot.record.state, ViewState::Materialized | ViewState::Failed) =>
@@ -806,7 +829,14 @@ impl Scheduler {
             Freshness::UpToDate if run.full_refresh.is_some() && !external => Freshness::Outdated(Reason::FullRefresh),
             other => other,
         };
-        Event::DependenciesSettled { mode, settled: judgement.settled, freshness }
+        let slot = &self.slots[id.0 as usize];
+        Event::DependenciesSettled {
+            mode,
+            settled: judgement.settled,
+            freshness,
+            on_failure: self.lattice.view_type(id).on_dependency_failure,
+            previous: previous_stable(slot.record.state, &slot.record),
+        }
     }
 
     fn start_transformation(
@@ -831,7 +861,7 @@ impl Scheduler {
             Ok(plugin) => plugin,
             Err(message) => {
                 return tokio::spawn(async move {
-                    let _ = results.send(TaskReport::Failed { view: id, retryable: false, message });
+                    let _ = results.send(TaskReport::Failed { view: id, class: FailureClass::Fatal, message });
                 });
             }
         };
@@ -863,7 +893,7 @@ impl Scheduler {
             Ok(config) => config,
             Err(message) => {
                 return tokio::spawn(async move {
-                    let _ = results.send(TaskReport::Failed { view: id, retryable: false, message });
+                    let _ = results.send(TaskReport::Failed { view: id, class: FailureClass::Fatal, message });
                 });
             }
         };
@@ -897,7 +927,7 @@ impl Scheduler {
             let result = run_plugin(&plugin, request_base, &staging, &data_path, &flag).await;
             let _ = results.send(match result {
                 Ok((data, counters)) => TaskReport::Done { view: id, data, timestamp: now_millis(), counters },
-                Err((retryable, message)) => TaskReport::Failed { view: id, retryable, message },
+                Err((class, message)) => TaskReport::Failed { view: id, class, message },
             });
         })
     }
@@ -911,14 +941,18 @@ async fn run_plugin(
     staging: &Staging,
     data_path: &std::path::Path,
     done_flag: &str,
-) -> Result<(bool, Option<Counters>), (bool, String)> {
-    let dir = staging.create().map_err(|e| (true, format!("cannot create a staging directory: {e}")))?;
+) -> Result<(bool, Option<Counters>), (FailureClass, String)> {
+    // Staging and publishing are the host's own I/O: trouble there is not
+    // the view's fault, and is retried until it passes.
+    let dir = staging.create().map_err(|e| (FailureClass::Host, format!("cannot create a staging directory: {e}")))?;
     request.output_dir = dir.clone();
     let report = match plugin.transform(&request).await {
         Ok(report) => report,
         Err(e) => {
             staging.discard(&dir);
-            return Err((false, e.to_string()));
+            // The host refused the call (its memory cap over the whole
+            // budget, a grant it cannot make): the same every time.
+            return Err((FailureClass::Fatal, e.to_string()));
         }
     };
     match report.result {
@@ -926,7 +960,7 @@ async fn run_plugin(
             Ok(()) => Ok((true, Some(counters_of(&counters)))),
             Err(e) => {
                 staging.discard(&dir);
-                Err((true, format!("cannot publish to {}: {e}", data_path.display())))
+                Err((FailureClass::Host, format!("cannot publish to {}: {e}", data_path.display())))
             }
         },
         Ok(TransformOutcome::NoData) => {
@@ -935,7 +969,14 @@ async fn run_plugin(
         }
         Err(failure) => {
             staging.discard(&dir);
-            Err((failure.is_retryable(), format!("{} ({:?})", failure.message, failure.kind)))
+            let class = if failure.is_retryable() {
+                FailureClass::Retryable
+            } else if failure.is_crash() {
+                FailureClass::Crash
+            } else {
+                FailureClass::Fatal
+            };
+            Err((class, format!("{} ({:?})", failure.message, failure.kind)))
         }
     }
 }

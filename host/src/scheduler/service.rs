@@ -31,13 +31,35 @@ type Reply<T> = oneshot::Sender<Result<T, Error>>;
 
 /// What the service can be asked, through a [`Handle`].
 enum Request {
-    Instantiate { pattern: String, closure: bool, reply: Reply<Vec<u32>> },
-    Materialize { pattern: String, mode: Mode, full_refresh: bool, reply: Reply<Accepted> },
-    Invalidate { pattern: String, dependencies: bool, reply: Reply<Invalidation> },
-    Plan { pattern: String, reply: Reply<Vec<(String, String)>> },
-    Stop { run: String, reply: Reply<Stopping> },
+    Instantiate {
+        pattern: String,
+        closure: bool,
+        reply: Reply<Vec<u32>>,
+    },
+    Materialize {
+        pattern: String,
+        mode: Mode,
+        full_refresh: bool,
+        reply: Reply<Accepted>,
+    },
+    Invalidate {
+        pattern: String,
+        dependencies: bool,
+        reply: Reply<Invalidation>,
+    },
+    Plan {
+        pattern: String,
+        reply: Reply<Vec<(String, String)>>,
+    },
+    Stop {
+        run: String,
+        reply: Reply<Stopping>,
+    },
     /// A project loaded and checked, to replace the one served between runs.
-    Reload { project: Box<Project>, reply: Reply<ReloadReport> },
+    Reload {
+        project: Box<Project>,
+        reply: Reply<ReloadReport>,
+    },
 }
 
 impl Request {

@@ -262,6 +262,7 @@ impl Scheduler {
             termination: None,
             idle: 0,
             full_refresh,
+            attempts: Default::default(),
         };
         self.store.commit(&Commit { runs: vec![run.clone()], ..Commit::default() })?;
         Ok(run)

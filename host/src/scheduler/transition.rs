@@ -9,7 +9,9 @@
 //! event that makes no sense in a state changes nothing and says so.
 
 use std::fmt;
+use std::time::Duration;
 
+use crate::catalog::{OnDependencyFailure, RetryPolicy};
 use crate::model::ViewState;
 
 /// How a materialize request treats the lattice (Schedoscope's modes).
@@ -196,6 +198,11 @@ pub enum Event {
         mode: Mode,
         settled: Settled,
         freshness: Freshness,
+        /// The view type's `on_dependency_failure`.
+        on_failure: OnDependencyFailure,
+        /// The stable state the view had before the run, which a skipped
+        /// view returns to.
+        previous: ViewState,
     },
     /// The transformation (or, for external data, the done-flag check)
     /// finished; `data` is false for no-data.
@@ -241,6 +248,10 @@ pub enum Action {
     RecordInvalidated,
     /// The view was up to date: nothing was done (flow status IDLE).
     ReportIdle,
+    /// A dependency failed and the type says skip: nothing was done, the
+    /// record is kept (flow status SKIPPED), and its dependents take it
+    /// as failed.
+    ReportSkipped,
     /// Tell waiting dependents (and the run) that this view settled.
     NotifyDependents,
     /// A request joined the one already in flight.
@@ -267,6 +278,7 @@ impl Action {
             Action::RecordFailed { .. } => "record-failed",
             Action::RecordInvalidated => "record-invalidated",
             Action::ReportIdle => "report-idle",
+            Action::ReportSkipped => "report-skipped",
             Action::NotifyDependents => "notify-dependents",
             Action::JoinInFlight => "join-in-flight",
             Action::Refuse { .. } => "refuse",
@@ -294,6 +306,13 @@ pub fn transition(state: ViewState, event: &Event) -> (ViewState, Vec<Action>) {
         Event::DependenciesSettled { .. } if state != Waiting => (state, vec![Ignore]),
         Event::DependenciesSettled { settled, .. } if settled.all_no_data => {
             (NoData, vec![RecordNoData, NotifyDependents])
+        }
+        // SDP's SKIPPED: not transformed, whatever it would have been,
+        // since a failed input is no input to judge by.
+        Event::DependenciesSettled { settled, on_failure: OnDependencyFailure::Skip, previous, .. }
+            if settled.some_failed =>
+        {
+            (*previous, vec![ReportSkipped, NotifyDependents])
         }
         // The dry run transforms nothing, so it checks the flag here; the
         // other modes check it as external data's transformation.
@@ -338,6 +357,42 @@ pub fn transition(state: ViewState, event: &Event) -> (ViewState, Vec<Action>) {
     }
 }
 
+/// What a failed transformation's failure was, for deciding whether to
+/// try again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureClass {
+    /// Declared retryable by the plugin, or its deadline passed: retried
+    /// up to the type's `retries`.
+    Retryable,
+    /// A panic, trap, exit or stack overflow: fatal unless the type sets
+    /// `retry_panics`, then retried like `Retryable`.
+    Crash,
+    /// Anything else the plugin did (a fatal or malformed result, the memory
+    /// or output cap, a configuration it cannot take): never retried.
+    Fatal,
+    /// The host's own transient trouble (staging I/O, publishing): not the
+    /// view's fault, retried without limit.
+    Host,
+}
+
+/// No retry waits longer than this, however many came before.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+/// How long to wait before trying again after `attempts` attempts (at least
+/// one) that ended in a failure of `class`, or `None` to give up: the
+/// policy's backoff, doubled for each attempt after the first, capped at
+/// [`MAX_BACKOFF`].
+pub fn retry_delay(class: FailureClass, attempts: u32, policy: &RetryPolicy) -> Option<Duration> {
+    let allowed = match class {
+        FailureClass::Host => true,
+        FailureClass::Retryable => attempts <= policy.retries,
+        FailureClass::Crash => policy.retry_panics && attempts <= policy.retries,
+        FailureClass::Fatal => false,
+    };
+    let doublings = attempts.saturating_sub(1).min(20);
+    allowed.then(|| policy.backoff.saturating_mul(1 << doublings).min(MAX_BACKOFF))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -346,6 +401,7 @@ mod tests {
     /// One event of each kind and variation that changes the outcome.
     fn events() -> Vec<(&'static str, Event)> {
         let settled = |all_no_data| Settled { all_no_data, some_no_data: all_no_data, some_failed: false };
+        let failed = Settled { all_no_data: false, some_no_data: false, some_failed: true };
         let outdated = Freshness::Outdated(Reason::NeverMaterialized);
         let version = Freshness::Outdated(Reason::VersionChanged { old: "a".into(), new: "b".into() });
         vec![
@@ -355,13 +411,61 @@ mod tests {
             ("materialize SET_ONLY", Event::Materialize { mode: Mode::SetOnly, materialize_once: false }),
             (
                 "settled, all no-data",
-                Event::DependenciesSettled { mode: Mode::Default, settled: settled(true), freshness: outdated.clone() },
+                Event::DependenciesSettled {
+                    mode: Mode::Default,
+                    settled: settled(true),
+                    freshness: outdated.clone(),
+                    on_failure: OnDependencyFailure::Continue,
+                    previous: ViewState::Receive,
+                },
+            ),
+            (
+                "settled, dependency failed",
+                Event::DependenciesSettled {
+                    mode: Mode::Default,
+                    settled: failed,
+                    freshness: outdated.clone(),
+                    on_failure: OnDependencyFailure::Continue,
+                    previous: ViewState::Materialized,
+                },
+            ),
+            (
+                "settled, dependency failed, skip",
+                Event::DependenciesSettled {
+                    mode: Mode::Default,
+                    settled: failed,
+                    freshness: outdated.clone(),
+                    on_failure: OnDependencyFailure::Skip,
+                    previous: ViewState::Materialized,
+                },
+            ),
+            (
+                "settled, dependency failed, skip, up to date",
+                Event::DependenciesSettled {
+                    mode: Mode::Default,
+                    settled: failed,
+                    freshness: Freshness::UpToDate,
+                    on_failure: OnDependencyFailure::Skip,
+                    previous: ViewState::Receive,
+                },
+            ),
+            (
+                "settled, no failure, skip",
+                Event::DependenciesSettled {
+                    mode: Mode::Default,
+                    settled: settled(false),
+                    freshness: outdated.clone(),
+                    on_failure: OnDependencyFailure::Skip,
+                    previous: ViewState::Materialized,
+                },
             ),
             (
                 "settled, up to date",
                 Event::DependenciesSettled {
                     mode: Mode::Default,
                     settled: settled(false),
+                    on_failure: OnDependencyFailure::Continue,
+                    previous: ViewState::Materialized,
                     freshness: Freshness::UpToDate,
                 },
             ),
@@ -370,6 +474,8 @@ mod tests {
                 Event::DependenciesSettled {
                     mode: Mode::Default,
                     settled: settled(false),
+                    on_failure: OnDependencyFailure::Continue,
+                    previous: ViewState::Materialized,
                     freshness: outdated.clone(),
                 },
             ),
@@ -378,6 +484,8 @@ mod tests {
                 Event::DependenciesSettled {
                     mode: Mode::ResetTransformationChecksumsAndTimestamps,
                     settled: settled(false),
+                    on_failure: OnDependencyFailure::Continue,
+                    previous: ViewState::Materialized,
                     freshness: outdated.clone(),
                 },
             ),
@@ -386,6 +494,8 @@ mod tests {
                 Event::DependenciesSettled {
                     mode: Mode::ResetTransformationChecksums,
                     settled: settled(false),
+                    on_failure: OnDependencyFailure::Continue,
+                    previous: ViewState::Materialized,
                     freshness: version,
                 },
             ),
@@ -394,6 +504,8 @@ mod tests {
                 Event::DependenciesSettled {
                     mode: Mode::ResetTransformationChecksums,
                     settled: settled(false),
+                    on_failure: OnDependencyFailure::Continue,
+                    previous: ViewState::Materialized,
                     freshness: outdated,
                 },
             ),
@@ -402,6 +514,8 @@ mod tests {
                 Event::DependenciesSettled {
                     mode: Mode::Default,
                     settled: settled(false),
+                    on_failure: OnDependencyFailure::Continue,
+                    previous: ViewState::Materialized,
                     freshness: Freshness::NoDoneFlag,
                 },
             ),
@@ -410,6 +524,8 @@ mod tests {
                 Event::DependenciesSettled {
                     mode: Mode::ResetTransformationChecksumsAndTimestamps,
                     settled: settled(false),
+                    on_failure: OnDependencyFailure::Continue,
+                    previous: ViewState::Materialized,
                     freshness: Freshness::NoDoneFlag,
                 },
             ),
@@ -454,6 +570,10 @@ mod tests {
             receive       materialize TRANSFORM_ONLY                                 -> transforming  Transform
             receive       materialize SET_ONLY                                       -> materialized  RecordWithoutTransforming, NotifyDependents
             receive       settled, all no-data                                       -> receive       Ignore
+            receive       settled, dependency failed                                 -> receive       Ignore
+            receive       settled, dependency failed, skip                           -> receive       Ignore
+            receive       settled, dependency failed, skip, up to date               -> receive       Ignore
+            receive       settled, no failure, skip                                  -> receive       Ignore
             receive       settled, up to date                                        -> receive       Ignore
             receive       settled, outdated                                          -> receive       Ignore
             receive       settled, outdated, RESET_..._AND_TIMESTAMPS                -> receive       Ignore
@@ -473,6 +593,10 @@ mod tests {
             invalidated   materialize TRANSFORM_ONLY                                 -> transforming  Transform
             invalidated   materialize SET_ONLY                                       -> materialized  RecordWithoutTransforming, NotifyDependents
             invalidated   settled, all no-data                                       -> invalidated   Ignore
+            invalidated   settled, dependency failed                                 -> invalidated   Ignore
+            invalidated   settled, dependency failed, skip                           -> invalidated   Ignore
+            invalidated   settled, dependency failed, skip, up to date               -> invalidated   Ignore
+            invalidated   settled, no failure, skip                                  -> invalidated   Ignore
             invalidated   settled, up to date                                        -> invalidated   Ignore
             invalidated   settled, outdated                                          -> invalidated   Ignore
             invalidated   settled, outdated, RESET_..._AND_TIMESTAMPS                -> invalidated   Ignore
@@ -492,6 +616,10 @@ mod tests {
             no-data       materialize TRANSFORM_ONLY                                 -> transforming  Transform
             no-data       materialize SET_ONLY                                       -> materialized  RecordWithoutTransforming, NotifyDependents
             no-data       settled, all no-data                                       -> no-data       Ignore
+            no-data       settled, dependency failed                                 -> no-data       Ignore
+            no-data       settled, dependency failed, skip                           -> no-data       Ignore
+            no-data       settled, dependency failed, skip, up to date               -> no-data       Ignore
+            no-data       settled, no failure, skip                                  -> no-data       Ignore
             no-data       settled, up to date                                        -> no-data       Ignore
             no-data       settled, outdated                                          -> no-data       Ignore
             no-data       settled, outdated, RESET_..._AND_TIMESTAMPS                -> no-data       Ignore
@@ -511,6 +639,10 @@ mod tests {
             waiting       materialize TRANSFORM_ONLY                                 -> waiting       JoinInFlight
             waiting       materialize SET_ONLY                                       -> waiting       JoinInFlight
             waiting       settled, all no-data                                       -> no-data       RecordNoData, NotifyDependents
+            waiting       settled, dependency failed                                 -> transforming  Transform
+            waiting       settled, dependency failed, skip                           -> materialized  ReportSkipped, NotifyDependents
+            waiting       settled, dependency failed, skip, up to date               -> receive       ReportSkipped, NotifyDependents
+            waiting       settled, no failure, skip                                  -> transforming  Transform
             waiting       settled, up to date                                        -> materialized  ReportIdle, NotifyDependents
             waiting       settled, outdated                                          -> transforming  Transform
             waiting       settled, outdated, RESET_..._AND_TIMESTAMPS                -> materialized  RecordWithoutTransforming, NotifyDependents
@@ -530,6 +662,10 @@ mod tests {
             transforming  materialize TRANSFORM_ONLY                                 -> transforming  JoinInFlight
             transforming  materialize SET_ONLY                                       -> transforming  JoinInFlight
             transforming  settled, all no-data                                       -> transforming  Ignore
+            transforming  settled, dependency failed                                 -> transforming  Ignore
+            transforming  settled, dependency failed, skip                           -> transforming  Ignore
+            transforming  settled, dependency failed, skip, up to date               -> transforming  Ignore
+            transforming  settled, no failure, skip                                  -> transforming  Ignore
             transforming  settled, up to date                                        -> transforming  Ignore
             transforming  settled, outdated                                          -> transforming  Ignore
             transforming  settled, outdated, RESET_..._AND_TIMESTAMPS                -> transforming  Ignore
@@ -549,6 +685,10 @@ mod tests {
             materialized  materialize TRANSFORM_ONLY                                 -> transforming  Transform
             materialized  materialize SET_ONLY                                       -> materialized  RecordWithoutTransforming, NotifyDependents
             materialized  settled, all no-data                                       -> materialized  Ignore
+            materialized  settled, dependency failed                                 -> materialized  Ignore
+            materialized  settled, dependency failed, skip                           -> materialized  Ignore
+            materialized  settled, dependency failed, skip, up to date               -> materialized  Ignore
+            materialized  settled, no failure, skip                                  -> materialized  Ignore
             materialized  settled, up to date                                        -> materialized  Ignore
             materialized  settled, outdated                                          -> materialized  Ignore
             materialized  settled, outdated, RESET_..._AND_TIMESTAMPS                -> materialized  Ignore
@@ -568,6 +708,10 @@ mod tests {
             retrying      materialize TRANSFORM_ONLY                                 -> retrying      JoinInFlight
             retrying      materialize SET_ONLY                                       -> retrying      JoinInFlight
             retrying      settled, all no-data                                       -> retrying      Ignore
+            retrying      settled, dependency failed                                 -> retrying      Ignore
+            retrying      settled, dependency failed, skip                           -> retrying      Ignore
+            retrying      settled, dependency failed, skip, up to date               -> retrying      Ignore
+            retrying      settled, no failure, skip                                  -> retrying      Ignore
             retrying      settled, up to date                                        -> retrying      Ignore
             retrying      settled, outdated                                          -> retrying      Ignore
             retrying      settled, outdated, RESET_..._AND_TIMESTAMPS                -> retrying      Ignore
@@ -587,6 +731,10 @@ mod tests {
             failed        materialize TRANSFORM_ONLY                                 -> transforming  Transform
             failed        materialize SET_ONLY                                       -> materialized  RecordWithoutTransforming, NotifyDependents
             failed        settled, all no-data                                       -> failed        Ignore
+            failed        settled, dependency failed                                 -> failed        Ignore
+            failed        settled, dependency failed, skip                           -> failed        Ignore
+            failed        settled, dependency failed, skip, up to date               -> failed        Ignore
+            failed        settled, no failure, skip                                  -> failed        Ignore
             failed        settled, up to date                                        -> failed        Ignore
             failed        settled, outdated                                          -> failed        Ignore
             failed        settled, outdated, RESET_..._AND_TIMESTAMPS                -> failed        Ignore
@@ -656,6 +804,41 @@ mod tests {
             data gone: data gone
             data gone, version changed: data gone
             data gone, never materialized: never materialized
+        "#]]
+        .assert_eq(&table);
+    }
+
+    /// Every failure class against attempts, with retries = 2 and a 10 s
+    /// backoff, panics retried or not.
+    #[test]
+    fn retries_by_failure_class() {
+        let mut table = String::new();
+        for retry_panics in [false, true] {
+            let policy = RetryPolicy { retries: 2, backoff: Duration::from_secs(10), retry_panics };
+            for class in [FailureClass::Retryable, FailureClass::Crash, FailureClass::Fatal, FailureClass::Host] {
+                let delays: Vec<String> = [1, 2, 3, 6, 40]
+                    .iter()
+                    .map(|&attempts| match retry_delay(class, attempts, &policy) {
+                        Some(delay) => format!("{attempts}:{}s", delay.as_secs()),
+                        None => format!("{attempts}:give up"),
+                    })
+                    .collect();
+                table.push_str(&format!(
+                    "retry_panics={retry_panics:<5} {:<9} {}\n",
+                    format!("{class:?}"),
+                    delays.join(" ")
+                ));
+            }
+        }
+        expect![[r#"
+            retry_panics=false Retryable 1:10s 2:20s 3:give up 6:give up 40:give up
+            retry_panics=false Crash     1:give up 2:give up 3:give up 6:give up 40:give up
+            retry_panics=false Fatal     1:give up 2:give up 3:give up 6:give up 40:give up
+            retry_panics=false Host      1:10s 2:20s 3:40s 6:300s 40:300s
+            retry_panics=true  Retryable 1:10s 2:20s 3:give up 6:give up 40:give up
+            retry_panics=true  Crash     1:10s 2:20s 3:give up 6:give up 40:give up
+            retry_panics=true  Fatal     1:give up 2:give up 3:give up 6:give up 40:give up
+            retry_panics=true  Host      1:10s 2:20s 3:40s 6:300s 40:300s
         "#]]
         .assert_eq(&table);
     }

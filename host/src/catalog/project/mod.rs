@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use super::{Catalog, PROJECT_FILE, ViewTypeId};
+use super::{Catalog, OnDependencyFailure, PROJECT_FILE, RetryPolicy, ViewTypeId};
 use raw::{LineIndex, RawProject, syntax_error};
 use types::check_type_name;
 
@@ -96,6 +96,16 @@ impl Checker<'_> {
     fn check(&mut self, raw: RawProject, root: &Path) -> Option<Catalog> {
         let settings = self.settings(&raw, root);
         let plugins = self.plugins(&raw.plugins, root);
+        // What a view type does not set itself comes from `[defaults]` (or,
+        // when those have errors already reported, their own defaults).
+        let (retry, on_dependency_failure) = settings.as_ref().map_or(
+            (
+                RetryPolicy { retries: 3, backoff: settings::DEFAULT_BACKOFF, retry_panics: false },
+                OnDependencyFailure::Continue,
+            ),
+            |s| (s.retry, s.on_dependency_failure),
+        );
+        let project = types::Project { plugins: &plugins, retry, on_dependency_failure };
 
         // Names first, so that dependencies can refer to types declared later.
         let mut by_name: HashMap<String, ViewTypeId> = HashMap::new();
@@ -118,7 +128,7 @@ impl Checker<'_> {
             for (index, view) in raw.views.iter().enumerate().take(to).skip(from) {
                 let line = checker.lines.line(view.span().start);
                 let id = ViewTypeId(index as u32);
-                if let Some(view_type) = checker.view_type(id, view.get_ref(), line, &by_name, &raw.views, &plugins) {
+                if let Some(view_type) = checker.view_type(id, view.get_ref(), line, &by_name, &raw.views, project) {
                     types.push(view_type);
                 }
             }

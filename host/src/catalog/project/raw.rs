@@ -8,7 +8,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::Diagnostic;
-use crate::catalog::{EvaluationTime, ParameterKind, closest};
+use crate::catalog::{EvaluationTime, OnDependencyFailure, ParameterKind, closest};
 
 /// Parses the file. A large one is parsed in parts, on two threads: the
 /// longest run of `[[view]]` tables (up to a table that is not a view's) is
@@ -330,6 +330,9 @@ pub(super) struct RawSettings {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawDefaults {
     pub(super) retries: Option<u32>,
+    pub(super) backoff: Option<Spanned<String>>,
+    pub(super) retry_panics: Option<bool>,
+    pub(super) on_dependency_failure: Option<OnDependencyFailure>,
     pub(super) concurrency: Option<usize>,
     pub(super) deadline: Option<Spanned<String>>,
     pub(super) memory_mib: Option<usize>,
@@ -367,6 +370,7 @@ pub(super) struct RawViewType {
     pub(super) format: Option<String>,
     #[serde(default)]
     pub(super) materialize_once: bool,
+    pub(super) on_dependency_failure: Option<OnDependencyFailure>,
 }
 
 #[derive(Deserialize)]
@@ -414,6 +418,9 @@ pub(super) struct RawTransformation {
     /// files), each with its place in the file.
     #[serde(default)]
     pub(super) resources: Vec<Spanned<String>>,
+    pub(super) retries: Option<u32>,
+    pub(super) backoff: Option<String>,
+    pub(super) retry_panics: Option<bool>,
 }
 
 #[derive(Deserialize)]

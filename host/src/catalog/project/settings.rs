@@ -11,8 +11,13 @@ use super::raw::{RawListener, RawPluginTable, RawProject, with_suggestion};
 use super::{Checker, Diagnostic};
 use crate::catalog::template::is_identifier;
 use crate::catalog::{
-    EvaluationTime, EventSettings, ListenerDecl, MONITOR, OutputCap, OwnOutputCap, PluginDecl, Settings, did_you_mean,
+    EvaluationTime, EventSettings, ListenerDecl, MONITOR, OutputCap, OwnOutputCap, PluginDecl, RetryPolicy, Settings,
+    did_you_mean,
 };
+
+/// The delay before a first retry when neither `[defaults]` nor the view
+/// type says; it doubles with each retry.
+pub(super) const DEFAULT_BACKOFF: Duration = Duration::from_millis(100);
 
 impl Checker<'_> {
     /// `[project]`, `[defaults]` and `[events]`, with their defaults; the
@@ -61,6 +66,15 @@ impl Checker<'_> {
             }
             mib => mib.as_ref().map(|mib| *mib.get_ref()),
         };
+        let backoff = match &defaults.backoff {
+            Some(text) => humantime::parse_duration(text.get_ref()).unwrap_or_else(|e| {
+                self.error(text.span().start, format!("defaults.backoff `{}`: {e}", text.get_ref()));
+                DEFAULT_BACKOFF
+            }),
+            None => DEFAULT_BACKOFF,
+        };
+        let retries = defaults.retries.unwrap_or(3);
+        let retry = RetryPolicy { retries, backoff, retry_panics: defaults.retry_panics.unwrap_or(false) };
         let declared = &raw.project;
         let settings = Settings {
             events,
@@ -71,7 +85,9 @@ impl Checker<'_> {
             storage: root.join(declared.storage.as_deref().unwrap_or("data")),
             metastore: root.join(declared.metastore.as_deref().unwrap_or(".trellis/metastore")),
             evaluation_time: declared.evaluation_time.unwrap_or(EvaluationTime::Present),
-            retries: raw.defaults.retries.unwrap_or(3),
+            retries,
+            retry,
+            on_dependency_failure: defaults.on_dependency_failure.unwrap_or_default(),
             concurrency: raw.defaults.concurrency.unwrap_or(4).max(1),
             deadline,
             memory_mib: raw.defaults.memory_mib,

@@ -17,11 +17,21 @@ use crate::catalog::expression::ConfigValue;
 use crate::catalog::template::{Template, is_identifier};
 use crate::catalog::time::Dataset;
 use crate::catalog::{
-    Field, Parameter, PluginDecl, TIME_VARIABLES, Transformation, ViewType, ViewTypeId, did_you_mean,
+    Field, OnDependencyFailure, Parameter, PluginDecl, RetryPolicy, TIME_VARIABLES, Transformation, ViewType,
+    ViewTypeId, did_you_mean,
 };
 
 /// The field types a schema may use.
 const FIELD_KINDS: [&str; 9] = ["string", "int", "long", "double", "decimal", "boolean", "date", "timestamp", "bytes"];
+
+/// What every view type is checked against: the declared plugins, and what
+/// `[defaults]` gives a type that does not set its own.
+#[derive(Clone, Copy)]
+pub(super) struct Project<'a> {
+    pub(super) plugins: &'a BTreeMap<String, PluginDecl>,
+    pub(super) retry: RetryPolicy,
+    pub(super) on_dependency_failure: OnDependencyFailure,
+}
 
 impl Checker<'_> {
     pub(super) fn view_type(
@@ -31,8 +41,9 @@ impl Checker<'_> {
         line: usize,
         by_name: &HashMap<String, ViewTypeId>,
         all: &[Spanned<RawViewType>],
-        plugins: &BTreeMap<String, PluginDecl>,
+        project: Project<'_>,
     ) -> Option<ViewType> {
+        let Project { plugins, retry: defaults, on_dependency_failure: on_failure } = project;
         let name = raw.name.get_ref().clone();
         let at = raw.name.span().start;
         let errors_before = self.diagnostics.len();
@@ -91,6 +102,21 @@ impl Checker<'_> {
             }
         }
 
+        // Retries belong to a transformation; external data is only looked at.
+        let mut retry = defaults;
+        if let Some(transformation) = &raw.transformation {
+            let t = transformation.get_ref();
+            retry.retries = t.retries.unwrap_or(retry.retries);
+            retry.retry_panics = t.retry_panics.unwrap_or(retry.retry_panics);
+            if let Some(text) = &t.backoff {
+                match humantime::parse_duration(text) {
+                    Ok(backoff) => retry.backoff = backoff,
+                    Err(e) => {
+                        self.error(transformation.span().start, format!("{name}: transformation backoff `{text}`: {e}"))
+                    }
+                }
+            }
+        }
         let transformation = match &raw.transformation {
             None => Transformation::External,
             Some(transformation) => {
@@ -220,6 +246,8 @@ impl Checker<'_> {
             done_flag,
             format,
             materialize_once: raw.materialize_once,
+            on_dependency_failure: raw.on_dependency_failure.unwrap_or(on_failure),
+            retry,
             schema_checksum,
             line,
         })
