@@ -322,8 +322,14 @@ async fn a_full_refresh_rebuilds_and_excludes_and_other_modes_are_refused() {
     finished(&app.store, &run).await;
     let (_, detail) = app.call(Method::GET, &format!("/runs/{run}"), None).await;
     assert_eq!(detail["run"]["full_refresh"], true, "{detail}");
+    let flows: Vec<_> = detail["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|flow| serde_json::json!({ "view": flow["view"], "status": flow["status"] }))
+        .collect();
     assert_eq!(
-        detail["flows"],
+        serde_json::Value::from(flows),
         serde_json::json!([
             { "view": daily, "status": "SUCCESSFUL" },
             { "view": "t.raw/In/2015/01/01", "status": "EXCLUDED" },

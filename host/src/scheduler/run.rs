@@ -957,7 +957,8 @@ async fn run_plugin(
     };
     match report.result {
         Ok(TransformOutcome::Data { counters }) => match staging.publish(&dir, data_path, done_flag) {
-            Ok(()) => Ok((true, Some(counters_of(&counters)))),
+            // No counters returned is none to keep, not an empty set.
+            Ok(()) => Ok((true, (!counters.is_empty()).then(|| counters_of(&counters)))),
             Err(e) => {
                 staging.discard(&dir);
                 Err((FailureClass::Host, format!("cannot publish to {}: {e}", data_path.display())))
