@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::support::{Daily, Run, Server, run, trellis};
+use crate::support::{Daily, Run, Server, flows, run, trellis};
 
 const OUT: &str = "ca.mart/Out/2015/01/01";
 
@@ -89,18 +89,6 @@ async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) ->
         assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-}
-
-/// A run's flows as (view, status), sorted.
-fn flows(detail: &Value) -> Vec<(String, String)> {
-    let mut flows: Vec<(String, String)> = detail["flows"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no flows in {detail}"))
-        .iter()
-        .map(|f| (f["view"].as_str().unwrap().to_string(), f["status"].as_str().unwrap().to_string()))
-        .collect();
-    flows.sort();
-    flows
 }
 
 #[tokio::test(flavor = "multi_thread")]

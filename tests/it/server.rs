@@ -10,7 +10,7 @@ use serde_json::Value;
 use trellis::metastore::Metastore;
 use trellis::model::{FlowStatus, ViewState};
 
-use crate::support::{Daily, Server, demo, gated_project, open_gates, run, trellis};
+use crate::support::{Daily, Server, demo, flows, gated_project, open_gates, run, trellis};
 
 fn client() -> reqwest::Client {
     reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap()
@@ -568,17 +568,6 @@ async fn finished(url: &str, id: &str) -> Value {
         (detail["run"]["status"] == "finished").then_some(detail)
     })
     .await
-}
-
-fn flows(detail: &Value) -> Vec<(String, String)> {
-    let mut flows: Vec<(String, String)> = detail["flows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| (f["view"].as_str().unwrap().to_string(), f["status"].as_str().unwrap().to_string()))
-        .collect();
-    flows.sort();
-    flows
 }
 
 #[tokio::test(flavor = "multi_thread")]

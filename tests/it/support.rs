@@ -416,3 +416,15 @@ time = "current(-1)"
         }
     }
 }
+
+/// A run's flows, as `GET /runs/{id}` gives them, as (view, status), sorted.
+pub fn flows(detail: &serde_json::Value) -> Vec<(String, String)> {
+    let mut flows: Vec<(String, String)> = detail["flows"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no flows in {detail}"))
+        .iter()
+        .map(|f| (f["view"].as_str().unwrap().to_string(), f["status"].as_str().unwrap().to_string()))
+        .collect();
+    flows.sort();
+    flows
+}
