@@ -7,6 +7,7 @@ pub mod api;
 pub mod bundled;
 pub mod catalog;
 pub mod cli;
+pub mod clock;
 pub mod lattice;
 pub mod listeners;
 pub mod metastore;

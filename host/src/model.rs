@@ -424,3 +424,110 @@ mod tests {
         assert!(Termination::try_from("finished somehow".to_string()).is_err());
     }
 }
+
+/// How a materialize request treats the lattice (Schedoscope's modes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Mode {
+    Default,
+    /// Record current version checksums where only they changed, without
+    /// transforming.
+    ResetTransformationChecksums,
+    /// A dry run: record checksums and timestamps as if everything outdated
+    /// had been transformed, so the next DEFAULT run transforms nothing.
+    ResetTransformationChecksumsAndTimestamps,
+    /// Transform this view without asking its dependencies.
+    TransformOnly,
+    /// Mark the view materialized without transforming.
+    SetOnly,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+
+    /// A mode by its name, in any case; the error lists the modes.
+    fn from_str(text: &str) -> Result<Mode, String> {
+        serde_json::from_value(serde_json::Value::from(text.to_ascii_uppercase())).map_err(|_| {
+            format!("`{text}` is not a mode (DEFAULT, RESET_TRANSFORMATION_CHECKSUMS, RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS, TRANSFORM_ONLY, SET_ONLY)")
+        })
+    }
+}
+
+/// The state of a coordinator's action (Oozie's coordinator action
+/// states). An action is created WAITING for its inputs, READY once they
+/// are all there, SUBMITTED when its run is recorded, RUNNING while the run
+/// executes, and ends SUCCEEDED, FAILED (its run did not succeed), TIMEDOUT
+/// (its inputs did not all arrive within the coordinator's `timeout`),
+/// SKIPPED (the `execution` policy passed it over) or KILLED (an operator
+/// killed it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ActionState {
+    Waiting,
+    Ready,
+    Submitted,
+    Running,
+    Succeeded,
+    Failed,
+    Timedout,
+    Skipped,
+    Killed,
+}
+
+impl ActionState {
+    pub const ALL: [ActionState; 9] = [
+        ActionState::Waiting,
+        ActionState::Ready,
+        ActionState::Submitted,
+        ActionState::Running,
+        ActionState::Succeeded,
+        ActionState::Failed,
+        ActionState::Timedout,
+        ActionState::Skipped,
+        ActionState::Killed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActionState::Waiting => "WAITING",
+            ActionState::Ready => "READY",
+            ActionState::Submitted => "SUBMITTED",
+            ActionState::Running => "RUNNING",
+            ActionState::Succeeded => "SUCCEEDED",
+            ActionState::Failed => "FAILED",
+            ActionState::Timedout => "TIMEDOUT",
+            ActionState::Skipped => "SKIPPED",
+            ActionState::Killed => "KILLED",
+        }
+    }
+
+    /// No transition leaves it but an operator's rerun.
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            ActionState::Succeeded
+                | ActionState::Failed
+                | ActionState::Timedout
+                | ActionState::Skipped
+                | ActionState::Killed
+        )
+    }
+}
+
+impl fmt::Display for ActionState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for ActionState {
+    type Err = String;
+
+    /// A state by its name, in any case; the error lists the states.
+    fn from_str(text: &str) -> Result<ActionState, String> {
+        ActionState::ALL.into_iter().find(|s| s.as_str().eq_ignore_ascii_case(text)).ok_or_else(|| {
+            let names: Vec<&str> = ActionState::ALL.iter().map(|s| s.as_str()).collect();
+            format!("`{text}` is not an action state ({})", names.join(", "))
+        })
+    }
+}

@@ -179,6 +179,8 @@ impl From<crate::scheduler::Error> for ApiError {
             Error::Busy { .. } => StatusCode::TOO_MANY_REQUESTS,
             Error::Closing | Error::Gone => StatusCode::SERVICE_UNAVAILABLE,
             Error::Refused(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            Error::UnknownCoordinator { .. } => StatusCode::NOT_FOUND,
+            Error::Coordinator(_) => StatusCode::CONFLICT,
             Error::Metastore(_) | Error::Plugins(_) | Error::NoPlugins | Error::Io(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }

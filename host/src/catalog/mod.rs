@@ -8,6 +8,7 @@
 //! inside the storage root. It does no I/O after loading and knows nothing
 //! of instantiated views (that is `lattice`), the metastore or wasmtime.
 
+pub mod coordinator;
 pub mod expression;
 pub mod pattern;
 mod project;
@@ -38,6 +39,8 @@ pub struct Catalog {
     by_name: HashMap<String, ViewTypeId>,
     /// The declared listener plugins; the built-in monitor is not among them.
     pub listeners: Vec<ListenerDecl>,
+    /// The declared `[[coordinator]]`s, in file order.
+    pub coordinators: Vec<coordinator::Coordinator>,
 }
 
 /// The name of the built-in listener that logs state changes.

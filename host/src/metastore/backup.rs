@@ -371,6 +371,7 @@ mod tests {
             idle: 3,
             full_refresh: false,
             attempts: [("s.d/Daily/2015/05/01".to_string(), 2)].into(),
+            action: None,
         };
         store
             .commit(&Commit {
@@ -378,6 +379,7 @@ mod tests {
                 events: many,
                 runs: vec![run],
                 flows: vec![("r1".into(), "s.d/Daily/2015/05/01".into(), FlowStatus::Successful.into())],
+                ..Commit::default()
             })
             .unwrap();
         store.truncate_events(10).unwrap();

@@ -6,10 +6,11 @@ use sled::Transactional;
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 
 use super::check::COMMITS_KEY;
+use super::coordinators::action_key;
 use super::events::append;
 use super::format::{decode_counter, encode};
 use super::runs::flow_key;
-use super::{Error, FlowRecord, Metastore, NewEvent, RunRecord, ViewRecord};
+use super::{ActionRecord, CoordinatorRecord, Error, FlowRecord, Metastore, NewEvent, RunRecord, ViewRecord};
 
 /// Everything one step of the scheduler writes, applied atomically.
 #[derive(Debug, Clone, Default)]
@@ -19,14 +20,23 @@ pub struct Commit {
     pub runs: Vec<RunRecord>,
     /// (run id, view URL path, flow).
     pub flows: Vec<(String, String, FlowRecord)>,
+    /// (coordinator name, record).
+    pub coordinators: Vec<(String, CoordinatorRecord)>,
+    pub actions: Vec<ActionRecord>,
 }
 
 impl Metastore {
     /// Applies `commit` atomically and durably; returns the sequence numbers
     /// given to its events, in order.
     pub fn commit(&self, commit: &Commit) -> Result<Vec<u64>, Error> {
-        let trees = (&self.meta, &self.views, &self.runs, &self.flows, &self.events);
-        let result = trees.transaction(|(meta, views, runs, flows, events)| {
+        let trees = (&self.meta, &self.views, &self.runs, &self.flows, &self.events, &self.coordinators, &self.actions);
+        let result = trees.transaction(|(meta, views, runs, flows, events, coordinators, actions)| {
+            for (name, record) in &commit.coordinators {
+                coordinators.insert(name.as_bytes(), encode(record))?;
+            }
+            for action in &commit.actions {
+                actions.insert(action_key(&action.coordinator, action.nominal), encode(action))?;
+            }
             for (url_path, record) in &commit.views {
                 views.insert(url_path.as_bytes(), encode(record))?;
             }
@@ -89,8 +99,10 @@ mod tests {
                     idle: 0,
                     full_refresh: false,
                     attempts: Default::default(),
+                    action: None,
                 }],
                 flows: vec![("r1".into(), "s.d/Daily/A/2015/05/01".into(), FlowStatus::Successful.into())],
+                ..Commit::default()
             };
             assert_eq!(store.commit(&commit).unwrap(), [1, 2]);
         }

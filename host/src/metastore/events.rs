@@ -23,6 +23,23 @@ pub struct NewEvent {
     pub time: i64,
     pub run_id: Option<std::sync::Arc<str>>,
     pub error: Option<String>,
+    /// Set when the event is a coordinator action's change of state rather
+    /// than a view's: `view` is then the action's name
+    /// (`coordinator@nominal`), and `previous`/`current` the view states
+    /// nearest to the action's (see `ActionChange`), so that a listener
+    /// built before actions existed reads it as a transition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<ActionChange>,
+}
+
+/// A coordinator action's change of state, as the event log records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionChange {
+    pub coordinator: String,
+    /// Milliseconds since the Unix epoch.
+    pub nominal: i64,
+    pub previous: Option<crate::model::ActionState>,
+    pub current: crate::model::ActionState,
 }
 
 /// An event of the log.

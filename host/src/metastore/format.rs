@@ -81,6 +81,8 @@ impl Metastore {
                 flows: tree("flows")?,
                 events: tree("events")?,
                 listeners: tree("listeners")?,
+                coordinators: tree("coordinators")?,
+                actions: tree("actions")?,
                 commits_file: open_commits_file(dir).map_err(|e| open_error(&e))?,
                 appended: tokio::sync::watch::Sender::new(0),
                 db,

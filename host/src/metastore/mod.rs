@@ -28,6 +28,7 @@
 mod backup;
 mod check;
 mod commit;
+mod coordinators;
 mod events;
 mod format;
 mod listeners;
@@ -37,7 +38,8 @@ mod views;
 pub use backup::{BACKUP_FORMAT, BACKUP_VERSION, restore};
 pub use check::Contents;
 pub use commit::Commit;
-pub use events::{LoggedEvent, NewEvent};
+pub use coordinators::{ActionRecord, CoordinatorRecord};
+pub use events::{ActionChange, LoggedEvent, NewEvent};
 pub use format::FORMAT;
 pub use listeners::ListenerRecord;
 pub use runs::{FlowRecord, RunRecord};
@@ -84,6 +86,9 @@ pub struct Metastore {
     flows: sled::Tree,
     events: sled::Tree,
     listeners: sled::Tree,
+    coordinators: sled::Tree,
+    /// Actions, keyed by `coordinators::action_key`.
+    actions: sled::Tree,
     /// Holds the count of durable commits (see `check.rs`).
     commits_file: std::fs::File,
     /// The next sequence number, announced after each durable commit.
@@ -113,6 +118,7 @@ mod fixtures {
             time: 1,
             run_id: Some("r1".into()),
             error: None,
+            action: None,
         }
     }
 

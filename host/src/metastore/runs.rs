@@ -26,6 +26,10 @@ pub struct RunRecord {
     /// (retries included), by URL path; views not transformed are absent.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub attempts: std::collections::BTreeMap<String, u32>,
+    /// The coordinator's action that started it: (coordinator, nominal
+    /// time in milliseconds). Absent for runs asked for by hand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<(String, i64)>,
 }
 
 /// A view's flow in one run: its status and what the run learned of it

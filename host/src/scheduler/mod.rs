@@ -2,6 +2,9 @@
 //! current.
 //!
 //! - `transition`: the pure per-view state machine and change detection;
+//! - `action`: the pure state machine of a coordinator's action;
+//! - `policy`: the pure rules of a coordinator (creation, throttle, concurrency, execution, timeouts);
+//! - `coordinate`: coordinators driven: actions created, checked, submitted, recorded;
 //! - `record`: the pure translation of a transition's actions to the view's record;
 //! - `state`: the [`Scheduler`], owner of all view state; instantiate, invalidate, plan;
 //! - `run`: one [`Run`] and the steps that advance it; the embedded driver;
@@ -11,7 +14,10 @@
 //! - `publish`: staging directories and atomic publish;
 //! - `table`: the live table of views and runs that readers consult without the loop.
 
+pub mod action;
+pub mod coordinate;
 mod memo;
+pub mod policy;
 pub mod publish;
 pub mod record;
 pub mod reload;
@@ -21,9 +27,10 @@ mod state;
 pub mod table;
 pub mod transition;
 
+pub use coordinate::{Coordination, CoordinatorStatus, Submission};
 pub use reload::{Project, ReloadReport, Reloader, load_project};
 pub use run::{Run, RunSummary, StopReason, TaskReport, check_full_refresh};
-pub use service::{Accepted, Handle, Service, Stopping};
+pub use service::{Accepted, CoordinatorAnswer, CoordinatorOperation, Handle, Service, Stopping};
 pub use state::{Invalidation, Permits, Progress, Scheduler};
 pub use transition::{Action, Event, Facts, Freshness, Mode, Reason, Settled, freshness, transition};
 
@@ -58,4 +65,10 @@ pub enum Error {
         .0.join("; ")
     )]
     Refused(Vec<String>),
+    /// A coordinator operation named a coordinator the project lacks.
+    #[error("the project has no coordinator `{name}` ({known})")]
+    UnknownCoordinator { name: String, known: String },
+    /// A coordinator operation that cannot apply, and why.
+    #[error("{0}")]
+    Coordinator(String),
 }

@@ -55,6 +55,12 @@ enum Request {
         run: String,
         reply: Reply<Stopping>,
     },
+    /// A coordinator operation (`trellis coordinators`, `actions`,
+    /// `suspend`, `resume`, `kill`, `rerun`).
+    Coordinators {
+        operation: CoordinatorOperation,
+        reply: Reply<CoordinatorAnswer>,
+    },
     /// A project loaded and checked, to replace the one served between runs.
     Reload {
         project: Box<Project>,
@@ -71,6 +77,7 @@ impl Request {
             Request::Invalidate { reply, .. } => reply.is_closed(),
             Request::Plan { reply, .. } => reply.is_closed(),
             Request::Stop { reply, .. } => reply.is_closed(),
+            Request::Coordinators { reply, .. } => reply.is_closed(),
             // Asked for is asked for: a client that stopped waiting (a
             // request timeout while a run goes on) still gets its reload.
             Request::Reload { .. } => false,
@@ -121,6 +128,26 @@ pub enum Stopping {
     Finished(Termination),
     /// No run has that id.
     Unknown,
+}
+
+/// What can be asked of the coordinators, through [`Handle::coordinators`].
+#[derive(Debug, Clone)]
+pub enum CoordinatorOperation {
+    Statuses,
+    Actions { name: String, state: Option<crate::model::ActionState> },
+    Suspend { name: String },
+    Resume { name: String },
+    Kill { name: String, from: Option<chrono::DateTime<chrono::Utc>>, to: Option<chrono::DateTime<chrono::Utc>> },
+    Rerun { name: String, from: Option<chrono::DateTime<chrono::Utc>>, to: Option<chrono::DateTime<chrono::Utc>> },
+}
+
+/// The answer to a [`CoordinatorOperation`]: statuses for `Statuses`,
+/// the actions listed, killed or put back to run for the others (none for
+/// `Suspend` and `Resume`).
+#[derive(Debug, Clone)]
+pub enum CoordinatorAnswer {
+    Statuses(Vec<super::CoordinatorStatus>),
+    Actions(Vec<crate::metastore::ActionRecord>),
 }
 
 /// A run accepted but not started.
@@ -178,6 +205,11 @@ impl Handle {
 
     pub async fn stop(&self, run: String) -> Result<Stopping, Error> {
         self.ask(|reply| Request::Stop { run, reply }).await
+    }
+
+    /// Asks the coordinators (see [`CoordinatorOperation`]).
+    pub async fn coordinators(&self, operation: CoordinatorOperation) -> Result<CoordinatorAnswer, Error> {
+        self.ask(|reply| Request::Coordinators { operation, reply }).await
     }
 
     /// Replaces the project served by `project` (see `reload`): at once
@@ -347,6 +379,9 @@ impl Service {
             Request::Stop { run, reply } => {
                 let _ = reply.send(self.stop(&run));
             }
+            Request::Coordinators { operation, reply } => {
+                let _ = reply.send(self.coordinate(operation));
+            }
             Request::Reload { project, reply } => {
                 if self.closing.is_some() {
                     let _ = reply.send(Err(Error::Closing));
@@ -431,6 +466,11 @@ impl Service {
             Some(_) => Stopping::Finished(Termination::Interrupted),
             None => Stopping::Unknown,
         })
+    }
+
+    fn coordinate(&mut self, operation: CoordinatorOperation) -> Result<CoordinatorAnswer, Error> {
+        let _ = operation;
+        todo!()
     }
 
     fn publish_queue(&self) {

@@ -263,6 +263,7 @@ impl Scheduler {
             idle: 0,
             full_refresh,
             attempts: Default::default(),
+            action: None,
         };
         self.store.commit(&Commit { runs: vec![run.clone()], ..Commit::default() })?;
         Ok(run)
@@ -714,5 +715,6 @@ pub(super) fn new_event(
         time: now_millis(),
         run_id: run_id.cloned(),
         error,
+        action: None,
     }
 }

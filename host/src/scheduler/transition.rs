@@ -14,33 +14,7 @@ use std::time::Duration;
 use crate::catalog::{OnDependencyFailure, RetryPolicy};
 use crate::model::ViewState;
 
-/// How a materialize request treats the lattice (Schedoscope's modes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum Mode {
-    Default,
-    /// Record current version checksums where only they changed, without
-    /// transforming.
-    ResetTransformationChecksums,
-    /// A dry run: record checksums and timestamps as if everything outdated
-    /// had been transformed, so the next DEFAULT run transforms nothing.
-    ResetTransformationChecksumsAndTimestamps,
-    /// Transform this view without asking its dependencies.
-    TransformOnly,
-    /// Mark the view materialized without transforming.
-    SetOnly,
-}
-
-impl std::str::FromStr for Mode {
-    type Err = String;
-
-    /// A mode by its name, in any case; the error lists the modes.
-    fn from_str(text: &str) -> Result<Mode, String> {
-        serde_json::from_value(serde_json::Value::from(text.to_ascii_uppercase())).map_err(|_| {
-            format!("`{text}` is not a mode (DEFAULT, RESET_TRANSFORMATION_CHECKSUMS, RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS, TRANSFORM_ONLY, SET_ONLY)")
-        })
-    }
-}
+pub use crate::model::Mode;
 
 /// Why a view must be transformed.
 #[derive(Debug, Clone, PartialEq, Eq)]

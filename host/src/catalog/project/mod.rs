@@ -159,6 +159,14 @@ impl Checker<'_> {
         self.check_cycles(&types);
         self.check_distinct_paths(&types);
         let listeners = self.listeners(&raw.listeners, &plugins);
-        Some(Catalog { root: root.to_path_buf(), settings: settings?, plugins, types, by_name, listeners })
+        Some(Catalog {
+            root: root.to_path_buf(),
+            settings: settings?,
+            plugins,
+            types,
+            by_name,
+            listeners,
+            coordinators: Vec::new(),
+        })
     }
 }

@@ -1,0 +1,121 @@
+//! A `[[coordinator]]`: when trellis materializes views by itself (Oozie's
+//! coordinator jobs). The declaration and its pure calendar: the nominal
+//! times at which it creates actions, and the view pattern each action
+//! addresses. No I/O, no clock: the time is always given.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+
+use super::EvaluationTime;
+use super::time::Dataset;
+use crate::model::Mode;
+
+/// A declared coordinator; valid once it exists (its pattern template
+/// names only fields it has, its schedule yields times).
+#[derive(Debug, Clone)]
+pub struct Coordinator {
+    pub name: String,
+    /// A view pattern with the nominal time's fields (`${YEAR}`, `${MONTH}`,
+    /// `${DAY}`, `${HOUR}`, `${MINUTE}`, in the coordinator's timezone).
+    pub views: String,
+    pub schedule: Schedule,
+    /// The first nominal time is the first tick at or after `start`.
+    pub start: DateTime<Utc>,
+    /// No action has a nominal time at or after `end`.
+    pub end: Option<DateTime<Utc>>,
+    pub timezone: Tz,
+    /// How long an action waits for its inputs after its creation (its
+    /// actual time); `None` waits forever.
+    pub timeout: Option<Duration>,
+    /// Actions SUBMITTED or RUNNING at once.
+    pub concurrency: usize,
+    /// Actions WAITING at once: creation pauses while that many wait.
+    pub throttle: usize,
+    pub execution: Execution,
+    pub trigger: Trigger,
+    /// The mode of the runs its actions start.
+    pub mode: Mode,
+    /// What an action's `latest()` and `actualTime()` count from.
+    pub evaluation_time: EvaluationTime,
+    /// Its `[[coordinator]]` header's line.
+    pub line: usize,
+}
+
+/// When a coordinator ticks.
+#[derive(Debug, Clone)]
+pub enum Schedule {
+    /// The dataset grammar (`1d`, `6h`, `1M`...), anchored at `start` in the
+    /// coordinator's timezone, DST handled as datasets handle it.
+    Every(Dataset),
+    /// A cron expression, evaluated in the coordinator's timezone.
+    Cron(String),
+}
+
+/// Which READY actions run, and in what order (Oozie's `execution`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Execution {
+    /// Oldest nominal time first.
+    Fifo,
+    /// Newest nominal time first.
+    Lifo,
+    /// Only the newest READY action runs; older READY or WAITING ones are SKIPPED.
+    LastOnly,
+    /// An action whose nominal time has passed by more than one tick when
+    /// it could start is SKIPPED; the rest run oldest first.
+    None,
+}
+
+/// What makes a coordinator materialize.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// Each tick's action, once its inputs are ready.
+    Time,
+    /// As `Time`, and a past action among the last `lookback` ones runs
+    /// again when one of its external inputs is re-delivered.
+    Data { lookback: usize },
+}
+
+impl Coordinator {
+    /// The nominal times after `after` (from `start` when `None`), in order,
+    /// up to `end`.
+    pub fn nominal_times_after(&self, after: Option<DateTime<Utc>>) -> Box<dyn Iterator<Item = DateTime<Utc>> + '_> {
+        match &self.schedule {
+            Schedule::Every(dataset) => {
+                let first = match after {
+                    None => 0,
+                    Some(t) => dataset.index_at_or_before(t).map_or(0, |k| k + 1),
+                };
+                let end = self.end;
+                Box::new(
+                    (first..).map_while(|k| dataset.instance(k)).take_while(move |t| end.is_none_or(|end| *t < end)),
+                )
+            }
+            Schedule::Cron(_) => Box::new(std::iter::empty()),
+        }
+    }
+
+    /// The first nominal time after `after`, if any.
+    pub fn next_nominal(&self, after: Option<DateTime<Utc>>) -> Option<DateTime<Utc>> {
+        self.nominal_times_after(after).next()
+    }
+
+    /// The view pattern of the action at `nominal`.
+    pub fn views_at(&self, nominal: DateTime<Utc>) -> String {
+        let local = nominal.with_timezone(&self.timezone);
+        let fields = [
+            ("YEAR", local.format("%Y").to_string()),
+            ("MONTH", local.format("%m").to_string()),
+            ("DAY", local.format("%d").to_string()),
+            ("HOUR", local.format("%H").to_string()),
+            ("MINUTE", local.format("%M").to_string()),
+        ];
+        let mut pattern = self.views.clone();
+        for (name, value) in fields {
+            pattern = pattern.replace(&format!("${{{name}}}"), &value);
+        }
+        pattern
+    }
+}

@@ -1,0 +1,115 @@
+//! The time coordinators go by. The system clock in production; a clock
+//! that starts at a set time (`TRELLIS_NOW`, `--now`) and runs on from
+//! there for demos and end-to-end tests; and a manual clock, moved only by
+//! its owner, for in-process tests. Nothing else in trellis reads the
+//! wall clock for a coordinator's decisions, so every rule (due times,
+//! timeouts, catch-up) is testable without sleeping.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+
+/// A source of "now". Cheap to clone; clones of a manual clock share it.
+#[derive(Debug, Clone)]
+pub enum Clock {
+    System,
+    /// Starts at `at` when `since` was taken and advances with real time.
+    From {
+        at: DateTime<Utc>,
+        since: Instant,
+    },
+    /// Moves only when set.
+    Manual(Arc<Mutex<DateTime<Utc>>>),
+}
+
+/// The variable that sets a clock's start for a process.
+pub const NOW_VARIABLE: &str = "TRELLIS_NOW";
+
+impl Clock {
+    /// A clock that reads `at` now and runs on from there.
+    pub fn starting_at(at: DateTime<Utc>) -> Clock {
+        Clock::From { at, since: Instant::now() }
+    }
+
+    pub fn manual(at: DateTime<Utc>) -> Clock {
+        Clock::Manual(Arc::new(Mutex::new(at)))
+    }
+
+    /// The system clock, or one starting at `TRELLIS_NOW` (RFC 3339) when it
+    /// is set; an unreadable value is the error, naming the variable.
+    pub fn from_environment() -> Result<Clock, String> {
+        match std::env::var(NOW_VARIABLE) {
+            Ok(text) => parse_time(&text).map(Clock::starting_at).map_err(|e| format!("{NOW_VARIABLE}: {e}")),
+            Err(_) => Ok(Clock::System),
+        }
+    }
+
+    pub fn now(&self) -> DateTime<Utc> {
+        match self {
+            Clock::System => Utc::now(),
+            Clock::From { at, since } => *at + since.elapsed(),
+            Clock::Manual(now) => *now.lock().unwrap_or_else(|poisoned| poisoned.into_inner()),
+        }
+    }
+
+    /// Sets a manual clock; the others are not set by hand and ignore it.
+    pub fn set(&self, at: DateTime<Utc>) {
+        if let Clock::Manual(now) = self {
+            *now.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = at;
+        }
+    }
+
+    /// How long until `at` by this clock, for a timer; zero when it has
+    /// passed. A manual clock never gets there by itself: `None`.
+    pub fn until(&self, at: DateTime<Utc>) -> Option<std::time::Duration> {
+        match self {
+            Clock::Manual(_) => None,
+            _ => Some((at - self.now()).to_std().unwrap_or_default()),
+        }
+    }
+}
+
+/// A time as `--now` and `TRELLIS_NOW` take it: RFC 3339
+/// (`2015-05-03T07:00:00Z`), or a date alone (midnight UTC).
+pub fn parse_time(text: &str) -> Result<DateTime<Utc>, String> {
+    if let Ok(time) = DateTime::parse_from_rfc3339(text) {
+        return Ok(time.with_timezone(&Utc));
+    }
+    if let Ok(date) = chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d") {
+        return Ok(date.and_hms_opt(0, 0, 0).expect("midnight exists").and_utc());
+    }
+    Err(format!("`{text}` is not a time (RFC 3339, as 2015-05-03T07:00:00Z, or a date, as 2015-05-03)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_read_as_rfc_3339_or_dates() {
+        assert_eq!(parse_time("2015-05-03T07:00:00Z").unwrap().to_rfc3339(), "2015-05-03T07:00:00+00:00");
+        assert_eq!(parse_time("2015-05-03T09:00:00+02:00").unwrap().to_rfc3339(), "2015-05-03T07:00:00+00:00");
+        assert_eq!(parse_time("2015-05-03").unwrap().to_rfc3339(), "2015-05-03T00:00:00+00:00");
+        assert!(parse_time("yesterday").unwrap_err().contains("`yesterday` is not a time"));
+    }
+
+    #[test]
+    fn a_manual_clock_moves_only_when_set_and_its_clones_share_it() {
+        let start = parse_time("2015-05-03").unwrap();
+        let clock = Clock::manual(start);
+        let clone = clock.clone();
+        assert_eq!(clock.now(), start);
+        clone.set(start + chrono::Duration::hours(6));
+        assert_eq!(clock.now(), start + chrono::Duration::hours(6));
+        assert_eq!(clock.until(start), None);
+    }
+
+    #[test]
+    fn a_clock_from_a_time_runs_on_from_it() {
+        let start = parse_time("2015-05-03").unwrap();
+        let clock = Clock::starting_at(start);
+        assert!(clock.now() >= start && clock.now() < start + chrono::Duration::minutes(1));
+        assert_eq!(clock.until(start), Some(std::time::Duration::ZERO));
+    }
+}
