@@ -7,6 +7,7 @@
 mod announce;
 mod bench;
 mod catalog;
+mod coordinate;
 mod demo;
 mod listeners;
 mod metastore;
@@ -110,6 +111,8 @@ enum Command {
     Deps(catalog::DepsArgs),
     /// Materialize views and their dependencies, transforming what is outdated
     Materialize(schedule::MaterializeArgs),
+    /// Run the project's coordinators here until nothing more is due or ready (catch-up included)
+    Coordinate(coordinate::CoordinateArgs),
     /// Mark views to be rematerialized on the next materialize
     Invalidate(schedule::InvalidateArgs),
     /// Say for every view whether it would be transformed now, and why
@@ -176,6 +179,7 @@ impl Cli {
                 Some(server) => schedule::materialize_remote(&args, &server).await,
                 None => schedule::materialize(&args, &runtime()?).await,
             },
+            Command::Coordinate(args) => coordinate::coordinate(&args, &runtime()?).await,
             Command::Invalidate(args) => match server()? {
                 Some(server) => schedule::invalidate_remote(&args, &server).await,
                 None => schedule::invalidate(&args).await,

@@ -67,7 +67,8 @@ pub(super) async fn serve(args: &ServeArgs, token: Option<String>, runtime: &Run
     let permits = scheduler.permits();
     let store = scheduler.metastore();
     let plugin_statuses = plugin_statuses(&catalog, &plugins);
-    let (service, handle) = Service::new(scheduler);
+    let clock = crate::clock::Clock::from_environment().map_err(anyhow::Error::msg)?;
+    let (service, handle) = Service::with_clock(scheduler, clock);
     let service = tokio::spawn(service.run());
     let reloader = Reloader { dir: args.project.project.clone(), runtime: runtime.clone() };
     let hangups = tokio::spawn(reload_on_hangup(reloader.clone(), handle.clone()));

@@ -45,6 +45,10 @@ pub struct ActionRecord {
     pub reason: Option<String>,
     /// When its state last changed (milliseconds).
     pub updated: i64,
+    /// Its next run rebuilds its views whatever their state (a rerun asked
+    /// for by hand).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub full_refresh: bool,
 }
 
 /// Action keys: coordinator, NUL, nominal time as big-endian milliseconds

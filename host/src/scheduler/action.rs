@@ -23,6 +23,9 @@ pub enum ActionEvent {
     RunStarted,
     /// Its run ended: successfully or not.
     RunEnded { succeeded: bool },
+    /// Its run was stopped, or dequeued, by a shutdown: it is READY again,
+    /// to run under a new run once the service is back.
+    Interrupted,
     /// An operator killed it.
     Kill,
     /// An operator asked it to run again (`rerun`).

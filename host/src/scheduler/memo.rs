@@ -142,6 +142,19 @@ impl Memo {
         }
     }
 
+    /// Whether an external view is watched: no change to its flag has
+    /// come in since it was last watched.
+    pub fn is_watched(&self, id: ViewId) -> bool {
+        self.watch_of.contains_key(&id)
+    }
+
+    /// A copy of the watches' descriptor, to wait on (it is readable when
+    /// changes are queued; `drain` reads them).
+    pub fn descriptor(&self) -> Option<std::os::fd::OwnedFd> {
+        use std::os::fd::AsFd;
+        self.inotify.as_fd().try_clone_to_owned().ok()
+    }
+
     /// Watches a materialized view's published done flag itself (the
     /// directory, when the flag is empty): its deletion (with its
     /// directory's), replacement or change dirties the view, while what is

@@ -232,7 +232,17 @@ impl Scheduler {
         self.transformations()?;
         let addressed = self.instantiate(pattern_text)?;
         let record = self.new_run(pattern_text, mode, full_refresh)?;
-        let mut run = self.begin(record, mode, &addressed);
+        let run = self.begin(record, mode, &addressed);
+        self.drive(run, stop).await
+    }
+
+    /// Drives a begun run to its end (or, once `stop` completes, stops it)
+    /// and finishes it: the embedded driver.
+    pub async fn drive(
+        &mut self,
+        mut run: Run,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> Result<RunSummary, Error> {
         let mut stop = std::pin::pin!(stop);
         let steps = async {
             loop {

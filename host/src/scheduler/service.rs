@@ -18,6 +18,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::Error;
+use super::coordinate::Coordination;
 use super::reload::{Project, ReloadReport};
 use super::run::{Run, RunSummary, StopReason, TaskReport};
 use super::state::{Invalidation, Scheduler};
@@ -89,9 +90,15 @@ impl Request {
 /// is refused at once ([`Error::Busy`]) rather than queued without bound.
 pub const REQUEST_QUEUE: usize = 256;
 
-/// Everything that can wake the service. (Coordinators will add their
-/// clock ticks and file-watch notifications here.)
+/// Everything that can wake the service.
 enum Wakeup {
+    /// A coordinator is due by the clock: a nominal time, a timeout.
+    Due,
+    /// The watches on external data have changes queued: waiting actions'
+    /// inputs may have arrived (or finished ones' been delivered again).
+    Files,
+    /// No watches here: waiting actions' inputs are looked at again.
+    Poll,
     /// A request from a handle; `None` once every handle is dropped.
     Request(Option<Request>),
     /// The run executing has events queued: it takes its next step.
@@ -240,13 +247,26 @@ pub struct Service {
     closing: Option<tokio::time::Instant>,
     /// Reloads asked for, applied in order once no run executes.
     reloads: Vec<(Box<Project>, Reply<ReloadReport>)>,
+    clock: crate::clock::Clock,
+    /// The project's coordinators, once `run` has opened them.
+    coordination: Option<Coordination>,
+    /// The scheduler's watches on external data, to wake on.
+    watches: Option<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>>,
 }
+
+/// How often waiting actions' inputs are looked at where nothing watches them.
+const POLL_WITHOUT_WATCHES: Duration = Duration::from_secs(2);
 
 impl Service {
     /// Makes a service of the scheduler: it shares its table and remembers
     /// freshness between runs. Returns the service, to run on a task of
     /// its own, and its handle.
-    pub fn new(mut scheduler: Scheduler) -> (Service, Handle) {
+    pub fn new(scheduler: Scheduler) -> (Service, Handle) {
+        Service::with_clock(scheduler, crate::clock::Clock::System)
+    }
+
+    /// Like [`Service::new`], with coordinators going by `clock`.
+    pub fn with_clock(mut scheduler: Scheduler, clock: crate::clock::Clock) -> (Service, Handle) {
         let (sender, requests) = mpsc::channel(REQUEST_QUEUE);
         let (shutdown_sender, shutdown) = watch::channel(None);
         let table = scheduler.share_table();
@@ -260,6 +280,9 @@ impl Service {
             run: None,
             closing: None,
             reloads: Vec::new(),
+            clock,
+            coordination: None,
+            watches: None,
         };
         (service, Handle { requests: sender, shutdown: std::sync::Arc::new(shutdown_sender), table })
     }
@@ -267,6 +290,7 @@ impl Service {
     /// Serves until a shutdown request (or until every handle is dropped),
     /// once the current run has ended; then flushes the metastore.
     pub async fn run(mut self) -> Result<(), Error> {
+        self.open_coordinators()?;
         loop {
             if self.run.is_none() {
                 self.apply_reloads();
@@ -279,7 +303,17 @@ impl Service {
                 if (steps.is_err() || run.is_over())
                     && let Some(run) = self.run.take()
                 {
-                    log_summary(self.scheduler.finish(run, steps));
+                    let id = run.id().to_string();
+                    let summary = self.scheduler.finish(run, steps);
+                    let termination = match &summary {
+                        Ok(summary) => summary.termination.clone(),
+                        Err(e) => Termination::Failed(e.to_string()),
+                    };
+                    log_summary(summary);
+                    if let Some(coordination) = &mut self.coordination {
+                        coordination.run_ended(&mut self.scheduler, &id, termination)?;
+                    }
+                    self.tick()?;
                     continue;
                 }
             }
@@ -296,10 +330,18 @@ impl Service {
         while let Some(next) = self.queued.pop_front() {
             self.publish_queue();
             if self.closing.is_some() {
+                let id = next.record.id.clone();
                 self.scheduler.finish_unstarted(next.record, Termination::DequeuedByShutdown)?;
+                if let Some(coordination) = &mut self.coordination {
+                    coordination.run_ended(&mut self.scheduler, &id, Termination::DequeuedByShutdown)?;
+                }
                 continue;
             }
+            let id = next.record.id.clone();
             self.run = Some(self.scheduler.begin(next.record, next.mode, &next.addressed));
+            if let Some(coordination) = &mut self.coordination {
+                coordination.run_started(&mut self.scheduler, &id)?;
+            }
             return Ok(true);
         }
         Ok(self.closing.is_none() && self.requests_open)
@@ -312,6 +354,13 @@ impl Service {
         let busy = self.run.as_ref().is_some_and(Run::has_work);
         let grace = self.closing.filter(|_| self.run.as_ref().is_some_and(|run| !run.is_stopping()));
         let closing = self.closing.is_some();
+        let coordination = self.coordination.as_ref().filter(|_| !closing);
+        let due = coordination.and_then(Coordination::next_due).and_then(|due| self.clock.until(due));
+        let due = due.map(|wait| tokio::time::Instant::now() + wait);
+        let waits_for_inputs = coordination.is_some_and(Coordination::watches_inputs);
+        let poll =
+            (waits_for_inputs && self.watches.is_none()).then(|| tokio::time::Instant::now() + POLL_WITHOUT_WATCHES);
+        let watches = self.watches.as_ref().filter(|_| waits_for_inputs);
         tokio::select! {
             biased;
             Ok(()) = self.shutdown.changed(), if !closing => match *self.shutdown.borrow_and_update() {
@@ -322,6 +371,9 @@ impl Service {
             () = std::future::ready(()), if busy => Wakeup::Step,
             Some(report) = next_report(&mut self.run), if !busy => Wakeup::Report(report),
             () = sleep_until_some(grace) => Wakeup::GraceOver,
+            () = sleep_until_some(due) => Wakeup::Due,
+            () = readable(watches) => Wakeup::Files,
+            () = sleep_until_some(poll) => Wakeup::Poll,
         }
     }
 
@@ -340,6 +392,12 @@ impl Service {
                     self.scheduler.on_report(run, report);
                 }
             }
+            Wakeup::Due => self.tick()?,
+            Wakeup::Files => {
+                self.scheduler.drain_watches();
+                self.check_inputs(false)?;
+            }
+            Wakeup::Poll => self.check_inputs(true)?,
             Wakeup::GraceOver => {
                 if let Some(run) = &mut self.run {
                     self.scheduler.stop(run, StopReason::Shutdown);
@@ -457,6 +515,9 @@ impl Service {
             let queued = self.queued.remove(position).expect("the position was just found");
             self.publish_queue();
             self.scheduler.finish_unstarted(queued.record, Termination::Dequeued)?;
+            if let Some(coordination) = &mut self.coordination {
+                coordination.run_ended(&mut self.scheduler, id, Termination::Dequeued)?;
+            }
             return Ok(Stopping::Dequeued);
         }
         Ok(match self.scheduler.metastore().run(id)? {
@@ -468,14 +529,114 @@ impl Service {
         })
     }
 
+    /// Opens the project's coordinators: the runs of actions a previous
+    /// process left SUBMITTED or RUNNING are queued again under their ids,
+    /// and every coordinator catches up to now.
+    fn open_coordinators(&mut self) -> Result<(), Error> {
+        let mut coordination = Coordination::open(&mut self.scheduler, self.clock.clone())?;
+        for submission in coordination.resumed(&mut self.scheduler)? {
+            self.queue_submission(submission);
+        }
+        self.coordination = Some(coordination);
+        self.watches = self.scheduler.watches().and_then(|fd| {
+            // SAFETY: an `OwnedFd` is an open descriptor that it alone
+            // closes, and returns the same one for as long as it lives:
+            // what `register` asks of its argument.
+            match unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) } {
+                Ok(watches) => Some(watches),
+                Err(e) => {
+                    tracing::warn!("cannot wait on the watches ({e}); waiting actions' inputs are polled");
+                    None
+                }
+            }
+        });
+        self.tick()
+    }
+
+    /// Lets the coordinators act on the time now; what they submit is queued.
+    fn tick(&mut self) -> Result<(), Error> {
+        if self.closing.is_some() {
+            return Ok(());
+        }
+        let Some(coordination) = &mut self.coordination else { return Ok(()) };
+        for submission in coordination.tick(&mut self.scheduler)? {
+            self.queue_submission(submission);
+        }
+        Ok(())
+    }
+
+    fn check_inputs(&mut self, all: bool) -> Result<(), Error> {
+        if self.closing.is_some() {
+            return Ok(());
+        }
+        let Some(coordination) = &mut self.coordination else { return Ok(()) };
+        for submission in coordination.check_inputs(&mut self.scheduler, all)? {
+            self.queue_submission(submission);
+        }
+        Ok(())
+    }
+
+    fn queue_submission(&mut self, submission: super::Submission) {
+        self.queued.push_back(QueuedRun {
+            record: submission.record,
+            mode: submission.mode,
+            addressed: submission.addressed,
+        });
+        self.publish_queue();
+    }
+
     fn coordinate(&mut self, operation: CoordinatorOperation) -> Result<CoordinatorAnswer, Error> {
-        let _ = operation;
-        todo!()
+        let Some(coordination) = &mut self.coordination else {
+            return Err(Error::Coordinator("the coordinators are not open yet".into()));
+        };
+        let scheduler = &mut self.scheduler;
+        let answer = match operation {
+            CoordinatorOperation::Statuses => return Ok(CoordinatorAnswer::Statuses(coordination.statuses())),
+            CoordinatorOperation::Actions { name, state } => {
+                return Ok(CoordinatorAnswer::Actions(coordination.actions(scheduler, &name, state)?));
+            }
+            CoordinatorOperation::Suspend { name } => {
+                coordination.suspend(scheduler, &name)?;
+                CoordinatorAnswer::Actions(Vec::new())
+            }
+            CoordinatorOperation::Resume { name } => {
+                coordination.resume(scheduler, &name)?;
+                CoordinatorAnswer::Actions(Vec::new())
+            }
+            CoordinatorOperation::Kill { name, from, to } => {
+                let (killed, runs) = coordination.kill(scheduler, &name, from, to)?;
+                for run in runs {
+                    self.stop(&run)?;
+                }
+                CoordinatorAnswer::Actions(killed)
+            }
+            CoordinatorOperation::Rerun { name, from, to } => {
+                CoordinatorAnswer::Actions(coordination.rerun(scheduler, &name, from, to)?)
+            }
+        };
+        // Resumed, or actions to run again: they may go now.
+        self.tick()?;
+        Ok(answer)
     }
 
     fn publish_queue(&self) {
         let queued: Vec<String> = self.queued.iter().map(|queued| queued.record.id.clone()).collect();
         self.scheduler.with_table(|table| table.queued_runs = queued);
+    }
+}
+
+/// Completes when the watches have changes queued (clearing the readiness:
+/// the caller drains them all), or never without watches.
+async fn readable(watches: Option<&tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>>) {
+    match watches {
+        Some(watches) => match watches.readable().await {
+            Ok(mut guard) => guard.clear_ready(),
+            Err(e) => {
+                tracing::warn!("waiting on the watches failed ({e}); inputs are looked at on each tick");
+                std::future::pending::<()>().await
+            }
+        },
+        None => std::future::pending().await,
     }
 }
 

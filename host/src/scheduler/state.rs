@@ -249,6 +249,21 @@ impl Scheduler {
     /// Records a new run, not started yet, with an id that sorts by start
     /// time and never repeats, even for runs started in the same millisecond.
     pub fn new_run(&mut self, pattern_text: &str, mode: super::Mode, full_refresh: bool) -> Result<RunRecord, Error> {
+        self.new_run_with(pattern_text, mode, full_refresh, None, |_| Commit::default())
+    }
+
+    /// Records a new run as [`Scheduler::new_run`] does, started by a
+    /// coordinator's `action` when there is one, in one commit with what
+    /// `with` makes of the run's id (the action's SUBMITTED, naming its
+    /// run, so that no crash separates the two).
+    pub(super) fn new_run_with(
+        &mut self,
+        pattern_text: &str,
+        mode: super::Mode,
+        full_refresh: bool,
+        action: Option<(String, i64)>,
+        with: impl FnOnce(&str) -> Commit,
+    ) -> Result<RunRecord, Error> {
         let mut started = now_millis();
         while self.store.run(&format!("{started:x}"))?.is_some() {
             started += 1;
@@ -263,9 +278,11 @@ impl Scheduler {
             idle: 0,
             full_refresh,
             attempts: Default::default(),
-            action: None,
+            action,
         };
-        self.store.commit(&Commit { runs: vec![run.clone()], ..Commit::default() })?;
+        let mut commit = with(&run.id);
+        commit.runs.push(run.clone());
+        self.store.commit(&commit)?;
         Ok(run)
     }
 
@@ -280,8 +297,17 @@ impl Scheduler {
 
     /// Instantiates `pattern` and loads the records of new views.
     pub fn instantiate(&mut self, pattern_text: &str) -> Result<Vec<ViewId>, Error> {
+        self.instantiate_at(pattern_text, chrono::Utc::now())
+    }
+
+    /// Instantiates `pattern` with `latest()` resolved at `evaluation`.
+    pub(super) fn instantiate_at(
+        &mut self,
+        pattern_text: &str,
+        evaluation: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Vec<ViewId>, Error> {
         let pattern = pattern::parse(pattern_text)?;
-        let resolution = Resolution { evaluation_time: chrono::Utc::now(), exists: &lattice::on_disk };
+        let resolution = Resolution { evaluation_time: evaluation, exists: &lattice::on_disk };
         let addressed = self.lattice.instantiate(&pattern, &resolution)?;
         self.take_in_new_views()?;
         Ok(addressed)
@@ -422,6 +448,67 @@ impl Scheduler {
                 self.memo = Some(memo);
             }
             Err(e) => tracing::warn!("cannot watch external data ({e}); every run checks every view"),
+        }
+    }
+
+    /// A coordinator action's views and inputs: instantiates `pattern` with
+    /// `latest()` resolved at `evaluation`, and returns the views it
+    /// addresses and the external views among everything they depend on.
+    pub(super) fn action_inputs(
+        &mut self,
+        pattern_text: &str,
+        evaluation: chrono::DateTime<chrono::Utc>,
+    ) -> Result<(Vec<ViewId>, Vec<ViewId>), Error> {
+        let addressed = self.instantiate_at(pattern_text, evaluation)?;
+        let inputs = self
+            .lattice
+            .closure(&addressed)
+            .into_iter()
+            .filter(|&id| matches!(self.lattice.view_type(id).transformation, Transformation::External))
+            .collect();
+        Ok((addressed, inputs))
+    }
+
+    /// Whether an external view's done flag is there now. It is watched
+    /// first (when the scheduler watches at all), so that a flag appearing
+    /// after this look wakes whoever waits on the watches.
+    pub(super) fn input_present(&mut self, id: ViewId) -> bool {
+        let flag = self.lattice.done_flag_path(id);
+        if let Some(memo) = &mut self.memo {
+            memo.watch(id, &flag);
+        }
+        flag.exists()
+    }
+
+    /// Whether an external view's done flag is not the one its record
+    /// holds (it was delivered again since the last run read it). Watched
+    /// first, as in [`Scheduler::input_present`].
+    pub(super) fn input_redelivered(&mut self, id: ViewId) -> bool {
+        let flag = self.lattice.done_flag_path(id);
+        if let Some(memo) = &mut self.memo {
+            memo.watch(id, &flag);
+        }
+        let record = &self.slots[id.0 as usize].record;
+        record.done_flag.is_some() && flag_check(record, flag_identity(&flag)) == FlagCheck::Changed
+    }
+
+    /// Whether a change to an external view's flag since it was last looked
+    /// at would have been seen by the watches: false without watches, or
+    /// once a change has been drained (see `Memo::drain`).
+    pub(super) fn input_watched(&self, id: ViewId) -> bool {
+        self.memo.as_ref().is_some_and(|memo| memo.is_watched(id))
+    }
+
+    /// The watches' descriptor, for waiting on it (a copy), when the
+    /// scheduler watches.
+    pub(super) fn watches(&self) -> Option<std::os::fd::OwnedFd> {
+        self.memo.as_ref().and_then(|memo| memo.descriptor())
+    }
+
+    /// Applies the changes the watches have queued.
+    pub(super) fn drain_watches(&mut self) {
+        if let Some(memo) = &mut self.memo {
+            memo.drain();
         }
     }
 
