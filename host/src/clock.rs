@@ -5,7 +5,7 @@
 //! wall clock for a coordinator's decisions, so every rule (due times,
 //! timeouts, catch-up) is testable without sleeping.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
@@ -19,8 +19,8 @@ pub enum Clock {
         at: DateTime<Utc>,
         since: Instant,
     },
-    /// Moves only when set.
-    Manual(Arc<Mutex<DateTime<Utc>>>),
+    /// Moves only when set; whoever follows it is told (see `follow`).
+    Manual(Arc<tokio::sync::watch::Sender<DateTime<Utc>>>),
 }
 
 /// The variable that sets a clock's start for a process.
@@ -33,7 +33,17 @@ impl Clock {
     }
 
     pub fn manual(at: DateTime<Utc>) -> Clock {
-        Clock::Manual(Arc::new(Mutex::new(at)))
+        Clock::Manual(Arc::new(tokio::sync::watch::Sender::new(at)))
+    }
+
+    /// For a manual clock, a receiver that changes each time it is set: a
+    /// service waits on it, as on a timer, so that a test moving the clock
+    /// wakes it. `None` for the clocks that move by themselves.
+    pub fn follow(&self) -> Option<tokio::sync::watch::Receiver<DateTime<Utc>>> {
+        match self {
+            Clock::Manual(now) => Some(now.subscribe()),
+            _ => None,
+        }
     }
 
     /// The system clock, or one starting at `TRELLIS_NOW` (RFC 3339) when it
@@ -49,14 +59,14 @@ impl Clock {
         match self {
             Clock::System => Utc::now(),
             Clock::From { at, since } => *at + since.elapsed(),
-            Clock::Manual(now) => *now.lock().unwrap_or_else(|poisoned| poisoned.into_inner()),
+            Clock::Manual(now) => *now.borrow(),
         }
     }
 
     /// Sets a manual clock; the others are not set by hand and ignore it.
     pub fn set(&self, at: DateTime<Utc>) {
         if let Clock::Manual(now) = self {
-            *now.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = at;
+            now.send_replace(at);
         }
     }
 

@@ -55,7 +55,7 @@ pub(super) async fn coordinate(args: &CoordinateArgs, runtime: &Runtime) -> anyh
 
 /// Runs the coordinators until nothing more is due or ready, printing a
 /// line per run and then where each coordinator stands.
-async fn drive(scheduler: &mut Scheduler, clock: Clock) -> anyhow::Result<Status> {
+pub(super) async fn drive(scheduler: &mut Scheduler, clock: Clock) -> anyhow::Result<Status> {
     let mut coordination = Coordination::open(scheduler, clock)?;
     let mut queue: VecDeque<Submission> = coordination.resumed(scheduler)?.into();
     let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())

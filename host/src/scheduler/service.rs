@@ -248,6 +248,8 @@ pub struct Service {
     /// Reloads asked for, applied in order once no run executes.
     reloads: Vec<(Box<Project>, Reply<ReloadReport>)>,
     clock: crate::clock::Clock,
+    /// A manual clock's changes (a test moved it): a tick is due.
+    clock_moves: Option<watch::Receiver<chrono::DateTime<chrono::Utc>>>,
     /// The project's coordinators, once `run` has opened them.
     coordination: Option<Coordination>,
     /// The scheduler's watches on external data, to wake on.
@@ -280,6 +282,7 @@ impl Service {
             run: None,
             closing: None,
             reloads: Vec::new(),
+            clock_moves: clock.follow(),
             clock,
             coordination: None,
             watches: None,
@@ -374,6 +377,7 @@ impl Service {
             () = sleep_until_some(due) => Wakeup::Due,
             () = readable(watches) => Wakeup::Files,
             () = sleep_until_some(poll) => Wakeup::Poll,
+            () = clock_moved(&mut self.clock_moves) => Wakeup::Due,
         }
     }
 
@@ -638,6 +642,17 @@ async fn readable(watches: Option<&tokio::io::unix::AsyncFd<std::os::fd::OwnedFd
         },
         None => std::future::pending().await,
     }
+}
+
+/// Completes when a manual clock is set, or never.
+async fn clock_moved(moves: &mut Option<watch::Receiver<chrono::DateTime<chrono::Utc>>>) {
+    if let Some(receiver) = moves
+        && receiver.changed().await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
+
 }
 
 /// The next report of the run executing, or never.
