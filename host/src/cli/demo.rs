@@ -103,8 +103,11 @@ const COORDINATOR_NOW: &str = "2015-05-04T06:00:00+02:00";
 /// actions it missed since its start, each materializing a day's sales
 /// once that day's orders are in, and waits for the day whose are not.
 async fn catch_up(scheduler: &mut Scheduler, dir: &Path) -> anyhow::Result<()> {
-    println!("
-$ trellis coordinate -p {} --now {COORDINATOR_NOW}", dir.display());
+    println!(
+        "
+$ trellis coordinate -p {} --now {COORDINATOR_NOW}",
+        dir.display()
+    );
     let now = crate::clock::parse_time(COORDINATOR_NOW).map_err(anyhow::Error::msg)?;
     super::coordinate::drive(scheduler, crate::clock::Clock::manual(now)).await?;
     Ok(())

@@ -741,8 +741,8 @@ impl Coordination {
         Ok(())
     }
 
-    /// Kills a coordinator's actions with nominal times in `from..to` (all
-    /// when both are `None`) that are not final. Returns those killed and
+    /// Kills a coordinator's actions with nominal times from `from` to `to`,
+    /// both included (either open when `None`), that are not final. Returns those killed and
     /// the runs to dequeue or stop (their ids).
     pub fn kill(
         &mut self,
@@ -757,7 +757,7 @@ impl Coordination {
             .open
             .keys()
             .copied()
-            .filter(|&n| from.is_none_or(|f| n >= millis(f)) && to.is_none_or(|t| n < millis(t)))
+            .filter(|&n| from.is_none_or(|f| n >= millis(f)) && to.is_none_or(|t| n <= millis(t)))
             .collect();
         let mut commit = Commit::default();
         let mut runs = Vec::new();
@@ -777,8 +777,8 @@ impl Coordination {
         Ok((commit.actions, runs))
     }
 
-    /// Puts a coordinator's final actions with nominal times in `from..to`
-    /// back to WAITING (READY when their inputs are there), to run again
+    /// Puts a coordinator's final actions with nominal times from `from` to
+    /// `to` (both included) back to WAITING (READY when their inputs are there), to run again
     /// under new runs. Returns them.
     pub fn rerun(
         &mut self,
@@ -789,7 +789,7 @@ impl Coordination {
     ) -> Result<Vec<ActionRecord>, Error> {
         let index = self.index_of(name)?;
         let now = millis(self.clock.now());
-        let actions = scheduler.store.actions(name, from.map(millis), to.map(millis))?;
+        let actions = scheduler.store.actions(name, from.map(millis), to.map(|t| millis(t) + 1))?;
         let mut commit = Commit::default();
         for mut record in actions.into_iter().filter(|a| a.state.is_final()) {
             // Asked for by hand: its views are rebuilt, up to date or not.

@@ -652,7 +652,6 @@ async fn clock_moved(moves: &mut Option<watch::Receiver<chrono::DateTime<chrono:
         return;
     }
     std::future::pending().await
-
 }
 
 /// The next report of the run executing, or never.
