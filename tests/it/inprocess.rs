@@ -122,7 +122,12 @@ impl Project {
 
     /// The catalog, with `label` as Daily's configuration.
     pub fn catalog(&self, label: &str) -> Arc<Catalog> {
-        let text = PROJECT
+        self.catalog_with(label, "")
+    }
+
+    /// The catalog with `more` (coordinators, say) after the project's text.
+    pub fn catalog_with(&self, label: &str, more: &str) -> Arc<Catalog> {
+        let text = format!("{PROJECT}\n{more}")
             .replace("TRIVIAL", &plugin("trivial").display().to_string())
             .replace("PANIC", &plugin("hostile_panic").display().to_string())
             .replace("LABEL", label);

@@ -9,6 +9,7 @@ mod support;
 mod accounts;
 mod api;
 mod cli;
+mod coordinators;
 mod crash;
 mod csv_aggregate;
 mod fuzz;

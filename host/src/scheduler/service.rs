@@ -590,6 +590,9 @@ impl Service {
     }
 
     fn coordinate(&mut self, operation: CoordinatorOperation) -> Result<CoordinatorAnswer, Error> {
+        // Every answer is as of now: what is due (a manual clock just set,
+        // a timer about to fire) is done first.
+        self.tick()?;
         let Some(coordination) = &mut self.coordination else {
             return Err(Error::Coordinator("the coordinators are not open yet".into()));
         };
