@@ -158,3 +158,85 @@ fn trellis_stop_stops_a_run_of_another_process() {
         (2, "error: no run is in progress in .; name one (see `trellis runs`)\n".to_string())
     );
 }
+
+/// A daily coordinator over the `c` project's `Out`, catching up on
+/// `CATCH_UP` days (from 2015-01-01) at the time the processes are given.
+const CATCH_UP: usize = 100;
+const CATCH_UP_NOW: &str = "2015-04-10T12:00:00Z";
+
+fn out_published(dir: &Path) -> usize {
+    (0..CATCH_UP)
+        .filter(|i| {
+            let day = first_day() + chrono::Days::new(*i as u64);
+            dir.join(format!("data/c/mart/Out/{}", day.format("%Y/%m/%d"))).join("_SUCCESS").exists()
+        })
+        .count()
+}
+
+#[test]
+fn kill_9_during_a_catch_up_loses_no_action_and_starts_none_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    Daily::new("c", "concat", CATCH_UP)
+        .tail(
+            "\n[[coordinator]]\nname = \"daily\"\nviews = \"c.mart/Out/${YEAR}/${MONTH}/${DAY}\"\n\
+             start = \"2015-01-01\"\nfrequency = \"1d\"\n",
+        )
+        .write(dir.path());
+    // Killed at random points of its progress: sometimes before it has
+    // done anything, mostly between and during runs. Odd rounds kill a
+    // server, even ones an embedded `trellis coordinate`.
+    let mut random = crate::support::Lcg::new(14);
+    let mut kills = 0;
+    while kills < 12 {
+        let before = out_published(dir.path());
+        if before == CATCH_UP {
+            break;
+        }
+        let mut command = trellis();
+        command.current_dir(dir.path()).env("TRELLIS_NOW", CATCH_UP_NOW);
+        if kills % 2 == 1 {
+            command.args(["serve", "--bind", "127.0.0.1:0"]);
+        } else {
+            command.args(["coordinate"]);
+        }
+        let mut child =
+            command.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+        let target = before + random.below(6) as usize;
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while out_published(dir.path()) < target.min(CATCH_UP) && child.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "no progress before the deadline");
+            std::thread::yield_now();
+        }
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        kills += 1;
+    }
+    assert!(kills >= 10, "only {kills} kills before the catch-up ended; make it larger");
+
+    // The last one runs to the end.
+    let result = run(trellis().current_dir(dir.path()).env("TRELLIS_NOW", CATCH_UP_NOW).args(["coordinate"]));
+    assert_eq!(result.code, 0, "{}\n{}", result.stdout, result.stderr);
+    assert_eq!(out_published(dir.path()), CATCH_UP);
+
+    let store = Metastore::open(&dir.path().join(".trellis/metastore")).unwrap();
+    let actions = store.actions("daily", None, None).unwrap();
+    assert_eq!(actions.len(), CATCH_UP, "one action per day, none lost, none twice");
+    let mut runs = std::collections::HashSet::new();
+    for (i, action) in actions.iter().enumerate() {
+        let day = (first_day() + chrono::Days::new(i as u64)).and_hms_opt(0, 0, 0).unwrap().and_utc();
+        assert_eq!(action.nominal, day.timestamp_millis());
+        assert_eq!(action.state, trellis::model::ActionState::Succeeded, "{action:?}");
+        // Never started twice: its one run, resumed under its id after
+        // each kill, and no other.
+        assert!(action.previous_runs.is_empty(), "{action:?}");
+        let run = action.run.clone().expect("a succeeded action has its run");
+        let record = store.run(&run).unwrap().expect("its run is recorded");
+        assert_eq!(record.action, Some(("daily".to_string(), action.nominal)));
+        assert!(runs.insert(run));
+    }
+    let linked = store.runs().unwrap().into_iter().filter(|run| run.action.is_some()).count();
+    assert_eq!(linked, CATCH_UP, "every run an action started is that action's run");
+}
