@@ -11,7 +11,9 @@
 //!   named with dashes (`csv-aggregate.wasm`, `hostile-panic.wasm`);
 //! - `@write PATH` ... `@end`: write a file into the project;
 //! - `$ touch PATH`: create an empty file (and its directories), e.g. a done flag;
-//! - `$ trellis ARGS`: run the real binary in the project directory; the
+//! - `$ [NAME=VALUE ...] trellis ARGS`: run the real binary in the project
+//!   directory, with those environment variables (`TRELLIS_NOW=...` sets
+//!   its clock); the
 //!   lines after it, up to a blank line, are its expected stdout and stderr,
 //!   with the project directory shown as `$PROJECT`, version checksums as
 //!   `<checksum>`, blank lines left out, and a last line `[exit N]` when it
@@ -41,6 +43,8 @@ macro_rules! scenarios {
 
 scenarios!(
     calendar,
+    coordinator_rules,
+    coordinators,
     empty,
     errors,
     evaluation,
@@ -122,7 +126,8 @@ enum Step<'a> {
 #[derive(Debug, PartialEq)]
 enum Command {
     Touch(String),
-    Trellis(Vec<String>),
+    /// The environment's additions, then the arguments.
+    Trellis(Vec<(String, String)>, Vec<String>),
 }
 
 /// Reads a scenario; an error names `file` and the line.
@@ -174,11 +179,22 @@ fn parse<'a>(file: &str, text: &'a str) -> Result<Vec<Step<'a>>, String> {
 
 fn command(text: &str) -> Result<Command, String> {
     let mut words = split(text)?;
+    let assignments = words.iter().take_while(|word| word.contains('=') && word != &"trellis").count();
+    let environment: Vec<(String, String)> = words
+        .drain(..assignments)
+        .map(|word| {
+            let (name, value) = word.split_once('=').expect("counted as an assignment");
+            (name.to_string(), value.to_string())
+        })
+        .collect();
+    if !environment.is_empty() && words.first().map(String::as_str) != Some("trellis") {
+        return Err(format!("`{text}`: only `trellis` takes NAME=VALUE before it"));
+    }
     match words.first().map(String::as_str) {
         Some("touch") if words.len() == 2 => Ok(Command::Touch(words.pop().unwrap())),
         Some("touch") => Err("`$ touch` takes one path".into()),
-        Some("trellis") => Ok(Command::Trellis(words.split_off(1))),
-        _ => Err(format!("unknown command `{text}` (known: touch PATH, trellis ARGS)")),
+        Some("trellis") => Ok(Command::Trellis(environment, words.split_off(1))),
+        _ => Err(format!("unknown command `{text}` (known: touch PATH, [NAME=VALUE ...] trellis ARGS)")),
     }
 }
 
@@ -271,9 +287,11 @@ fn execute(command: &Command, project: &Path) -> String {
             std::fs::write(path, "").unwrap();
             String::new()
         }
-        Command::Trellis(args) => {
+        Command::Trellis(environment, args) => {
             // Logs carry timestamps; what a scenario checks is the output.
-            let result = run_to_end(trellis().current_dir(project).env("TRELLIS_LOG", "off").args(args));
+            let mut command = trellis();
+            command.current_dir(project).env("TRELLIS_LOG", "off").envs(environment.iter().cloned()).args(args);
+            let result = run_to_end(&mut command);
             let project = project.display().to_string();
             // Blank lines end an expectation in the file format, so they are left out.
             let output = format!("{}{}", result.stdout, result.stderr).replace(&project, "$PROJECT");
@@ -328,10 +346,20 @@ fn a_scenario_parses_into_its_steps() {
             Step::Command {
                 line: 8,
                 text: "trellis views -v 'a b'",
-                command: Command::Trellis(vec!["views".into(), "-v".into(), "a b".into()]),
+                command: Command::Trellis(Vec::new(), vec!["views".into(), "-v".into(), "a b".into()]),
                 expected: vec!["out"],
             },
         ]
+    );
+}
+
+#[test]
+fn a_command_takes_its_environment_before_trellis() {
+    let steps = parse("t.scenario", "$ TRELLIS_NOW=2015-05-03 trellis validate\n").unwrap();
+    let Step::Command { command, .. } = &steps[0] else { panic!("{steps:?}") };
+    assert_eq!(
+        *command,
+        Command::Trellis(vec![("TRELLIS_NOW".into(), "2015-05-03".into())], vec!["validate".into()])
     );
 }
 
@@ -353,7 +381,8 @@ fn other_mistakes_are_errors_naming_file_and_line() {
         ("@end\n", "t.scenario:1: `@end` without its `@write`"),
         ("@write\n@end\n", "t.scenario:1: `@write` needs a path"),
         ("@plugins all\n", "t.scenario:1: `@plugins` takes no argument"),
-        ("\n$ ls\n", "t.scenario:2: unknown command `ls` (known: touch PATH, trellis ARGS)"),
+        ("\n$ ls\n", "t.scenario:2: unknown command `ls` (known: touch PATH, [NAME=VALUE ...] trellis ARGS)"),
+        ("$ A=1 touch x\n", "t.scenario:1: `A=1 touch x`: only `trellis` takes NAME=VALUE before it"),
         ("$ touch\n", "t.scenario:1: `$ touch` takes one path"),
         ("$ trellis views -v 'a\n", "t.scenario:1: `trellis views -v 'a` has an unclosed quote"),
         (
