@@ -357,10 +357,7 @@ fn a_scenario_parses_into_its_steps() {
 fn a_command_takes_its_environment_before_trellis() {
     let steps = parse("t.scenario", "$ TRELLIS_NOW=2015-05-03 trellis validate\n").unwrap();
     let Step::Command { command, .. } = &steps[0] else { panic!("{steps:?}") };
-    assert_eq!(
-        *command,
-        Command::Trellis(vec![("TRELLIS_NOW".into(), "2015-05-03".into())], vec!["validate".into()])
-    );
+    assert_eq!(*command, Command::Trellis(vec![("TRELLIS_NOW".into(), "2015-05-03".into())], vec!["validate".into()]));
 }
 
 #[test]

@@ -3,7 +3,9 @@
 //! all shops) with a trivial real WASM transformation, and measures a cold
 //! materialization, an unchanged re-materialization and a one-input change;
 //! or, with `--listeners`, scheduling throughput with no listener, the jsonl
-//! listener and a listener that fails on every event.
+//! listener and a listener that fails on every event; or, with
+//! `--coordinators N`, N daily coordinators catching up on every day, and
+//! an idle server whose coordinators wait for the last days' inputs.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -38,6 +40,16 @@ pub(super) struct BenchArgs {
     /// With --listeners: how many rounds of the three setups to run; the best of each counts
     #[arg(long, default_value_t = 3)]
     rounds: usize,
+    /// Measure N daily coordinators (each over one shop's daily sales) catching up on every day,
+    /// then an idle server whose coordinators wait for the last --waiting-days days' inputs
+    #[arg(long, value_name = "N")]
+    coordinators: Option<usize>,
+    /// With --coordinators: the days at the end without input, for the idle server
+    #[arg(long, default_value_t = 10)]
+    waiting_days: usize,
+    /// With --coordinators: how long to measure the idle server's CPU time
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    idle: std::time::Duration,
 }
 
 /// The listener setups `--listeners` compares.
@@ -80,6 +92,9 @@ pub(super) async fn bench(args: &BenchArgs, runtime: &Runtime) -> anyhow::Result
     let last = start + Duration::days(args.days.max(1) as i64 - 1);
     if args.listeners {
         return bench_listeners(args, runtime, &dir, start, last).await;
+    }
+    if let Some(coordinators) = args.coordinators {
+        return bench_coordinators(args, coordinators, runtime, &dir, start, last).await;
     }
     write_project(&dir, args.shops, start, last, "").context("writing the benchmark project")?;
     let catalog = super::catalog::load(&dir)?;
@@ -190,12 +205,165 @@ async fn bench_listeners(
     Ok(Status::Success)
 }
 
+/// `count` daily coordinators from `first` to `last` (both included), the
+/// i-th over shop i modulo `shops`.
+fn coordinators_toml(count: usize, shops: usize, first: NaiveDate, last: NaiveDate) -> String {
+    let end = last + Duration::days(1);
+    let mut toml = String::new();
+    for i in 0..count {
+        let _ = writeln!(
+            toml,
+            "[[coordinator]]\nname = \"c{i:04}\"\nviews = \"bench.mart/Daily/SHOP{:03}/${{YEAR}}/${{MONTH}}/${{DAY}}\"\nstart = \"{first}\"\nend = \"{end}\"\nfrequency = \"1d\"\n",
+            i % shops.max(1)
+        );
+    }
+    toml
+}
+
+/// The process's CPU time so far (user and system, all threads).
+fn cpu_time() -> std::time::Duration {
+    // SAFETY: getrusage fills the struct it is given; RUSAGE_SELF is valid.
+    let usage = unsafe {
+        let mut usage = std::mem::zeroed::<libc::rusage>();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let time = |t: libc::timeval| std::time::Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    time(usage.ru_utime) + time(usage.ru_stime)
+}
+
+/// Coordinators: a catch-up of every day by `count` coordinators on a
+/// lattice built beforehand (so that the runs measure the scheduler, not
+/// transformations), then an idle server with `count` coordinators whose
+/// last `--waiting-days` actions wait for their inputs: its CPU time, and
+/// how soon a done flag appearing makes its actions READY.
+async fn bench_coordinators(
+    args: &BenchArgs,
+    count: usize,
+    runtime: &Runtime,
+    dir: &std::path::Path,
+    start: NaiveDate,
+    last: NaiveDate,
+) -> anyhow::Result<Status> {
+    use crate::clock::Clock;
+    use crate::model::ActionState;
+    use crate::scheduler::{Coordination, CoordinatorAnswer, CoordinatorOperation, Service};
+
+    let days = (last - start).num_days() as usize + 1;
+    let midnight = |day: NaiveDate| day.and_hms_opt(0, 0, 0).expect("midnight exists").and_utc();
+    // The catch-up.
+    let project = dir.join("catch-up");
+    let toml = format!("[events]\nmonitor = false\n\n{}", coordinators_toml(count, args.shops, start, last));
+    write_project(&project, args.shops, start, last, &toml).context("writing the benchmark project")?;
+    let catalog = super::catalog::load(&project)?;
+    let plugins = std::sync::Arc::new(Plugins::load(runtime, &catalog).await);
+    let mut scheduler = Scheduler::open(catalog.clone(), plugins).await?;
+    let pattern = format!("bench.mart/MonthlyTotal/rym({}-{})", start.format("%Y%m"), last.format("%Y%m"));
+    let started = Instant::now();
+    let cold = scheduler.materialize(&pattern, Mode::Default).await?;
+    println!("built the lattice first: {} views in {:.3} s", cold.views(), started.elapsed().as_secs_f64());
+    let clock = Clock::manual(midnight(last + Duration::days(1)));
+    let started = Instant::now();
+    let mut coordination = Coordination::open(&mut scheduler, clock)?;
+    let mut queue: std::collections::VecDeque<_> = coordination.tick(&mut scheduler)?.into();
+    let created = started.elapsed();
+    let mut runs = 0usize;
+    while let Some(submission) = queue.pop_front() {
+        let id = submission.record.id.clone();
+        coordination.run_started(&mut scheduler, &id)?;
+        let run = scheduler.begin(submission.record, submission.mode, &submission.addressed);
+        let summary = scheduler.drive(run, std::future::pending()).await?;
+        coordination.run_ended(&mut scheduler, &id, summary.termination)?;
+        runs += 1;
+        queue.extend(coordination.tick(&mut scheduler)?);
+    }
+    let elapsed = started.elapsed();
+    let statuses = coordination.statuses();
+    let succeeded: usize = statuses.iter().map(|s| s.counts.get(&ActionState::Succeeded).copied().unwrap_or(0)).sum();
+    let actions: usize = statuses.iter().map(|s| s.counts.values().sum::<usize>()).sum();
+    println!(
+        "catch-up: {count} coordinators x {days} days: {actions} actions created, {succeeded} succeeded, {runs} runs in {:.3} s \
+         ({:.1} µs per action; the first tick, which created them all, {:.3} s)",
+        elapsed.as_secs_f64(),
+        elapsed.as_secs_f64() * 1e6 / actions.max(1) as f64,
+        created.as_secs_f64()
+    );
+    drop(coordination);
+    drop(scheduler);
+
+    // The idle server.
+    let waiting_days = args.waiting_days.clamp(1, days);
+    let first_waiting = last - Duration::days(waiting_days as i64 - 1);
+    let project = dir.join("idle");
+    let toml = format!("[events]\nmonitor = false\n\n{}", coordinators_toml(count, args.shops, first_waiting, last));
+    write_project(&project, args.shops, start, first_waiting - Duration::days(1), &toml)
+        .context("writing the benchmark project")?;
+    let catalog = super::catalog::load(&project)?;
+    let plugins = std::sync::Arc::new(Plugins::load(runtime, &catalog).await);
+    let scheduler = Scheduler::open(catalog.clone(), plugins).await?;
+    let store = scheduler.metastore();
+    let mut commits = store.subscribe();
+    let (service, handle) = Service::with_clock(scheduler, Clock::starting_at(midnight(last + Duration::days(1))));
+    let service = tokio::spawn(service.run());
+    let waiting_of = async |handle: &crate::scheduler::Handle| -> anyhow::Result<usize> {
+        Ok(match handle.coordinators(CoordinatorOperation::Statuses).await? {
+            CoordinatorAnswer::Statuses(statuses) => {
+                statuses.iter().map(|s| s.counts.get(&ActionState::Waiting).copied().unwrap_or(0)).sum()
+            }
+            CoordinatorAnswer::Actions(_) => 0,
+        })
+    };
+    let started = Instant::now();
+    let waiting = waiting_of(&handle).await?;
+    println!(
+        "idle server: {count} coordinators, {waiting} actions waiting (created in {:.3} s)",
+        started.elapsed().as_secs_f64()
+    );
+    let before = cpu_time();
+    let wall = Instant::now();
+    tokio::time::sleep(args.idle).await;
+    let cpu = cpu_time() - before;
+    println!(
+        "idle server: {:.3} s of CPU in {:.1} s: {:.3}% of one core",
+        cpu.as_secs_f64(),
+        wall.elapsed().as_secs_f64(),
+        100.0 * cpu.as_secs_f64() / wall.elapsed().as_secs_f64()
+    );
+    // A flag appears: how soon is the first action that needs it READY?
+    let coordinator = "c0000";
+    let nominal = midnight(first_waiting).timestamp_millis();
+    let flag = project.join(format!(
+        "data/raw/SHOP000/{}/{:02}/{:02}/_SUCCESS",
+        first_waiting.year(),
+        first_waiting.month(),
+        first_waiting.day()
+    ));
+    commits.borrow_and_update();
+    std::fs::create_dir_all(flag.parent().expect("a flag has a directory"))?;
+    let written = Instant::now();
+    std::fs::write(&flag, b"")?;
+    loop {
+        let state = store.action(coordinator, nominal)?.map(|action| action.state);
+        if state.is_some_and(|state| state != ActionState::Waiting) {
+            break;
+        }
+        commits.changed().await?;
+    }
+    println!(
+        "idle server: {coordinator}@{first_waiting} READY {:.1} ms after its flag appeared",
+        written.elapsed().as_secs_f64() * 1e3
+    );
+    handle.shutdown(std::time::Duration::ZERO);
+    service.await??;
+    Ok(Status::Success)
+}
+
 fn write_project(
     dir: &std::path::Path,
     shops: usize,
     start: NaiveDate,
     last: NaiveDate,
-    listeners: &str,
+    extra: &str,
 ) -> std::io::Result<()> {
     std::fs::create_dir_all(dir.join("plugins"))?;
     std::fs::write(dir.join("plugins").join(TRIVIAL.file_name), TRIVIAL.bytes)?;
@@ -205,7 +373,7 @@ fn write_project(
     let names: Vec<String> = (0..shops).map(|i| format!("\"SHOP{i:03}\"")).collect();
     let time = |frequency: &str| format!("time = {{ frequency = \"{frequency}\", initial = \"{start}\" }}");
     let mut toml = format!(
-        "[defaults]\nconcurrency = 4\n\n[plugins]\ntrivial = \"plugins/trivial.wasm\"\njsonl = \"plugins/{}\"\nfailing = \"plugins/{}\"\n\n{listeners}\n",
+        "[defaults]\nconcurrency = 4\n\n[plugins]\ntrivial = \"plugins/trivial.wasm\"\njsonl = \"plugins/{}\"\nfailing = \"plugins/{}\"\n\n{extra}\n",
         jsonl.file_name, FAILING_LISTENER.file_name
     );
     let _ = writeln!(
