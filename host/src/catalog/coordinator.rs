@@ -9,7 +9,8 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
 use super::EvaluationTime;
-use super::time::Dataset;
+use super::template::Template;
+use super::time::{self, Dataset};
 use crate::model::Mode;
 
 /// A declared coordinator; valid once it exists (its pattern template
@@ -20,6 +21,8 @@ pub struct Coordinator {
     /// A view pattern with the nominal time's fields (`${YEAR}`, `${MONTH}`,
     /// `${DAY}`, `${HOUR}`, `${MINUTE}`, in the coordinator's timezone).
     pub views: String,
+    /// `views`, parsed.
+    pub template: Template,
     pub schedule: Schedule,
     /// The first nominal time is the first tick at or after `start`.
     pub start: DateTime<Utc>,
@@ -49,8 +52,10 @@ pub enum Schedule {
     /// The dataset grammar (`1d`, `6h`, `1M`...), anchored at `start` in the
     /// coordinator's timezone, DST handled as datasets handle it.
     Every(Dataset),
-    /// A cron expression, evaluated in the coordinator's timezone.
-    Cron(String),
+    /// A cron expression, evaluated in the coordinator's timezone: a local
+    /// time that a DST switch skips does not occur, one it repeats occurs
+    /// once (croner's rules).
+    Cron(Box<croner::Cron>),
 }
 
 /// Which READY actions run, and in what order (Oozie's `execution`).
@@ -93,7 +98,26 @@ impl Coordinator {
                     (first..).map_while(|k| dataset.instance(k)).take_while(move |t| end.is_none_or(|end| *t < end)),
                 )
             }
-            Schedule::Cron(_) => Box::new(std::iter::empty()),
+            Schedule::Cron(cron) => {
+                let timezone = self.timezone;
+                let end = self.end;
+                // The first tick at or after `start`, then each one after the last.
+                let mut last: Option<DateTime<Utc>> = None;
+                let mut first = Some(match after {
+                    Some(t) if t >= self.start => (t, false),
+                    _ => (self.start, true),
+                });
+                Box::new(
+                    std::iter::from_fn(move || {
+                        let (from, inclusive) = first.take().or_else(|| last.map(|t| (t, false)))?;
+                        let next = cron.find_next_occurrence(&from.with_timezone(&timezone), inclusive).ok()?;
+                        let next = next.with_timezone(&Utc);
+                        last = Some(next);
+                        Some(next)
+                    })
+                    .take_while(move |t| end.is_none_or(|end| *t < end)),
+                )
+            }
         }
     }
 
@@ -104,18 +128,18 @@ impl Coordinator {
 
     /// The view pattern of the action at `nominal`.
     pub fn views_at(&self, nominal: DateTime<Utc>) -> String {
-        let local = nominal.with_timezone(&self.timezone);
-        let fields = [
-            ("YEAR", local.format("%Y").to_string()),
-            ("MONTH", local.format("%m").to_string()),
-            ("DAY", local.format("%d").to_string()),
-            ("HOUR", local.format("%H").to_string()),
-            ("MINUTE", local.format("%M").to_string()),
-        ];
-        let mut pattern = self.views.clone();
-        for (name, value) in fields {
-            pattern = pattern.replace(&format!("${{{name}}}"), &value);
+        let fields = time::template_values(nominal, self.timezone);
+        self.template.render(|name| fields.iter().find(|(field, _)| *field == name).map(|(_, value)| value.as_str()))
+    }
+
+    /// How it ticks, as written: `1d`, or `cron: 0 6 * * *`.
+    pub fn frequency_text(&self) -> String {
+        match &self.schedule {
+            Schedule::Every(dataset) => dataset.frequency().to_string(),
+            Schedule::Cron(cron) => format!("cron: {}", cron.as_str()),
         }
-        pattern
     }
 }
+
+/// The nominal time's fields a `views` template may use.
+pub const FIELDS: [&str; 5] = ["YEAR", "MONTH", "DAY", "HOUR", "MINUTE"];

@@ -339,14 +339,7 @@ impl Dataset {
     /// The URI-template variables of `instance` in local time, zero-padded like Oozie:
     /// `YEAR` (4 digits), `MONTH`, `DAY`, `HOUR`, `MINUTE` (2 digits). All five are given whatever the frequency.
     pub fn template_values(&self, instance: DateTime<Utc>) -> [(&'static str, String); 5] {
-        let local = instance.with_timezone(&self.timezone);
-        [
-            ("YEAR", format!("{:04}", local.year())),
-            ("MONTH", format!("{:02}", local.month())),
-            ("DAY", format!("{:02}", local.day())),
-            ("HOUR", format!("{:02}", local.hour())),
-            ("MINUTE", format!("{:02}", local.minute())),
-        ]
+        template_values(instance, self.timezone)
     }
 
     /// The number of instances at or before `t` (`inclusive`) or strictly before `t`. An arithmetic estimate is
@@ -518,6 +511,19 @@ fn resolve(timezone: Tz, local: NaiveDateTime) -> Option<DateTime<Utc>> {
             Some(local.checked_sub_signed(TimeDelta::seconds(before.local_minus_utc().into()))?.and_utc())
         }
     }
+}
+
+/// The URI-template variables of `instance` local to `timezone`, as
+/// [`Dataset::template_values`] gives them.
+pub fn template_values(instance: DateTime<Utc>, timezone: Tz) -> [(&'static str, String); 5] {
+    let local = instance.with_timezone(&timezone);
+    [
+        ("YEAR", format!("{:04}", local.year())),
+        ("MONTH", format!("{:02}", local.month())),
+        ("DAY", format!("{:02}", local.day())),
+        ("HOUR", format!("{:02}", local.hour())),
+        ("MINUTE", format!("{:02}", local.minute())),
+    ]
 }
 
 /// Oozie's `dateOffset(t, n, unit)`: `t + n * unit`. Minutes and hours are absolute; days and months move in

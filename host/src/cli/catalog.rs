@@ -117,6 +117,7 @@ pub(super) async fn validate(args: &ProjectArgs, runtime: &crate::runtime::Runti
     if types.is_empty() {
         eprintln!("warning: {}; materialize and serve will refuse it", no_view_types(&args.project));
     }
+    let now = crate::clock::Clock::from_environment().map_err(anyhow::Error::msg)?.now();
     if args.json {
         let value = serde_json::json!({
             "project": catalog.settings.name,
@@ -132,6 +133,13 @@ pub(super) async fn validate(args: &ProjectArgs, runtime: &crate::runtime::Runti
                 "schema_checksum": t.schema_checksum,
             })).collect::<Vec<_>>(),
             "listeners": catalog.listeners.iter().map(|l| serde_json::json!({ "name": l.name, "plugin": l.plugin })).collect::<Vec<_>>(),
+            "coordinators": catalog.coordinators.iter().map(|c| serde_json::json!({
+                "name": c.name,
+                "views": c.views,
+                "frequency": c.frequency_text(),
+                "timezone": c.timezone.name(),
+                "next": next_nominal_times(c, now).iter().map(|t| t.to_rfc3339()).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
             "monitor": catalog.settings.events.monitor,
         });
         println!("{}", serde_json::to_string_pretty(&value)?);
@@ -173,8 +181,30 @@ pub(super) async fn validate(args: &ProjectArgs, runtime: &crate::runtime::Runti
     for listener in &catalog.listeners {
         writeln!(out, "  listener {} [{}]", listener.name, listener.plugin)?;
     }
+    for coordinator in &catalog.coordinators {
+        let next: Vec<String> = next_nominal_times(coordinator, now).iter().map(|t| t.to_rfc3339()).collect();
+        let next = if next.is_empty() { "none (ended)".to_string() } else { next.join(", ") };
+        writeln!(
+            out,
+            "  coordinator {} every {} ({}): {}; next {next}",
+            coordinator.name,
+            coordinator.frequency_text(),
+            coordinator.timezone.name(),
+            coordinator.views
+        )?;
+    }
     out.flush()?;
     Ok(Status::Success)
+}
+
+/// The first three nominal times at or after `now`, in the coordinator's
+/// timezone.
+fn next_nominal_times(
+    coordinator: &catalog::coordinator::Coordinator,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Vec<chrono::DateTime<chrono_tz::Tz>> {
+    let just_before = now - chrono::TimeDelta::nanoseconds(1);
+    coordinator.nominal_times_after(Some(just_before)).take(3).map(|t| t.with_timezone(&coordinator.timezone)).collect()
 }
 
 fn path_of(project: &Path, diagnostic: &catalog::Diagnostic) -> String {

@@ -4,12 +4,10 @@
 //! `throttle` caps the actions WAITING (creation pauses), `concurrency` caps
 //! those SUBMITTED or RUNNING, `execution` orders and skips (FIFO, LIFO,
 //! LAST_ONLY, NONE). No clock, no I/O: everything is an argument.
-//!
-//! HELPER-OWNED: the bodies and the golden table are being written.
 
 use chrono::{DateTime, Utc};
 
-use crate::catalog::coordinator::Coordinator;
+use crate::catalog::coordinator::{Coordinator, Execution};
 use crate::model::ActionState;
 
 /// An action not in a final state, as the policy sees it.
@@ -34,8 +32,17 @@ pub fn creations(
     waiting: usize,
     now: DateTime<Utc>,
 ) -> (Vec<DateTime<Utc>>, Option<DateTime<Utc>>) {
-    let _ = (coordinator, last_nominal, waiting, now);
-    todo!("helper")
+    let mut created = Vec::new();
+    for nominal in coordinator.nominal_times_after(last_nominal) {
+        if nominal > now {
+            return (created, Some(nominal));
+        }
+        if waiting + created.len() >= coordinator.throttle {
+            return (created, None);
+        }
+        created.push(nominal);
+    }
+    (created, None)
 }
 
 /// What to do with a coordinator's open actions now.
@@ -53,6 +60,247 @@ pub struct Decisions {
 
 /// Decides over `open` (in nominal order, each state as it is now).
 pub fn decide(coordinator: &Coordinator, open: &[OpenAction], now: DateTime<Utc>) -> Decisions {
-    let _ = (coordinator, open, now);
-    todo!("helper")
+    let now_ms = now.timestamp_millis();
+    let mut decisions = Decisions::default();
+    let mut next_due: Option<i64> = None;
+    let timeout_ms = coordinator.timeout.map(|t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX));
+    for action in open.iter().filter(|a| a.state == ActionState::Waiting) {
+        if let Some(timeout) = timeout_ms {
+            let due = action.actual.saturating_add(timeout);
+            if now_ms >= due {
+                decisions.time_out.push(action.nominal);
+            } else {
+                next_due = Some(next_due.map_or(due, |earliest| earliest.min(due)));
+            }
+        }
+    }
+    let mut ready: Vec<i64> = open.iter().filter(|a| a.state == ActionState::Ready).map(|a| a.nominal).collect();
+    match coordinator.execution {
+        Execution::Fifo => {}
+        Execution::Lifo => ready.reverse(),
+        Execution::LastOnly => {
+            // The newest action that is ready or under way is the one that
+            // counts; everything open and older that has not started is passed over.
+            let started =
+                |a: &&OpenAction| matches!(a.state, ActionState::Ready | ActionState::Submitted | ActionState::Running);
+            if let Some(newest) = open.iter().filter(started).map(|a| a.nominal).max() {
+                for action in open.iter().filter(|a| a.nominal < newest) {
+                    if matches!(action.state, ActionState::Waiting | ActionState::Ready)
+                        && !decisions.time_out.contains(&action.nominal)
+                    {
+                        decisions.skip.push((
+                            action.nominal,
+                            format!("a newer action ({}) is ready: LAST_ONLY runs only the newest", time(newest)),
+                        ));
+                    }
+                }
+                ready.retain(|nominal| *nominal == newest);
+            }
+        }
+        Execution::None => ready.retain(|&nominal| {
+            let next = coordinator.next_nominal(DateTime::from_timestamp_millis(nominal));
+            match next.filter(|next| *next <= now) {
+                Some(next) => {
+                    decisions.skip.push((
+                        nominal,
+                        format!(
+                            "its time passed by more than a tick (the next one, {}, has come): NONE skips it",
+                            next.to_rfc3339()
+                        ),
+                    ));
+                    false
+                }
+                None => true,
+            }
+        }),
+    }
+    let active = open.iter().filter(|a| matches!(a.state, ActionState::Submitted | ActionState::Running)).count();
+    decisions.submit = ready.into_iter().take(coordinator.concurrency.saturating_sub(active)).collect();
+    decisions.next_due = next_due.and_then(DateTime::from_timestamp_millis);
+    decisions
+}
+
+/// A nominal time in milliseconds as RFC 3339.
+fn time(nominal: i64) -> String {
+    DateTime::from_timestamp_millis(nominal).map_or_else(|| nominal.to_string(), |t| t.to_rfc3339())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fmt::Write as _;
+    use std::time::Duration;
+
+    use chrono_tz::Tz;
+    use expect_test::expect;
+
+    use super::*;
+    use crate::catalog::EvaluationTime;
+    use crate::catalog::coordinator::{Schedule, Trigger};
+    use crate::catalog::template::Template;
+    use crate::catalog::time::Dataset;
+    use crate::model::Mode;
+
+    /// A daily coordinator from 2015-05-01T06:00Z.
+    fn daily(execution: Execution, concurrency: usize, throttle: usize, timeout: Option<Duration>) -> Coordinator {
+        Coordinator {
+            name: "daily".into(),
+            views: "a.b/C/${YEAR}/${MONTH}/${DAY}".into(),
+            template: Template::parse("a.b/C/${YEAR}/${MONTH}/${DAY}").unwrap(),
+            schedule: Schedule::Every(Dataset::parse("1d", "2015-05-01T06:00:00Z", None).unwrap()),
+            start: day(1),
+            end: Some(day(20)),
+            timezone: Tz::UTC,
+            timeout,
+            concurrency,
+            throttle,
+            execution,
+            trigger: Trigger::Time,
+            mode: Mode::Default,
+            evaluation_time: EvaluationTime::Actual,
+            line: 1,
+        }
+    }
+
+    /// 06:00Z on May `n`, 2015.
+    fn day(n: u32) -> DateTime<Utc> {
+        format!("2015-05-{n:02}T06:00:00Z").parse().unwrap()
+    }
+
+    fn days(times: &[i64]) -> String {
+        let names: Vec<String> =
+            times.iter().map(|t| DateTime::from_timestamp_millis(*t).unwrap().format("%d").to_string()).collect();
+        names.join(",")
+    }
+
+    /// Open actions on May `day`, created `late` hours after their nominal time.
+    fn open(actions: &[(u32, ActionState, i64)]) -> Vec<OpenAction> {
+        actions
+            .iter()
+            .map(|&(n, state, late)| OpenAction {
+                nominal: day(n).timestamp_millis(),
+                actual: day(n).timestamp_millis() + late * 3_600_000,
+                state,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn creations_catch_up_pause_at_the_throttle_and_stop_at_the_end() {
+        let mut table = String::new();
+        for (case, last, waiting, throttle, now) in [
+            ("before the start", None, 0, 12, day(1) - chrono::TimeDelta::hours(1)),
+            ("at the start", None, 0, 12, day(1)),
+            ("three days of catch-up", None, 0, 12, day(3) + chrono::TimeDelta::hours(1)),
+            ("after the last created", Some(day(3)), 0, 12, day(5)),
+            ("the throttle holds two of five", None, 1, 3, day(5)),
+            ("the throttle is full", None, 3, 3, day(5)),
+            ("the end is reached", Some(day(18)), 0, 12, day(30)),
+        ] {
+            let coordinator = daily(Execution::Fifo, 1, throttle, None);
+            let (created, next) = creations(&coordinator, last, waiting, now);
+            let created: Vec<i64> = created.iter().map(|t| t.timestamp_millis()).collect();
+            let next = next.map_or("none".to_string(), |t| t.to_rfc3339());
+            writeln!(table, "{case:<32} create [{}] next {next}", days(&created)).unwrap();
+        }
+        expect![[r#"
+            before the start                 create [] next 2015-05-01T06:00:00+00:00
+            at the start                     create [01] next 2015-05-02T06:00:00+00:00
+            three days of catch-up           create [01,02,03] next 2015-05-04T06:00:00+00:00
+            after the last created           create [04,05] next 2015-05-06T06:00:00+00:00
+            the throttle holds two of five   create [01,02] next none
+            the throttle is full             create [] next none
+            the end is reached               create [19] next none
+        "#]]
+        .assert_eq(&table);
+    }
+
+    #[test]
+    fn decisions_time_out_skip_and_submit_as_the_execution_says() {
+        use ActionState::*;
+        let hours = |h: u64| Some(Duration::from_secs(h * 3600));
+        let mut table = String::new();
+        let cases: Vec<(&str, Coordinator, Vec<(u32, ActionState, i64)>, DateTime<Utc>)> = vec![
+            (
+                "FIFO runs the oldest first",
+                daily(Execution::Fifo, 1, 12, None),
+                vec![(1, Ready, 0), (2, Ready, 0)],
+                day(3),
+            ),
+            (
+                "LIFO runs the newest first",
+                daily(Execution::Lifo, 1, 12, None),
+                vec![(1, Ready, 0), (2, Ready, 0)],
+                day(3),
+            ),
+            (
+                "concurrency 2, one running",
+                daily(Execution::Fifo, 2, 12, None),
+                vec![(1, Running, 0), (2, Ready, 0), (3, Ready, 0)],
+                day(4),
+            ),
+            ("concurrency full", daily(Execution::Fifo, 1, 12, None), vec![(1, Submitted, 0), (2, Ready, 0)], day(4)),
+            (
+                "timeout passed",
+                daily(Execution::Fifo, 1, 12, hours(2)),
+                vec![(1, Waiting, 0), (2, Waiting, 1)],
+                day(2) + chrono::TimeDelta::hours(2),
+            ),
+            (
+                "one timed out, one to come",
+                daily(Execution::Fifo, 1, 12, hours(2)),
+                vec![(2, Waiting, 1), (3, Waiting, 0)],
+                day(3),
+            ),
+            (
+                "LAST_ONLY skips older ready and waiting",
+                daily(Execution::LastOnly, 3, 12, None),
+                vec![(1, Waiting, 0), (2, Ready, 0), (3, Ready, 0), (4, Waiting, 0)],
+                day(4),
+            ),
+            (
+                "LAST_ONLY after the newest started",
+                daily(Execution::LastOnly, 3, 12, None),
+                vec![(1, Ready, 0), (2, Running, 0)],
+                day(4),
+            ),
+            (
+                "NONE skips what the next tick passed",
+                daily(Execution::None, 3, 12, None),
+                vec![(1, Ready, 0), (2, Ready, 0), (3, Ready, 0)],
+                day(3),
+            ),
+            (
+                "NONE keeps all before the next tick",
+                daily(Execution::None, 3, 12, None),
+                vec![(3, Ready, 0)],
+                day(3) + chrono::TimeDelta::hours(23),
+            ),
+        ];
+        for (case, coordinator, actions, now) in cases {
+            let decisions = decide(&coordinator, &open(&actions), now);
+            let skipped: Vec<i64> = decisions.skip.iter().map(|(n, _)| *n).collect();
+            writeln!(
+                table,
+                "{case:<40} timeout [{}] skip [{}] submit [{}] due {}",
+                days(&decisions.time_out),
+                days(&skipped),
+                days(&decisions.submit),
+                decisions.next_due.map_or("none".to_string(), |t| t.format("%d %H:%M").to_string())
+            )
+            .unwrap();
+        }
+        expect![[r#"
+            FIFO runs the oldest first               timeout [] skip [] submit [01] due none
+            LIFO runs the newest first               timeout [] skip [] submit [02] due none
+            concurrency 2, one running               timeout [] skip [] submit [02] due none
+            concurrency full                         timeout [] skip [] submit [] due none
+            timeout passed                           timeout [01] skip [] submit [] due 02 09:00
+            one timed out, one to come               timeout [02] skip [] submit [] due 03 08:00
+            LAST_ONLY skips older ready and waiting  timeout [] skip [01,02] submit [03] due none
+            LAST_ONLY after the newest started       timeout [] skip [01] submit [] due none
+            NONE skips what the next tick passed     timeout [] skip [01,02] submit [03] due none
+            NONE keeps all before the next tick      timeout [] skip [] submit [03] due none
+        "#]]
+        .assert_eq(&table);
+    }
 }

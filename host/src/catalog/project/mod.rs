@@ -11,6 +11,7 @@
 //! includes, read here, the only I/O of loading besides the file itself).
 
 mod checksum;
+mod coordinators;
 mod dependencies;
 mod graph;
 mod paths;
@@ -159,14 +160,8 @@ impl Checker<'_> {
         self.check_cycles(&types);
         self.check_distinct_paths(&types);
         let listeners = self.listeners(&raw.listeners, &plugins);
-        Some(Catalog {
-            root: root.to_path_buf(),
-            settings: settings?,
-            plugins,
-            types,
-            by_name,
-            listeners,
-            coordinators: Vec::new(),
-        })
+        let settings = settings?;
+        let coordinators = self.coordinators(&raw.coordinators, &by_name, settings.evaluation_time);
+        Some(Catalog { root: root.to_path_buf(), settings, plugins, types, by_name, listeners, coordinators })
     }
 }

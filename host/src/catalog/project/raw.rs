@@ -295,6 +295,28 @@ pub(super) struct RawProject {
     pub(super) events: RawEvents,
     #[serde(default, rename = "listener")]
     pub(super) listeners: Vec<Spanned<RawListener>>,
+    #[serde(default, rename = "coordinator")]
+    pub(super) coordinators: Vec<Spanned<RawCoordinator>>,
+}
+
+/// A `[[coordinator]]`: every value spanned, since each has its own checks.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCoordinator {
+    pub(super) name: Spanned<String>,
+    pub(super) views: Spanned<String>,
+    pub(super) start: Spanned<String>,
+    pub(super) end: Option<Spanned<String>>,
+    pub(super) frequency: Spanned<String>,
+    pub(super) timezone: Option<Spanned<String>>,
+    pub(super) timeout: Option<Spanned<String>>,
+    pub(super) concurrency: Option<Spanned<i64>>,
+    pub(super) throttle: Option<Spanned<i64>>,
+    pub(super) execution: Option<Spanned<String>>,
+    pub(super) trigger: Option<Spanned<String>>,
+    pub(super) lookback: Option<Spanned<i64>>,
+    pub(super) mode: Option<Spanned<String>>,
+    pub(super) evaluation_time: Option<Spanned<EvaluationTime>>,
 }
 
 #[derive(Deserialize, Default)]

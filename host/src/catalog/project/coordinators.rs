@@ -1,0 +1,261 @@
+//! Checks `[[coordinator]]` tables: each value on its own line with its own
+//! message, and the `views` template against the declared view types, so
+//! that a coordinator that loads can always create its actions.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use toml::Spanned;
+
+use super::Checker;
+use super::raw::RawCoordinator;
+use crate::catalog::coordinator::{Coordinator, Execution, FIELDS, Schedule, Trigger};
+use crate::catalog::template::{Template, is_identifier};
+use crate::catalog::time::{self, Dataset};
+use crate::catalog::{EvaluationTime, ViewTypeId, closest, did_you_mean, pattern};
+use crate::model::Mode;
+
+/// Actions waiting at once when `throttle` is not given (Oozie's default).
+pub const DEFAULT_THROTTLE: usize = 12;
+
+/// Past actions a data trigger looks back over when `lookback` is not given.
+pub const DEFAULT_LOOKBACK: usize = 3;
+
+impl Checker<'_> {
+    pub(super) fn coordinators(
+        &mut self,
+        raw: &[Spanned<RawCoordinator>],
+        by_name: &HashMap<String, ViewTypeId>,
+        evaluation_time: EvaluationTime,
+    ) -> Vec<Coordinator> {
+        let mut coordinators: Vec<Coordinator> = Vec::new();
+        let mut names: Vec<&str> = Vec::new();
+        for table in raw {
+            let line = self.lines.line(table.span().start);
+            let declared = table.get_ref();
+            let name = declared.name.get_ref();
+            let before = self.diagnostics.len();
+            if !is_identifier(&name.replace('-', "_")) {
+                self.error(
+                    declared.name.span().start,
+                    format!("coordinator `{name}`: names are letters, digits, `_` and `-`"),
+                );
+            } else if names.contains(&name.as_str()) {
+                self.error(declared.name.span().start, format!("coordinator `{name}` is declared twice"));
+            }
+            names.push(name);
+            if let Some(coordinator) = self.coordinator(declared, line, by_name, evaluation_time)
+                && self.diagnostics.len() == before
+            {
+                coordinators.push(coordinator);
+            }
+        }
+        coordinators
+    }
+
+    /// One coordinator, or `None` with its errors recorded.
+    fn coordinator(
+        &mut self,
+        raw: &RawCoordinator,
+        line: usize,
+        by_name: &HashMap<String, ViewTypeId>,
+        evaluation_time: EvaluationTime,
+    ) -> Option<Coordinator> {
+        let name = raw.name.get_ref().as_str();
+        let timezone = match &raw.timezone {
+            None => Some(Tz::UTC),
+            Some(text) => {
+                self.value(text, |text| time::parse_timezone(text).map_err(|e| e.to_string()), name, "timezone")
+            }
+        };
+        let timezone_or_utc = timezone.unwrap_or(Tz::UTC);
+        let start = self.value(&raw.start, |text| instant(text, timezone_or_utc), name, "start");
+        let end =
+            raw.end.as_ref().and_then(|text| self.value(text, |text| instant(text, timezone_or_utc), name, "end"));
+        if let (Some(start), Some(end), Some(text)) = (start, end, &raw.end)
+            && end <= start
+        {
+            self.error(text.span().start, format!("coordinator `{name}`: end {end} is not after start {start}"));
+        }
+        let schedule = match (start, timezone) {
+            (Some(_), Some(timezone)) => {
+                self.value(&raw.frequency, |text| schedule(text, raw.start.get_ref(), timezone), name, "frequency")
+            }
+            _ => None,
+        };
+        let timeout = raw.timeout.as_ref().and_then(|text| {
+            self.value(text, |text| humantime::parse_duration(text).map_err(|e| e.to_string()), name, "timeout")
+        });
+        let concurrency = self.count(&raw.concurrency, 1, name, "concurrency");
+        let throttle = self.count(&raw.throttle, DEFAULT_THROTTLE, name, "throttle");
+        let execution = match &raw.execution {
+            None => Some(Execution::Fifo),
+            Some(text) => self.value(text, execution, name, "execution"),
+        };
+        let trigger = match raw.trigger.as_ref().map(|t| (t.get_ref().to_ascii_lowercase(), t.span().start)) {
+            None => Some("time"),
+            Some((text, _)) if text == "time" || text == "data" => Some(if text == "time" { "time" } else { "data" }),
+            Some((text, at)) => {
+                self.error(at, format!("coordinator `{name}`: trigger `{text}` is `time` or `data`"));
+                None
+            }
+        };
+        let trigger = match (trigger, &raw.lookback) {
+            (Some("time"), Some(lookback)) => {
+                self.error(
+                    lookback.span().start,
+                    format!(
+                        "coordinator `{name}`: lookback is for `trigger = \"data\"`; a time trigger never looks back"
+                    ),
+                );
+                None
+            }
+            (Some("time"), None) => Some(Trigger::Time),
+            (Some(_), lookback) => {
+                self.count(lookback, DEFAULT_LOOKBACK, name, "lookback").map(|lookback| Trigger::Data { lookback })
+            }
+            (None, _) => None,
+        };
+        let mode = match &raw.mode {
+            None => Some(Mode::Default),
+            Some(text) => self.value(text, Mode::from_str, name, "mode"),
+        };
+        let template = self.views(raw, by_name, start.zip(timezone));
+        Some(Coordinator {
+            name: name.to_string(),
+            views: raw.views.get_ref().clone(),
+            template: template?,
+            schedule: schedule?,
+            start: start?,
+            end,
+            timezone: timezone?,
+            timeout,
+            concurrency: concurrency?,
+            throttle: throttle?,
+            execution: execution?,
+            trigger: trigger?,
+            mode: mode?,
+            evaluation_time: raw.evaluation_time.as_ref().map_or(evaluation_time, |e| *e.get_ref()),
+            line,
+        })
+    }
+
+    /// `text` parsed by `parse`, or its error at its place, named by its key.
+    fn value<T>(
+        &mut self,
+        text: &Spanned<String>,
+        parse: impl FnOnce(&str) -> Result<T, String>,
+        coordinator: &str,
+        key: &str,
+    ) -> Option<T> {
+        match parse(text.get_ref()) {
+            Ok(value) => Some(value),
+            Err(message) => {
+                self.error(
+                    text.span().start,
+                    format!("coordinator `{coordinator}`: {key} `{}`: {message}", text.get_ref()),
+                );
+                None
+            }
+        }
+    }
+
+    /// A count of at least 1, `default` when absent.
+    fn count(&mut self, value: &Option<Spanned<i64>>, default: usize, coordinator: &str, key: &str) -> Option<usize> {
+        match value {
+            None => Some(default),
+            Some(n) if *n.get_ref() >= 1 => Some(usize::try_from(*n.get_ref()).unwrap_or(usize::MAX)),
+            Some(n) => {
+                self.error(
+                    n.span().start,
+                    format!("coordinator `{coordinator}`: {key} is at least 1, not {}", n.get_ref()),
+                );
+                None
+            }
+        }
+    }
+
+    /// The `views` template: only the nominal time's fields, and at every
+    /// nominal time a pattern of declared view types. It is checked at the
+    /// first one (or a sample time when the others have errors): the fields
+    /// are digits, so one time stands for all.
+    fn views(
+        &mut self,
+        raw: &RawCoordinator,
+        by_name: &HashMap<String, ViewTypeId>,
+        start: Option<(DateTime<Utc>, Tz)>,
+    ) -> Option<Template> {
+        let name = raw.name.get_ref();
+        let at = raw.views.span().start;
+        let text = raw.views.get_ref();
+        let template = match Template::parse(text) {
+            Ok(template) => template,
+            Err(message) => {
+                self.error(at, format!("coordinator `{name}`: views: {message}"));
+                return None;
+            }
+        };
+        if let Some(unknown) = template.variables().find(|v| !FIELDS.contains(v)) {
+            let hint = did_you_mean(unknown, FIELDS.into_iter());
+            self.error(
+                at,
+                format!(
+                    "coordinator `{name}`: views: `${{{unknown}}}` is not a field of the nominal time ({}){hint}",
+                    FIELDS.map(|f| format!("${{{f}}}")).join(", ")
+                ),
+            );
+            return None;
+        }
+        let (sample, timezone) = start.unwrap_or((DateTime::UNIX_EPOCH, Tz::UTC));
+        let values = time::template_values(sample, timezone);
+        let rendered = template.render(|field| values.iter().find(|(f, _)| *f == field).map(|(_, v)| v.as_str()));
+        let pattern = match pattern::parse(&rendered) {
+            Ok(pattern) => pattern,
+            Err(e) => {
+                self.error(at, format!("coordinator `{name}`: views `{rendered}`: column {}: {}", e.column, e.message));
+                return None;
+            }
+        };
+        for view_type in &pattern.view_types {
+            let full = format!("{}/{view_type}", pattern.package);
+            if !by_name.contains_key(&full) {
+                let candidates = closest(&full, by_name.keys().map(String::as_str));
+                let hint = match candidates.as_slice() {
+                    [] => String::new(),
+                    names => format!("; did you mean {}?", names.join(", ")),
+                };
+                self.error(at, format!("coordinator `{name}`: views: no view type {full}{hint}"));
+                return None;
+            }
+        }
+        Some(template)
+    }
+}
+
+/// `start` or `end`: a date or date-time, local to the coordinator's
+/// timezone unless it carries an offset.
+fn instant(text: &str, timezone: Tz) -> Result<DateTime<Utc>, String> {
+    time::parse_timestamp(text, timezone).map(|t| t.with_timezone(&Utc)).map_err(|e| e.to_string())
+}
+
+/// The dataset grammar (`1d`, anchored at `start`), or a cron expression
+/// written `cron: 0 6 * * *`.
+fn schedule(frequency: &str, start: &str, timezone: Tz) -> Result<Schedule, String> {
+    match frequency.strip_prefix("cron:") {
+        Some(expression) => croner::Cron::from_str(expression.trim())
+            .map(|cron| Schedule::Cron(Box::new(cron)))
+            .map_err(|e| format!("not a cron expression: {e}")),
+        None if frequency.trim().contains(' ') => {
+            Err("a cron expression is written `cron: <expression>`, a frequency like `1d` or `6h`".into())
+        }
+        None => Dataset::parse(frequency, start, Some(timezone.name())).map(Schedule::Every).map_err(|e| e.to_string()),
+    }
+}
+
+/// FIFO, LIFO, LAST_ONLY or NONE, in any case.
+fn execution(text: &str) -> Result<Execution, String> {
+    serde_json::from_value(serde_json::Value::from(text.to_ascii_uppercase()))
+        .map_err(|_| "is FIFO, LIFO, LAST_ONLY or NONE".to_string())
+}
