@@ -92,9 +92,26 @@ pub fn parse_time(text: &str) -> Result<DateTime<Utc>, String> {
     Err(format!("`{text}` is not a time (RFC 3339, as 2015-05-03T07:00:00Z, or a date, as 2015-05-03)"))
 }
 
+/// The end of a range as `--to` takes it: a time, or a date meaning the
+/// whole of that day (UTC), so that `--from 2015-05-01 --to 2015-05-02`
+/// covers two days of actions whatever their time of day.
+pub fn parse_time_until(text: &str) -> Result<DateTime<Utc>, String> {
+    let time = parse_time(text)?;
+    if DateTime::parse_from_rfc3339(text).is_ok() {
+        return Ok(time);
+    }
+    Ok(time + chrono::TimeDelta::days(1) - chrono::TimeDelta::milliseconds(1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_date_ending_a_range_covers_its_whole_day() {
+        assert_eq!(parse_time_until("2015-05-02").unwrap().to_rfc3339(), "2015-05-02T23:59:59.999+00:00");
+        assert_eq!(parse_time_until("2015-05-02T06:00:00Z").unwrap().to_rfc3339(), "2015-05-02T06:00:00+00:00");
+    }
 
     #[test]
     fn times_are_read_as_rfc_3339_or_dates() {

@@ -302,7 +302,10 @@ fn execute(command: &Command, project: &Path) -> String {
             // Version checksums depend on the plugins' bytes, which depend on
             // the toolchain: shown as <checksum>.
             let checksum = regex::Regex::new(r"\b[0-9a-f]{16}\b").unwrap();
-            checksum.replace_all(&output, "<checksum>").into_owned()
+            let output = checksum.replace_all(&output, "<checksum>");
+            // Run ids are the wall-clock time they started at.
+            let run = regex::Regex::new(r"\[run [0-9a-f]+\]").unwrap();
+            run.replace_all(&output, "[run <id>]").into_owned()
         }
     }
 }

@@ -5,6 +5,8 @@
 //! - `extract`: what handlers take from a request (with one-line 400s);
 //! - `views`, `runs`, `events`, `status`: the handlers by concern, each
 //!   with its OpenAPI description;
+//! - `coordinators`: `/coordinators`, their actions and the operator's
+//!   suspend, resume, kill and rerun;
 //! - `reload`: `POST /reload`, the project loaded again;
 //! - `openapi`: `/openapi.json`, derived from the handlers and `wire`;
 //! - `wire`: the JSON both the server and the remote CLI speak.
@@ -15,6 +17,7 @@
 //! run. Every failure is a status and a one-line JSON error; bad input is
 //! a 4xx, never a 500.
 
+mod coordinators;
 mod events;
 mod extract;
 mod openapi;

@@ -5,11 +5,11 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{events, reload, runs, status, views, wire};
+use super::{coordinators, events, reload, runs, status, views, wire};
 
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "trellis", description = "Administration of a trellis server: views, runs, listeners, plugins, events."),
+    info(title = "trellis", description = "Administration of a trellis server: views, runs, coordinators, listeners, plugins, events."),
     paths(
         status::health,
         views::list_views,
@@ -28,6 +28,12 @@ use super::{events, reload, runs, status, views, wire};
         status::metrics,
         status::openapi,
         reload::reload,
+        coordinators::list,
+        coordinators::actions,
+        coordinators::suspend,
+        coordinators::resume,
+        coordinators::kill,
+        coordinators::rerun,
     ),
     components(schemas(wire::ErrorBody)),
     modifiers(&BearerToken)

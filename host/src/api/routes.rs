@@ -1,5 +1,5 @@
 //! `ROUTES` and the router that serves them: each path to its handler in
-//! `views`, `runs`, `events` or `status`.
+//! `views`, `runs`, `events`, `status` or `coordinators`.
 
 use std::sync::Arc;
 
@@ -7,7 +7,7 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 
-use super::{ApiError, AppState, events, reload, runs, status, views};
+use super::{ApiError, AppState, coordinators, events, reload, runs, status, views};
 
 /// Every route: method and path as `/openapi.json` writes it. The router
 /// below must serve each; a test checks both.
@@ -29,6 +29,12 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/metrics"),
     ("get", "/openapi.json"),
     ("post", "/reload"),
+    ("get", "/coordinators"),
+    ("get", "/coordinators/{name}/actions"),
+    ("post", "/coordinators/{name}/suspend"),
+    ("post", "/coordinators/{name}/resume"),
+    ("post", "/coordinators/{name}/kill"),
+    ("post", "/coordinators/{name}/rerun"),
 ];
 
 pub(super) fn routes() -> Router<Arc<AppState>> {
@@ -50,6 +56,12 @@ pub(super) fn routes() -> Router<Arc<AppState>> {
         .route("/metrics", get(status::metrics))
         .route("/openapi.json", get(status::openapi))
         .route("/reload", post(reload::reload))
+        .route("/coordinators", get(coordinators::list))
+        .route("/coordinators/{name}/actions", get(coordinators::actions))
+        .route("/coordinators/{name}/suspend", post(coordinators::suspend))
+        .route("/coordinators/{name}/resume", post(coordinators::resume))
+        .route("/coordinators/{name}/kill", post(coordinators::kill))
+        .route("/coordinators/{name}/rerun", post(coordinators::rerun))
         .fallback(not_found)
 }
 

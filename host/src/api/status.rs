@@ -11,6 +11,8 @@ use super::extract::{Path, Shared};
 use super::wire::{self, ErrorBody};
 use super::{ApiError, AppState};
 use crate::listeners::{self, Listeners};
+use crate::model::ActionState;
+use crate::scheduler::service::{CoordinatorAnswer, CoordinatorOperation};
 
 #[utoipa::path(get, path = "/health", responses((status = 200, body = wire::Health)))]
 pub(super) async fn health(State(state): Shared) -> Json<wire::Health> {
@@ -116,6 +118,12 @@ pub(super) async fn metrics(State(state): Shared) -> Result<Response, ApiError> 
     use std::fmt::Write;
     let listeners = listener_status(&state)?;
     let next_sequence = state.store.next_sequence()?;
+    // Asked of the service (a request between its steps, never behind a
+    // run); before the coordinators are open there are none to count.
+    let coordinators = match state.handle.coordinators(CoordinatorOperation::Statuses).await {
+        Ok(CoordinatorAnswer::Statuses(statuses)) => statuses,
+        _ => Vec::new(),
+    };
     let mut text = String::new();
     {
         let table = state.table();
@@ -175,6 +183,18 @@ pub(super) async fn metrics(State(state): Shared) -> Result<Response, ApiError> 
             .map(|l| (format!("{{listener=\"{}\"}}", l.name.replace(['"', '\\', '\n'], "_")), l.behind))
             .collect();
         metric("listener_behind_events", "gauge", "Events each listener has not received yet.", &lag);
+        // Every state of every coordinator, zeros included: a series that
+        // drops to nothing would read as missing data.
+        let actions: Vec<(String, u64)> = coordinators
+            .iter()
+            .flat_map(|c| {
+                ActionState::ALL.into_iter().map(move |s| {
+                    let name = c.name.replace(['"', '\\', '\n'], "_");
+                    (format!("{{coordinator=\"{name}\",state=\"{s}\"}}"), c.counts.get(&s).copied().unwrap_or(0) as u64)
+                })
+            })
+            .collect();
+        metric("coordinator_actions", "gauge", "Actions of each coordinator by state.", &actions);
     }
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
 }

@@ -461,3 +461,90 @@ mod tests {
         assert_eq!(kinds.map(|kind| crate::model::wire_name(&kind)), ["view", "gap", "end", "error"]);
     }
 }
+
+/// A coordinator as `GET /coordinators` lists it. Times are RFC 3339, UTC.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Coordinator {
+    pub name: String,
+    pub suspended: bool,
+    /// The nominal time of the last action created.
+    pub last_nominal: Option<String>,
+    /// The nominal time of the next action to create; null once `end` is reached.
+    pub next_nominal: Option<String>,
+    /// Its actions per state (WAITING, READY, ...); states without actions are absent.
+    pub counts: BTreeMap<String, usize>,
+}
+
+/// One action of a coordinator. Times are RFC 3339, UTC.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Action {
+    pub coordinator: String,
+    /// `coordinator@nominal`, as the CLI and events name it.
+    pub name: String,
+    pub nominal: String,
+    /// When it was created.
+    pub actual: String,
+    /// WAITING, READY, SUBMITTED, RUNNING, SUCCEEDED, FAILED, TIMEDOUT, SKIPPED or KILLED.
+    pub state: String,
+    /// The view pattern it materializes.
+    pub views: String,
+    /// The external views it waits for, while WAITING.
+    pub missing: Vec<String>,
+    /// Its run, once submitted (the last one after a rerun).
+    pub run: Option<String>,
+    pub previous_runs: Vec<String>,
+    /// Why it is SKIPPED, FAILED, TIMEDOUT or KILLED.
+    pub reason: Option<String>,
+}
+
+/// `GET /coordinators/{name}/actions`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ActionsQuery {
+    /// Only the actions in this state.
+    pub state: Option<String>,
+}
+
+/// The nominal times an operation covers, both included (RFC 3339, or a
+/// date: from its start, to its end).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RangeQuery {
+    pub from: Option<String>,
+    pub to: Option<String>,
+}
+
+impl From<&crate::scheduler::CoordinatorStatus> for Coordinator {
+    fn from(status: &crate::scheduler::CoordinatorStatus) -> Coordinator {
+        Coordinator {
+            name: status.name.clone(),
+            suspended: status.suspended,
+            last_nominal: status.last_nominal.map(utc_text),
+            next_nominal: status.next_nominal.map(utc_text),
+            counts: status.counts.iter().map(|(state, n)| (state.to_string(), *n)).collect(),
+        }
+    }
+}
+
+impl From<&crate::metastore::ActionRecord> for Action {
+    fn from(record: &crate::metastore::ActionRecord) -> Action {
+        let time = |ms: i64| chrono::DateTime::from_timestamp_millis(ms).map_or_else(|| ms.to_string(), utc_text);
+        Action {
+            coordinator: record.coordinator.clone(),
+            name: crate::scheduler::coordinate::action_name(&record.coordinator, record.nominal),
+            nominal: time(record.nominal),
+            actual: time(record.actual),
+            state: record.state.to_string(),
+            views: record.views.clone(),
+            missing: record.missing.clone(),
+            run: record.run.clone(),
+            previous_runs: record.previous_runs.clone(),
+            reason: record.reason.clone(),
+        }
+    }
+}
+
+/// A time as the API writes it: RFC 3339 in UTC, to the second.
+pub fn utc_text(time: chrono::DateTime<chrono::Utc>) -> String {
+    time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}

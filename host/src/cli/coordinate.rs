@@ -13,6 +13,8 @@ use clap::Args;
 
 use super::Status;
 use super::catalog::{ProjectArgs, load_to_run};
+use super::coordinators::{action_line, coordinator_line};
+use crate::api::wire;
 use crate::clock::{Clock, parse_time};
 use crate::metastore::ActionRecord;
 use crate::model::{ActionState, Termination};
@@ -103,21 +105,9 @@ pub(super) async fn drive(scheduler: &mut Scheduler, clock: Clock) -> anyhow::Re
 /// Where a coordinator stands: its counts and next time, then each action
 /// not SUCCEEDED with what it waits for or why it ended.
 fn standing(coordinator: &CoordinatorStatus, actions: &[ActionRecord]) -> Vec<String> {
-    let counts: Vec<String> = coordinator.counts.iter().map(|(state, n)| format!("{n} {state}")).collect();
-    let next = match coordinator.next_nominal {
-        Some(next) => format!("next {}", next.format("%Y-%m-%dT%H:%M:%SZ")),
-        None => "no more actions (its end is reached)".to_string(),
-    };
-    let suspended = if coordinator.suspended { " (suspended)" } else { "" };
-    let counts = if counts.is_empty() { "no actions".to_string() } else { counts.join(", ") };
-    let mut lines = vec![format!("coordinator {}{suspended}: {counts}; {next}", coordinator.name)];
+    let mut lines = vec![coordinator_line(&wire::Coordinator::from(coordinator))];
     for action in actions.iter().filter(|a| a.state != ActionState::Succeeded) {
-        let detail = match (&action.state, action.missing.is_empty(), &action.reason) {
-            (ActionState::Waiting, false, _) => format!(" for {}", action.missing.join(", ")),
-            (_, _, Some(reason)) => format!(": {reason}"),
-            _ => String::new(),
-        };
-        lines.push(format!("  {} {}{detail}", action_name(&action.coordinator, action.nominal), action.state));
+        lines.push(format!("  {}", action_line(&wire::Action::from(action))));
     }
     lines
 }

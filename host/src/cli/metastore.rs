@@ -47,14 +47,16 @@ pub(super) fn run(args: &MetastoreArgs) -> anyhow::Result<Status> {
             }
             let contents = Metastore::open(path)?.check()?;
             println!(
-                "metastore in {}: healthy; {} view types, {} views, {} runs, {} flows, {} events, {} listeners",
+                "metastore in {}: healthy; {} view types, {} views, {} runs, {} flows, {} events, {} listeners, {} coordinators, {} actions",
                 path.display(),
                 contents.schemas,
                 contents.views,
                 contents.runs,
                 contents.flows,
                 contents.events,
-                contents.listeners
+                contents.listeners,
+                contents.coordinators,
+                contents.actions
             );
         }
         Action::Backup { file } => {

@@ -8,6 +8,7 @@ mod announce;
 mod bench;
 mod catalog;
 mod coordinate;
+mod coordinators;
 mod demo;
 mod listeners;
 mod metastore;
@@ -113,6 +114,18 @@ enum Command {
     Materialize(schedule::MaterializeArgs),
     /// Run the project's coordinators here until nothing more is due or ready (catch-up included)
     Coordinate(coordinate::CoordinateArgs),
+    /// Each coordinator's state, next nominal time and actions per state
+    Coordinators(coordinators::CoordinatorsArgs),
+    /// A coordinator's actions, with what each waits for and its run
+    Actions(coordinators::ActionsArgs),
+    /// Suspend a coordinator: it creates and submits no action until resumed
+    Suspend(coordinators::NameArgs),
+    /// Resume a suspended coordinator; it catches up on what it missed
+    Resume(coordinators::NameArgs),
+    /// Kill a coordinator's open actions (those from --from to --to, or all)
+    Kill(coordinators::KillArgs),
+    /// Run a coordinator's ended actions from --from to --to again, rebuilding their views
+    Rerun(coordinators::RerunArgs),
     /// Mark views to be rematerialized on the next materialize
     Invalidate(schedule::InvalidateArgs),
     /// Say for every view whether it would be transformed now, and why
@@ -180,6 +193,14 @@ impl Cli {
                 None => schedule::materialize(&args, &runtime()?).await,
             },
             Command::Coordinate(args) => coordinate::coordinate(&args, &runtime()?).await,
+            Command::Coordinators(args) => {
+                coordinators::dispatch(coordinators::Ask::coordinators(&args), server()?).await
+            }
+            Command::Actions(args) => coordinators::dispatch(coordinators::Ask::actions(&args), server()?).await,
+            Command::Suspend(args) => coordinators::dispatch(coordinators::Ask::suspend(&args), server()?).await,
+            Command::Resume(args) => coordinators::dispatch(coordinators::Ask::resume(&args), server()?).await,
+            Command::Kill(args) => coordinators::dispatch(coordinators::Ask::kill(&args), server()?).await,
+            Command::Rerun(args) => coordinators::dispatch(coordinators::Ask::rerun(&args), server()?).await,
             Command::Invalidate(args) => match server()? {
                 Some(server) => schedule::invalidate_remote(&args, &server).await,
                 None => schedule::invalidate(&args).await,

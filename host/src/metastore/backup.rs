@@ -14,10 +14,13 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::coordinators::action_key;
 use super::events::{EVENTS_PER_CHUNK, SEQUENCE_KEY, StoredEvent};
 use super::format::{decode, encode};
 use super::runs::flow_key;
-use super::{Error, FlowRecord, ListenerRecord, LoggedEvent, Metastore, RunRecord, ViewRecord};
+use super::{
+    ActionRecord, CoordinatorRecord, Error, FlowRecord, ListenerRecord, LoggedEvent, Metastore, RunRecord, ViewRecord,
+};
 
 /// The name in every backup's header.
 pub const BACKUP_FORMAT: &str = "trellis-metastore-backup";
@@ -63,6 +66,13 @@ enum Line {
     Listener {
         name: String,
         record: ListenerRecord,
+    },
+    Coordinator {
+        name: String,
+        record: CoordinatorRecord,
+    },
+    Action {
+        record: ActionRecord,
     },
     /// The sequence number the next event gets: the log may have been
     /// trimmed to nothing, so it does not follow from the events.
@@ -154,6 +164,25 @@ impl Metastore {
                     name: String::from_utf8_lossy(&key).into_owned(),
                     record: decode(&key, &bytes)?,
                 })?;
+                records += 1;
+            }
+            Ok(())
+        })?;
+        self.reading("coordinators", || {
+            for entry in self.coordinators.iter() {
+                let (key, bytes) = entry?;
+                line(&Line::Coordinator {
+                    name: String::from_utf8_lossy(&key).into_owned(),
+                    record: decode(&key, &bytes)?,
+                })?;
+                records += 1;
+            }
+            Ok(())
+        })?;
+        self.reading("actions", || {
+            for entry in self.actions.iter() {
+                let (key, bytes) = entry?;
+                line(&Line::Action { record: decode(&key, &bytes)? })?;
                 records += 1;
             }
             Ok(())
@@ -273,6 +302,10 @@ fn fill(store: &Metastore, input: impl BufRead) -> Result<u64, Error> {
                 }
             }
             Line::Listener { name, record } => batches.listeners.insert(name.as_bytes(), encode(&record)),
+            Line::Coordinator { name, record } => batches.coordinators.insert(name.as_bytes(), encode(&record)),
+            Line::Action { record } => {
+                batches.actions.insert(action_key(&record.coordinator, record.nominal), encode(&record))
+            }
             Line::NextSequence { next } => {
                 if next_sequence.is_some() {
                     return Err(at(number, "a second next_sequence".into()));
@@ -324,6 +357,8 @@ struct Batches {
     flows: sled::Batch,
     events: sled::Batch,
     listeners: sled::Batch,
+    coordinators: sled::Batch,
+    actions: sled::Batch,
     next_sequence: Option<u64>,
 }
 
@@ -343,6 +378,8 @@ impl Batches {
         store.flows.apply_batch(self.flows)?;
         store.events.apply_batch(self.events)?;
         store.listeners.apply_batch(self.listeners)?;
+        store.coordinators.apply_batch(self.coordinators)?;
+        store.actions.apply_batch(self.actions)?;
         if let Some(next) = self.next_sequence {
             store.meta.insert(SEQUENCE_KEY, &next.to_be_bytes())?;
         }
@@ -384,6 +421,27 @@ mod tests {
             .unwrap();
         store.truncate_events(10).unwrap();
         store.put_listener("audit", &ListenerRecord { cursor: 12, delivered: 3, ..ListenerRecord::default() }).unwrap();
+        let action = ActionRecord {
+            coordinator: "daily".into(),
+            nominal: 1_430_460_000_000,
+            actual: 1_430_460_000_000,
+            state: crate::model::ActionState::Waiting,
+            views: "s.d/Daily/2015/05/01".into(),
+            missing: vec!["s.d/Raw/2015/05/01".into()],
+            run: None,
+            previous_runs: Vec::new(),
+            reason: None,
+            updated: 1_430_460_000_000,
+            full_refresh: false,
+        };
+        let coordinator = CoordinatorRecord { last_nominal: Some(action.nominal), suspended: true };
+        store
+            .commit(&Commit {
+                coordinators: vec![("daily".into(), coordinator)],
+                actions: vec![action],
+                ..Commit::default()
+            })
+            .unwrap();
         store
     }
 
@@ -402,9 +460,9 @@ mod tests {
         assert!(
             text.starts_with(r#"{"kind":"header","format":"trellis-metastore-backup","version":1,"record_format":2,"#)
         );
-        assert!(text.ends_with("{\"kind\":\"next_sequence\",\"next\":301}\n{\"kind\":\"end\",\"records\":296}\n"));
+        assert!(text.ends_with("{\"kind\":\"next_sequence\",\"next\":301}\n{\"kind\":\"end\",\"records\":298}\n"));
         let target = dir.path().join("restored");
-        assert_eq!(restore(backup.as_slice(), &target).unwrap(), 296);
+        assert_eq!(restore(backup.as_slice(), &target).unwrap(), 298);
         let restored = Metastore::open(&target).unwrap();
         assert_eq!(restored.check().unwrap(), original.check().unwrap());
         let again = String::from_utf8(backup_of(&restored)).unwrap();
@@ -415,6 +473,8 @@ mod tests {
         assert_eq!(restored.next_sequence().unwrap(), 301);
         assert_eq!(restored.flows("r1").unwrap(), original.flows("r1").unwrap());
         assert_eq!(restored.listener("audit").unwrap(), original.listener("audit").unwrap());
+        assert_eq!(restored.coordinator_records().unwrap(), original.coordinator_records().unwrap());
+        assert_eq!(restored.actions("daily", None, None).unwrap(), original.actions("daily", None, None).unwrap());
     }
 
     #[test]
@@ -468,7 +528,7 @@ mod tests {
         let without = edited(&backup, |lines| lines.retain(|l| !l.contains(r#""kind":"next_sequence""#)));
         assert!(!without.contains("next_sequence"));
         let target = dir.path().join("restored");
-        assert_eq!(restore(without.as_bytes(), &target).unwrap(), 296);
+        assert_eq!(restore(without.as_bytes(), &target).unwrap(), 298);
         let restored = Metastore::open(&target).unwrap();
         assert_eq!(restored.next_sequence().unwrap(), 301);
         let before = restored.events_from(0, 1000).unwrap();
@@ -492,7 +552,7 @@ mod tests {
             let error = restore(text.as_bytes(), &target).unwrap_err().to_string();
             assert_eq!(
                 error,
-                format!("metastore backup: line 298: next_sequence {next} is not above the last event restored (300)")
+                format!("metastore backup: line 300: next_sequence {next} is not above the last event restored (300)")
             );
             assert!(!target.exists(), "nothing restored");
         }
@@ -503,13 +563,13 @@ mod tests {
             lines[at] = r#"{"kind":"next_sequence","next":0}"#.into();
         });
         let error = restore(empty.as_bytes(), &target).unwrap_err().to_string();
-        assert_eq!(error, "metastore backup: line 7: next_sequence 0: sequence numbers start at 1");
+        assert_eq!(error, "metastore backup: line 9: next_sequence 0: sequence numbers start at 1");
         let two = edited(&backup, |lines| {
             let at = lines.iter().position(|l| l.contains(r#""kind":"next_sequence""#)).unwrap();
             lines.insert(at, lines[at].clone());
         });
         let error = restore(two.as_bytes(), &target).unwrap_err().to_string();
-        assert_eq!(error, "metastore backup: line 299: a second next_sequence");
+        assert_eq!(error, "metastore backup: line 301: a second next_sequence");
     }
 
     #[test]

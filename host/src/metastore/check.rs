@@ -19,7 +19,7 @@ use std::path::Path;
 use serde::de::DeserializeOwned;
 
 use super::format::{FORMAT_KEY, decode, decode_counter};
-use super::{Error, ListenerRecord, LoggedEvent, Metastore, RunRecord, ViewRecord};
+use super::{ActionRecord, CoordinatorRecord, Error, ListenerRecord, LoggedEvent, Metastore, RunRecord, ViewRecord};
 
 /// The `meta` key of the commit counter.
 pub(super) const COMMITS_KEY: &[u8] = b"commits";
@@ -40,6 +40,8 @@ pub struct Contents {
     /// Events, not the chunks they are stored in.
     pub events: usize,
     pub listeners: usize,
+    pub coordinators: usize,
+    pub actions: usize,
 }
 
 impl Metastore {
@@ -124,11 +126,13 @@ impl Metastore {
             Ok(chunk.len())
         })?;
         decode_all("listeners", &self.listeners, &mut contents.listeners, &one::<ListenerRecord>)?;
+        decode_all("coordinators", &self.coordinators, &mut contents.coordinators, &one::<CoordinatorRecord>)?;
+        decode_all("actions", &self.actions, &mut contents.actions, &one::<ActionRecord>)?;
         Ok(contents)
     }
 
     /// Every tree with its name, `meta` first.
-    pub(super) fn trees(&self) -> [(&'static str, &sled::Tree); 7] {
+    pub(super) fn trees(&self) -> [(&'static str, &sled::Tree); 9] {
         [
             ("meta", &self.meta),
             ("schemas", &self.schemas),
@@ -137,6 +141,8 @@ impl Metastore {
             ("flows", &self.flows),
             ("events", &self.events),
             ("listeners", &self.listeners),
+            ("coordinators", &self.coordinators),
+            ("actions", &self.actions),
         ]
     }
 
@@ -275,7 +281,7 @@ mod tests {
         let store = Metastore::open(dir.path()).unwrap();
         assert_eq!(
             store.check().unwrap(),
-            Contents { schemas: 1, views: 3, runs: 0, flows: 0, events: 3, listeners: 1 }
+            Contents { schemas: 1, views: 3, runs: 0, flows: 0, events: 3, listeners: 1, coordinators: 0, actions: 0 }
         );
     }
 
