@@ -144,8 +144,10 @@ fn the_demo_runs_end_to_end_and_only_overwrites_its_own_directory() {
     for _ in 0..2 {
         let result = run(trellis().arg("demo").arg(&demo));
         assert_eq!(result.code, 0, "{}\n{}", result.stdout, result.stderr);
+        // The coordinator built May 1-3's daily sales first, with the clock set.
+        assert!(result.stdout.contains("coordinator daily-sales: 1 WAITING, 3 SUCCEEDED"), "{}", result.stdout);
         assert!(
-            result.stdout.contains("190 views: 190 materialized or found without data, 0 failed"),
+            result.stdout.contains("190 views: 172 materialized or found without data, 0 failed"),
             "{}",
             result.stdout
         );

@@ -176,7 +176,10 @@ fn out_published(dir: &Path) -> usize {
 #[test]
 fn kill_9_during_a_catch_up_loses_no_action_and_starts_none_twice() {
     let dir = tempfile::tempdir().unwrap();
+    // Each day has a part, so that each day's `Out` is published (with
+    // nothing to concatenate it would be NODATA, never published).
     Daily::new("c", "concat", CATCH_UP)
+        .part("a,1\n")
         .tail(
             "\n[[coordinator]]\nname = \"daily\"\nviews = \"c.mart/Out/${YEAR}/${MONTH}/${DAY}\"\n\
              start = \"2015-01-01\"\nfrequency = \"1d\"\n",

@@ -72,6 +72,7 @@ fn run_of(record: RunRecord, table: &Table, server_started: i64) -> wire::Run {
         termination: record.termination,
         idle: record.idle,
         full_refresh: record.full_refresh,
+        action: record.action,
     }
 }
 

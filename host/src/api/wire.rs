@@ -167,6 +167,11 @@ pub struct Run {
     /// has not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended: Option<Ended>,
+    /// The coordinator action it runs: `[coordinator, nominal time in ms]`
+    /// (absent for a run asked for by hand).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub action: Option<(String, i64)>,
 }
 
 /// How a run ended: its kind and the details that kind has.

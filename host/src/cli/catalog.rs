@@ -445,7 +445,7 @@ fn run_record(run: wire::Run) -> RunRecord {
         idle: run.idle,
         full_refresh: run.full_refresh,
         attempts: Default::default(),
-        action: None,
+        action: run.action,
     }
 }
 

@@ -79,14 +79,29 @@ impl Checker<'_> {
         {
             self.error(text.span().start, format!("coordinator `{name}`: end {end} is not after start {start}"));
         }
-        let schedule = match (start, timezone) {
-            (Some(_), Some(timezone)) => {
-                self.value(&raw.frequency, |text| schedule(text, raw.start.get_ref(), timezone), name, "frequency")
-            }
+        let template = self.views(raw, by_name, start.zip(timezone));
+        // The frequency's own mistakes show even when `start` has some.
+        let frequency = self.value(&raw.frequency, frequency, name, "frequency");
+        let schedule = match (frequency, start, timezone) {
+            (Some(Frequency::Cron(cron)), _, _) => Some(Schedule::Cron(cron)),
+            (Some(Frequency::Every), Some(_), Some(timezone)) => self.value(
+                &raw.frequency,
+                |text| {
+                    Dataset::parse(text, raw.start.get_ref(), Some(timezone.name()))
+                        .map(Schedule::Every)
+                        .map_err(|e| e.to_string())
+                },
+                name,
+                "frequency",
+            ),
             _ => None,
         };
         let timeout = raw.timeout.as_ref().and_then(|text| {
-            self.value(text, |text| humantime::parse_duration(text).map_err(|e| e.to_string()), name, "timeout")
+            let duration = |text: &str| {
+                humantime::parse_duration(text)
+                    .map_err(|e| format!("not a duration (like `90min`, `36h` or `2days`): {e}"))
+            };
+            self.value(text, duration, name, "timeout")
         });
         let concurrency = self.count(&raw.concurrency, 1, name, "concurrency");
         let throttle = self.count(&raw.throttle, DEFAULT_THROTTLE, name, "throttle");
@@ -98,7 +113,7 @@ impl Checker<'_> {
             None => Some("time"),
             Some((text, _)) if text == "time" || text == "data" => Some(if text == "time" { "time" } else { "data" }),
             Some((text, at)) => {
-                self.error(at, format!("coordinator `{name}`: trigger `{text}` is `time` or `data`"));
+                self.error(at, format!("coordinator `{name}`: trigger `{text}`: expected `time` or `data`"));
                 None
             }
         };
@@ -122,7 +137,6 @@ impl Checker<'_> {
             None => Some(Mode::Default),
             Some(text) => self.value(text, Mode::from_str, name, "mode"),
         };
-        let template = self.views(raw, by_name, start.zip(timezone));
         Some(Coordinator {
             name: name.to_string(),
             views: raw.views.get_ref().clone(),
@@ -240,22 +254,30 @@ fn instant(text: &str, timezone: Tz) -> Result<DateTime<Utc>, String> {
     time::parse_timestamp(text, timezone).map(|t| t.with_timezone(&Utc)).map_err(|e| e.to_string())
 }
 
-/// The dataset grammar (`1d`, anchored at `start`), or a cron expression
-/// written `cron: 0 6 * * *`.
-fn schedule(frequency: &str, start: &str, timezone: Tz) -> Result<Schedule, String> {
-    match frequency.strip_prefix("cron:") {
+/// A `frequency` as written: a cron expression, or a dataset frequency
+/// (anchored at `start` once that is known).
+enum Frequency {
+    Cron(Box<croner::Cron>),
+    /// Checked; the dataset is built with `start`.
+    Every,
+}
+
+/// The dataset grammar (`1d`), or a cron expression written
+/// `cron: 0 6 * * *`.
+fn frequency(text: &str) -> Result<Frequency, String> {
+    match text.strip_prefix("cron:") {
         Some(expression) => croner::Cron::from_str(expression.trim())
-            .map(|cron| Schedule::Cron(Box::new(cron)))
+            .map(|cron| Frequency::Cron(Box::new(cron)))
             .map_err(|e| format!("not a cron expression: {e}")),
-        None if frequency.trim().contains(' ') => {
-            Err("a cron expression is written `cron: <expression>`, a frequency like `1d` or `6h`".into())
+        None if text.trim().contains(' ') => {
+            Err("a cron expression is written `cron: <expression>`; a frequency is like `1d` or `6h`".into())
         }
-        None => Dataset::parse(frequency, start, Some(timezone.name())).map(Schedule::Every).map_err(|e| e.to_string()),
+        None => text.parse::<time::Frequency>().map(|_| Frequency::Every).map_err(|e| e.to_string()),
     }
 }
 
 /// FIFO, LIFO, LAST_ONLY or NONE, in any case.
 fn execution(text: &str) -> Result<Execution, String> {
     serde_json::from_value(serde_json::Value::from(text.to_ascii_uppercase()))
-        .map_err(|_| "is FIFO, LIFO, LAST_ONLY or NONE".to_string())
+        .map_err(|_| "expected FIFO, LIFO, LAST_ONLY or NONE (in any case)".to_string())
 }
