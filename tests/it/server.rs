@@ -1021,3 +1021,83 @@ async fn a_reload_applies_edits_and_refuses_a_broken_project() {
     assert!(cli.stdout.contains("version changed: r.mart/Out"), "{}", cli.stdout);
     assert_eq!(server.stop(), 0);
 }
+
+/// A real server with a coordinator and its clock set: actions catch up,
+/// one waits for its input, and the input appearing (a real inotify event)
+/// runs it; the coordinators answer over HTTP and through the CLI with
+/// `--server`, `/metrics` counts actions per state, and bad requests get
+/// one-line 4xx answers.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_served_coordinator_runs_an_action_when_its_input_arrives() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("p");
+    Daily::new("c", "concat", 2)
+        .part("a,1\n")
+        .tail(
+            "\n[[coordinator]]\nname = \"daily\"\nviews = \"c.mart/Out/${YEAR}/${MONTH}/${DAY}\"\n\
+             start = \"2015-01-01\"\nfrequency = \"1d\"\ntimeout = \"30d\"\n",
+        )
+        .write(&project);
+    let server = Server::start(&project, &[], &[("TRELLIS_NOW", "2015-01-03T12:00:00Z")]);
+    let url = &server.url;
+    let actions = async |url: &str| get(&format!("{url}/coordinators/daily/actions")).await.1;
+    let state_of = |actions: &Value, day: usize| actions[day]["state"].as_str().unwrap_or("").to_string();
+    let waiting = eventually("two actions done and the third waiting", async || {
+        let actions = actions(url).await;
+        let states: Vec<String> = (0..3).map(|day| state_of(&actions, day)).collect();
+        (states == ["SUCCEEDED", "SUCCEEDED", "WAITING"]).then_some(actions)
+    })
+    .await;
+    assert_eq!(waiting[2]["name"], "daily@2015-01-03T00:00:00Z", "{waiting}");
+    assert_eq!(waiting[2]["missing"], serde_json::json!(["c.raw/In/2015/01/03"]), "{waiting}");
+
+    // The input arrives: the server is woken by the file, not by a scan.
+    let input = project.join("data/raw/2015/01/03");
+    std::fs::create_dir_all(&input).unwrap();
+    std::fs::write(input.join("part.csv"), "a,1\n").unwrap();
+    std::fs::write(input.join("_SUCCESS"), "").unwrap();
+    let done = eventually("the third action to succeed", async || {
+        let actions = actions(url).await;
+        (state_of(&actions, 2) == "SUCCEEDED").then_some(actions)
+    })
+    .await;
+    assert!(done[2]["run"].is_string(), "{done}");
+    assert!(project.join("data/c/mart/Out/2015/01/03/_SUCCESS").exists());
+
+    let (status, coordinators) = get(&format!("{url}/coordinators")).await;
+    assert_eq!(status, 200);
+    assert_eq!(coordinators[0]["counts"], serde_json::json!({ "SUCCEEDED": 3 }), "{coordinators}");
+    assert_eq!(coordinators[0]["next_nominal"], "2015-01-04T00:00:00Z", "{coordinators}");
+    let (_, metrics) = get(&format!("{url}/metrics")).await;
+    let metrics = metrics.as_str().unwrap().to_string();
+    assert!(
+        metrics.contains("trellis_coordinator_actions{coordinator=\"daily\",state=\"SUCCEEDED\"} 3\n"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("trellis_coordinator_actions{coordinator=\"daily\",state=\"WAITING\"} 0\n"), "{metrics}");
+
+    // The CLI through the server prints what it prints embedded.
+    let listed = run(trellis().args(["--server", url, "actions", "daily", "-s", "SUCCEEDED"]));
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    assert_eq!(listed.stdout.lines().count(), 3, "{}", listed.stdout);
+    assert!(listed.stdout.starts_with("daily@2015-01-01T00:00:00Z SUCCEEDED [run "), "{}", listed.stdout);
+    let suspended = run(trellis().args(["--server", url, "suspend", "daily"]));
+    assert_eq!(suspended.stdout, "coordinator daily suspended: it creates and submits no action until resumed\n");
+    let (_, coordinators) = get(&format!("{url}/coordinators")).await;
+    assert_eq!(coordinators[0]["suspended"], true, "{coordinators}");
+
+    // Mistakes: one line, a 4xx.
+    for (method, path, code, says) in [
+        (reqwest::Method::POST, "/coordinators/weekly/suspend", 404, "no coordinator `weekly` (it has daily)"),
+        (reqwest::Method::GET, "/coordinators/daily/actions?state=DONE", 400, "`DONE` is not an action state"),
+        (reqwest::Method::POST, "/coordinators/daily/rerun?from=2015-01-01", 400, "rerun needs both `from` and `to`"),
+        (reqwest::Method::POST, "/coordinators/daily/kill?from=soon", 400, "`soon` is not a time"),
+        (reqwest::Method::POST, "/coordinators/daily/kill?from=2015-01-03&to=2015-01-01", 400, "is after"),
+    ] {
+        let (status, body) = call(method, &format!("{url}{path}"), None).await;
+        let message = body["error"].as_str().unwrap_or_default();
+        assert_eq!(status, code, "{path}: {body}");
+        assert!(message.contains(says) && !message.contains('\n'), "{path}: {message}");
+    }
+    assert_eq!(server.stop(), 0);
+}

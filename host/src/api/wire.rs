@@ -419,6 +419,7 @@ mod tests {
             idle: 0,
             full_refresh: false,
             ended: Some((&Termination::Dequeued).into()),
+            action: None,
         };
         assert_eq!(
             json(&run),
