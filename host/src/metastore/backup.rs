@@ -105,88 +105,47 @@ impl Metastore {
             written_by: format!("trellis {}", env!("CARGO_PKG_VERSION")),
             created: chrono::Utc::now().timestamp_millis(),
         })?;
-        self.reading("schemas", || {
-            for entry in self.schemas.iter() {
-                let (key, bytes) = entry?;
-                let view_type = String::from_utf8_lossy(&key).into_owned();
-                line(&Line::Schema { checksum: decode(&key, &bytes)?, view_type })?;
-                records += 1;
-            }
-            Ok(())
+        // Each tree's entries in key order, each as its lines (one per
+        // record; a chunk of the log holds many events).
+        let mut dump =
+            |name: &'static str, tree: &sled::Tree, lines_of: &dyn Fn(&[u8], &[u8]) -> Result<Vec<Line>, Error>| {
+                self.reading(name, || {
+                    for entry in tree.iter() {
+                        let (key, bytes) = entry?;
+                        for each in lines_of(&key, &bytes)? {
+                            line(&each)?;
+                            records += 1;
+                        }
+                    }
+                    Ok(())
+                })
+            };
+        let text = |key: &[u8]| String::from_utf8_lossy(key).into_owned();
+        dump("schemas", &self.schemas, &|key, bytes| {
+            Ok(vec![Line::Schema { checksum: decode(key, bytes)?, view_type: text(key) }])
         })?;
-        self.reading("views", || {
-            for entry in self.views.iter() {
-                let (key, bytes) = entry?;
-                line(&Line::View { view: String::from_utf8_lossy(&key).into_owned(), record: decode(&key, &bytes)? })?;
-                records += 1;
-            }
-            Ok(())
+        dump("views", &self.views, &|key, bytes| {
+            Ok(vec![Line::View { view: text(key), record: decode(key, bytes)? }])
         })?;
-        self.reading("runs", || {
-            for entry in self.runs.iter() {
-                let (key, bytes) = entry?;
-                line(&Line::Run { record: decode(&key, &bytes)? })?;
-                records += 1;
-            }
-            Ok(())
+        dump("runs", &self.runs, &|key, bytes| Ok(vec![Line::Run { record: decode(key, bytes)? }]))?;
+        dump("flows", &self.flows, &|key, bytes| {
+            let Some(split) = key.iter().position(|b| *b == 0) else {
+                return Err(Error::Corrupt { key: text(key), reason: "a flow key without its run".into() });
+            };
+            let (run, view) = (text(&key[..split]), text(&key[split + 1..]));
+            Ok(vec![Line::Flow { run, view, record: decode(key, bytes)? }])
         })?;
-        self.reading("flows", || {
-            for entry in self.flows.iter() {
-                let (key, bytes) = entry?;
-                let Some(split) = key.iter().position(|b| *b == 0) else {
-                    return Err(Error::Corrupt {
-                        key: String::from_utf8_lossy(&key).into_owned(),
-                        reason: "a flow key without its run".into(),
-                    });
-                };
-                let run = String::from_utf8_lossy(&key[..split]).into_owned();
-                let view = String::from_utf8_lossy(&key[split + 1..]).into_owned();
-                line(&Line::Flow { run, view, record: decode(&key, &bytes)? })?;
-                records += 1;
-            }
-            Ok(())
+        dump("events", &self.events, &|key, bytes| {
+            let chunk: Vec<LoggedEvent> = decode(key, bytes)?;
+            Ok(chunk.into_iter().map(|event| Line::Event { event }).collect())
         })?;
-        self.reading("events", || {
-            for entry in self.events.iter() {
-                let (key, bytes) = entry?;
-                let chunk: Vec<LoggedEvent> = decode(&key, &bytes)?;
-                for event in chunk {
-                    line(&Line::Event { event })?;
-                    records += 1;
-                }
-            }
-            Ok(())
+        dump("listeners", &self.listeners, &|key, bytes| {
+            Ok(vec![Line::Listener { name: text(key), record: decode(key, bytes)? }])
         })?;
-        self.reading("listeners", || {
-            for entry in self.listeners.iter() {
-                let (key, bytes) = entry?;
-                line(&Line::Listener {
-                    name: String::from_utf8_lossy(&key).into_owned(),
-                    record: decode(&key, &bytes)?,
-                })?;
-                records += 1;
-            }
-            Ok(())
+        dump("coordinators", &self.coordinators, &|key, bytes| {
+            Ok(vec![Line::Coordinator { name: text(key), record: decode(key, bytes)? }])
         })?;
-        self.reading("coordinators", || {
-            for entry in self.coordinators.iter() {
-                let (key, bytes) = entry?;
-                line(&Line::Coordinator {
-                    name: String::from_utf8_lossy(&key).into_owned(),
-                    record: decode(&key, &bytes)?,
-                })?;
-                records += 1;
-            }
-            Ok(())
-        })?;
-        self.reading("actions", || {
-            for entry in self.actions.iter() {
-                let (key, bytes) = entry?;
-                line(&Line::Action { record: decode(&key, &bytes)? })?;
-                records += 1;
-            }
-            Ok(())
-        })?;
+        dump("actions", &self.actions, &|key, bytes| Ok(vec![Line::Action { record: decode(key, bytes)? }]))?;
         line(&Line::NextSequence { next: self.next_sequence()? })?;
         line(&Line::End { records })?;
         out.flush().map_err(|e| backup_error("writing the backup", e))?;

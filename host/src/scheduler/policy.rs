@@ -219,7 +219,10 @@ mod tests {
         use ActionState::*;
         let hours = |h: u64| Some(Duration::from_secs(h * 3600));
         let mut table = String::new();
-        let cases: Vec<(&str, Coordinator, Vec<(u32, ActionState, i64)>, DateTime<Utc>)> = vec![
+        // A case, its coordinator, its open actions (May day, state, hours
+        // late) and the time.
+        type Case = (&'static str, Coordinator, Vec<(u32, ActionState, i64)>, DateTime<Utc>);
+        let cases: Vec<Case> = vec![
             (
                 "FIFO runs the oldest first",
                 daily(Execution::Fifo, 1, 12, None),
