@@ -93,6 +93,7 @@ pub(super) async fn drive(scheduler: &mut Scheduler, clock: Clock) -> anyhow::Re
         }
         queue.extend(coordination.tick(scheduler)?);
     }
+    scheduler.commit_deferred()?;
     for coordinator in coordination.statuses() {
         let actions = coordination.actions(scheduler, &coordinator.name, None)?;
         for line in standing(&coordinator, &actions) {

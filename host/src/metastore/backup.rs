@@ -22,6 +22,9 @@ use super::{
     ActionRecord, CoordinatorRecord, Error, FlowRecord, ListenerRecord, LoggedEvent, Metastore, RunRecord, ViewRecord,
 };
 
+/// A record (key and bytes) as the backup's lines.
+type LinesOf<'a> = dyn Fn(&[u8], &[u8]) -> Result<Vec<Line>, Error> + 'a;
+
 /// The name in every backup's header.
 pub const BACKUP_FORMAT: &str = "trellis-metastore-backup";
 
@@ -107,19 +110,18 @@ impl Metastore {
         })?;
         // Each tree's entries in key order, each as its lines (one per
         // record; a chunk of the log holds many events).
-        let mut dump =
-            |name: &'static str, tree: &sled::Tree, lines_of: &dyn Fn(&[u8], &[u8]) -> Result<Vec<Line>, Error>| {
-                self.reading(name, || {
-                    for entry in tree.iter() {
-                        let (key, bytes) = entry?;
-                        for each in lines_of(&key, &bytes)? {
-                            line(&each)?;
-                            records += 1;
-                        }
+        let mut dump = |name: &'static str, tree: &sled::Tree, lines_of: &LinesOf<'_>| {
+            self.reading(name, || {
+                for entry in tree.iter() {
+                    let (key, bytes) = entry?;
+                    for each in lines_of(&key, &bytes)? {
+                        line(&each)?;
+                        records += 1;
                     }
-                    Ok(())
-                })
-            };
+                }
+                Ok(())
+            })
+        };
         let text = |key: &[u8]| String::from_utf8_lossy(key).into_owned();
         dump("schemas", &self.schemas, &|key, bytes| {
             Ok(vec![Line::Schema { checksum: decode(key, bytes)?, view_type: text(key) }])

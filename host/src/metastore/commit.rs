@@ -25,6 +25,28 @@ pub struct Commit {
     pub actions: Vec<ActionRecord>,
 }
 
+impl Commit {
+    pub fn is_empty(&self) -> bool {
+        self.views.is_empty()
+            && self.events.is_empty()
+            && self.runs.is_empty()
+            && self.flows.is_empty()
+            && self.coordinators.is_empty()
+            && self.actions.is_empty()
+    }
+
+    /// Appends `later`'s writes after this one's: applied as one commit,
+    /// a record written by both ends as `later` writes it.
+    pub fn extend(&mut self, later: Commit) {
+        self.views.extend(later.views);
+        self.events.extend(later.events);
+        self.runs.extend(later.runs);
+        self.flows.extend(later.flows);
+        self.coordinators.extend(later.coordinators);
+        self.actions.extend(later.actions);
+    }
+}
+
 impl Metastore {
     /// Applies `commit` atomically and durably; returns the sequence numbers
     /// given to its events, in order.

@@ -14,9 +14,54 @@ use super::budget::{MemoryBudget, default_memory_budget};
 use super::sandbox::Sandbox;
 use super::{Error, Plugin, bindings, cache, limits};
 
-/// How often the engine's epoch advances: the granularity of deadlines and
-/// of a running guest's yields to the async executor.
+/// How often the engine's epoch advances while a guest runs: the
+/// granularity of deadlines and of a running guest's yields to the async
+/// executor.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// How long the ticker sleeps at most while no guest runs, before it looks
+/// whether its engine is gone.
+const IDLE_TICKER_CHECK: Duration = Duration::from_secs(1);
+
+/// Guest calls in progress, over every engine of the process. The epoch
+/// ticks only while there is one: a ticker that woke every 10 ms for
+/// nothing would cost an idle server more than the rest of it.
+static CALLS: Calls = Calls { active: std::sync::Mutex::new(0), changed: std::sync::Condvar::new() };
+
+struct Calls {
+    active: std::sync::Mutex<usize>,
+    changed: std::sync::Condvar,
+}
+
+impl Calls {
+    fn active(&self) -> std::sync::MutexGuard<'_, usize> {
+        // A count stays right whatever panicked while holding it.
+        self.active.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Returns once a call is in progress, or after `timeout`.
+    fn wait_for_one(&self, timeout: Duration) {
+        let active = self.active();
+        let _ = self.changed.wait_timeout_while(active, timeout, |active| *active == 0);
+    }
+}
+
+/// Held while a guest may run (an instantiation, a call): the epoch ticks.
+pub(super) struct Ticking(());
+
+impl Ticking {
+    pub(super) fn start() -> Ticking {
+        *CALLS.active() += 1;
+        CALLS.changed.notify_all();
+        Ticking(())
+    }
+}
+
+impl Drop for Ticking {
+    fn drop(&mut self) {
+        *CALLS.active() -= 1;
+    }
+}
 
 /// Settings of the runtime as a whole.
 #[derive(Debug, Clone)]
@@ -123,6 +168,7 @@ impl Runtime {
                     engine.increment_epoch();
                     drop(engine);
                     std::thread::sleep(EPOCH_TICK);
+                    CALLS.wait_for_one(IDLE_TICKER_CHECK);
                 }
             })
             .map_err(|e| Error::Engine(format!("cannot start the epoch ticker: {e}")))?;

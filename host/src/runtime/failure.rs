@@ -106,6 +106,7 @@ pub(super) async fn run<R, T>(
     call: impl AsyncFnOnce(&mut Store<Sandbox>) -> Result<R, Phase>,
     convert: impl FnOnce(R) -> Result<T, Failure>,
 ) -> CallReport<T> {
+    let _ticking = super::engine::Ticking::start();
     let started = Instant::now();
     let meter = store.data_mut().arm(limits);
     let result = tokio::time::timeout(limits.wall_limit(), meter.meter(call(store))).await;

@@ -159,7 +159,7 @@ impl Sandbox {
         let mut store = Store::new(engine, sandbox);
         store.limiter(|sandbox| &mut sandbox.limiter);
         store.set_hostcall_fuel(HOSTCALL_BYTES);
-        // The engine's epoch ticks every EPOCH_TICK; at each tick the guest
+        // The engine's epoch ticks every EPOCH_TICK while a guest runs; at each tick the guest
         // yields to tokio, and once past its deadline it is interrupted.
         // The callback runs inside the poll that runs the guest, on its
         // thread, where the CPU meter can count the poll in progress.

@@ -77,6 +77,11 @@ struct Coordinated {
     next_creation: Option<DateTime<Utc>>,
     /// The earliest timeout of its waiting actions.
     next_timeout: Option<DateTime<Utc>>,
+    /// One of its actions changed since it last ticked (or it was resumed):
+    /// its policy may decide otherwise now. A coordinator neither changed
+    /// nor due is not ticked, so that a run ending costs one coordinator's
+    /// tick, not every coordinator's.
+    changed: bool,
 }
 
 /// An open action with what the lattice says of it.
@@ -134,6 +139,7 @@ fn event_of(record: &ActionRecord, previous: Option<ActionState>, now: i64) -> N
 
 impl Coordinated {
     fn count(&mut self, previous: Option<ActionState>, current: ActionState) {
+        self.changed = true;
         if let Some(previous) = previous
             && let Some(count) = self.counts.get_mut(&previous)
         {
@@ -216,6 +222,7 @@ impl Coordination {
                 recent: VecDeque::new(),
                 next_creation: None,
                 next_timeout: None,
+                changed: true,
             };
             let lookback = coordinated.lookback();
             let finished: Vec<&ActionRecord> =
@@ -313,11 +320,15 @@ impl Coordination {
     /// what the policies allow. Returns the runs submitted, in order.
     pub fn tick(&mut self, scheduler: &mut Scheduler) -> Result<Vec<Submission>, Error> {
         let mut submissions = Vec::new();
+        let now = self.clock.now();
         for index in 0..self.coordinators.len() {
-            if self.coordinators[index].record.suspended {
+            let coordinated = &self.coordinators[index];
+            let due = [coordinated.next_creation, coordinated.next_timeout].into_iter().flatten().any(|t| t <= now);
+            if coordinated.record.suspended || !(coordinated.changed || due) {
                 continue;
             }
             self.tick_one(scheduler, index, &mut submissions)?;
+            self.coordinators[index].changed = false;
         }
         Ok(submissions)
     }
@@ -381,7 +392,7 @@ impl Coordination {
                 self.reopen(scheduler, index, record, ActionEvent::Redelivered, now, &mut commit)?;
             }
             if !commit.actions.is_empty() {
-                scheduler.store.commit(&commit)?;
+                scheduler.commit(&commit)?;
             }
         }
         self.tick(scheduler)
@@ -477,7 +488,7 @@ impl Coordination {
             }
             let progressed = made_any || !decisions.time_out.is_empty() || !decisions.skip.is_empty();
             if !commit.actions.is_empty() || !commit.coordinators.is_empty() {
-                scheduler.store.commit(&commit)?;
+                scheduler.commit(&commit)?;
             }
             for nominal in decisions.submit {
                 if let Some(submission) = self.submit(scheduler, index, nominal, now_ms)? {
@@ -631,9 +642,7 @@ impl Coordination {
     /// Whether some action waits for inputs (or, with `trigger = "data"`,
     /// could be re-delivered): whether watches matter.
     pub fn watches_inputs(&self) -> bool {
-        self.coordinators
-            .iter()
-            .any(|c| !c.recent.is_empty() || c.open.values().any(|slot| slot.record.state == ActionState::Waiting))
+        self.coordinators.iter().any(|c| !c.recent.is_empty() || c.counts.contains_key(&ActionState::Waiting))
     }
 
     /// A run started: its action, if it has one, is RUNNING.
@@ -641,9 +650,9 @@ impl Coordination {
         let Some(&(index, nominal)) = self.by_run.get(run) else { return Ok(()) };
         let mut commit = Commit::default();
         self.change(index, nominal, ActionEvent::RunStarted, None, millis(self.clock.now()), &mut commit);
-        if !commit.actions.is_empty() {
-            scheduler.store.commit(&commit)?;
-        }
+        // Not durable on its own: after a crash, SUBMITTED or RUNNING, the
+        // run is resumed alike.
+        scheduler.defer(commit);
         Ok(())
     }
 
@@ -674,9 +683,9 @@ impl Coordination {
                 slot.record = record.clone();
             }
         }
-        if !commit.actions.is_empty() {
-            scheduler.store.commit(&commit)?;
-        }
+        // Not durable on its own: the run's end is, and after a crash the
+        // action takes it from the run's record (see `take_open`).
+        scheduler.defer(commit);
         Ok(())
     }
 
@@ -736,8 +745,9 @@ impl Coordination {
         let index = self.index_of(name)?;
         let coordinated = &mut self.coordinators[index];
         coordinated.record.suspended = suspended;
+        coordinated.changed = true;
         let commit = Commit { coordinators: vec![(name.to_string(), coordinated.record.clone())], ..Commit::default() };
-        scheduler.store.commit(&commit)?;
+        scheduler.commit(&commit)?;
         Ok(())
     }
 
@@ -772,7 +782,7 @@ impl Coordination {
             }
         }
         if !commit.actions.is_empty() {
-            scheduler.store.commit(&commit)?;
+            scheduler.commit(&commit)?;
         }
         Ok((commit.actions, runs))
     }
@@ -797,7 +807,7 @@ impl Coordination {
             self.reopen(scheduler, index, record, ActionEvent::Rerun, now, &mut commit)?;
         }
         if !commit.actions.is_empty() {
-            scheduler.store.commit(&commit)?;
+            scheduler.commit(&commit)?;
         }
         // (Each action's last record is what it is now.)
         let mut last: BTreeMap<i64, ActionRecord> = BTreeMap::new();

@@ -320,9 +320,13 @@ impl Service {
                     continue;
                 }
             }
+            // Nothing deferred waits with the loop: what the metastore
+            // says stays at most one step behind.
+            self.scheduler.commit_deferred()?;
             let event = self.next_event().await;
             self.handle(event)?;
         }
+        self.scheduler.commit_deferred()?;
         self.scheduler.metastore().flush()?;
         Ok(())
     }
@@ -591,8 +595,10 @@ impl Service {
 
     fn coordinate(&mut self, operation: CoordinatorOperation) -> Result<CoordinatorAnswer, Error> {
         // Every answer is as of now: what is due (a manual clock just set,
-        // a timer about to fire) is done first.
+        // a timer about to fire) is done first, and the actions' records
+        // say what the coordinators know.
         self.tick()?;
+        self.scheduler.commit_deferred()?;
         let Some(coordination) = &mut self.coordination else {
             return Err(Error::Coordinator("the coordinators are not open yet".into()));
         };

@@ -70,6 +70,14 @@ pub struct Scheduler {
     /// recorded before it, so a view rebuilt is newer than all views built
     /// in earlier runs, even in the same millisecond.
     pub(super) stamp_floor: i64,
+    /// Writes that need not be durable on their own (an action RUNNING, an
+    /// action's end after its run's, both recovered from the run's record
+    /// after a crash): they go with the next commit, or with
+    /// [`Scheduler::commit_deferred`] before the scheduler waits, saving a
+    /// flush each.
+    pub(super) deferred: Commit,
+    /// The start time (the id) of the last run this scheduler recorded.
+    pub(super) last_run_started: i64,
 }
 
 /// A transformation limit and its semaphore, for showing permits in use.
@@ -200,6 +208,8 @@ impl Scheduler {
             memo: None,
             last_stamp: 0,
             stamp_floor: 0,
+            deferred: Commit::default(),
+            last_run_started: 0,
         })
     }
 
@@ -231,6 +241,31 @@ impl Scheduler {
         std::iter::once(self.global.clone()).chain(plugins).collect()
     }
 
+    /// Commits `commit` durably, after the writes deferred so far.
+    pub(super) fn commit(&mut self, commit: &Commit) -> Result<Vec<u64>, Error> {
+        if self.deferred.is_empty() {
+            return Ok(self.store.commit(commit)?);
+        }
+        let mut both = std::mem::take(&mut self.deferred);
+        both.extend(commit.clone());
+        Ok(self.store.commit(&both)?)
+    }
+
+    /// Keeps `commit` for the next commit (see [`Scheduler::deferred`]).
+    pub(super) fn defer(&mut self, commit: Commit) {
+        self.deferred.extend(commit);
+    }
+
+    /// Commits what was deferred, if anything: before the scheduler waits,
+    /// and before the metastore is read for what it says now.
+    pub fn commit_deferred(&mut self) -> Result<(), Error> {
+        if !self.deferred.is_empty() {
+            let deferred = std::mem::take(&mut self.deferred);
+            self.store.commit(&deferred)?;
+        }
+        Ok(())
+    }
+
     /// The metastore, shared with the listeners that follow its event log.
     pub fn metastore(&self) -> Arc<Metastore> {
         self.store.clone()
@@ -255,7 +290,7 @@ impl Scheduler {
     /// Records a new run as [`Scheduler::new_run`] does, started by a
     /// coordinator's `action` when there is one, in one commit with what
     /// `with` makes of the run's id (the action's SUBMITTED, naming its
-    /// run, so that no crash separates the two).
+    /// run, so that no crash separates the two; deferred, see below).
     pub(super) fn new_run_with(
         &mut self,
         pattern_text: &str,
@@ -264,10 +299,18 @@ impl Scheduler {
         action: Option<(String, i64)>,
         with: impl FnOnce(&str) -> Commit,
     ) -> Result<RunRecord, Error> {
-        let mut started = now_millis();
-        while self.store.run(&format!("{started:x}"))?.is_some() {
+        // Ids sort by start time and never repeat: after the last this
+        // scheduler gave (runs can start faster than one a millisecond, and
+        // walking the store from the clock each time would cost a lookup per
+        // id given since), and not one the store holds.
+        let mut started = now_millis().max(self.last_run_started + 1);
+        let taken = |scheduler: &Scheduler, id: &str| -> Result<bool, Error> {
+            Ok(scheduler.deferred.runs.iter().any(|run| run.id == id) || scheduler.store.run(id)?.is_some())
+        };
+        while taken(self, &format!("{started:x}"))? {
             started += 1;
         }
+        self.last_run_started = started;
         let run = RunRecord {
             id: format!("{started:x}"),
             pattern: pattern_text.to_string(),
@@ -282,7 +325,15 @@ impl Scheduler {
         };
         let mut commit = with(&run.id);
         commit.runs.push(run.clone());
-        self.store.commit(&commit)?;
+        // An action's run is recorded with the run's first commit, which
+        // comes before any of its transformations starts (or before the
+        // scheduler waits): lost in a crash, it had not started, and the
+        // action is READY again. A run asked for by hand is durable at once.
+        if run.action.is_some() {
+            self.defer(commit);
+        } else {
+            self.commit(&commit)?;
+        }
         Ok(run)
     }
 
@@ -290,7 +341,7 @@ impl Scheduler {
     pub fn finish_unstarted(&mut self, mut run: RunRecord, termination: Termination) -> Result<(), Error> {
         run.finished = Some(now_millis());
         run.termination = Some(termination);
-        self.store.commit(&Commit { runs: vec![run], ..Commit::default() })?;
+        self.commit(&Commit { runs: vec![run], ..Commit::default() })?;
         self.with_table(|table| table.counters.runs_finished += 1);
         Ok(())
     }
@@ -610,7 +661,7 @@ impl Scheduler {
             done.push(slot.url.to_string());
             changed.push(id);
         }
-        self.store.commit(&commit)?;
+        self.commit(&commit)?;
         // Readers of a server's table see the invalidation at once.
         self.refresh_table(changed);
         Ok(Invalidation { invalidated: done, refused })
