@@ -1101,3 +1101,38 @@ async fn a_served_coordinator_runs_an_action_when_its_input_arrives() {
     }
     assert_eq!(server.stop(), 0);
 }
+
+/// An action whose server died during its run (kill -9), killed by hand
+/// afterwards: its run is recorded as interrupted, and it never runs again.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_action_killed_after_its_server_died_ends_its_run_and_never_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("p");
+    Daily::new("g", "trivial", 1)
+        .deadline("600s")
+        .config(r#"gate = "GO""#)
+        .tail(
+            "\n[[coordinator]]\nname = \"daily\"\nviews = \"g.mart/Out/${YEAR}/${MONTH}/${DAY}\"\n\
+             start = \"2015-01-01\"\nend = \"2015-01-02\"\nfrequency = \"1d\"\n",
+        )
+        .write(&project);
+    let server = Server::start(&project, &[], &[("TRELLIS_NOW", "2015-01-01T12:00:00Z")]);
+    let url = server.url.clone();
+    eventually("the action to be RUNNING", async || {
+        let (_, actions) = get(&format!("{url}/coordinators/daily/actions")).await;
+        (actions[0]["state"] == "RUNNING").then_some(())
+    })
+    .await;
+    drop(server); // SIGKILL, with the transformation waiting at its gate
+
+    let killed = run(trellis().current_dir(&project).args(["kill", "daily"]));
+    assert_eq!((killed.code, killed.stdout.as_str()), (0, "killed daily@2015-01-01T00:00:00Z\n"), "{}", killed.stderr);
+    let runs = run(trellis().current_dir(&project).args(["runs", "--json"]));
+    let runs: Value = serde_json::from_str(&runs.stdout).unwrap();
+    assert_eq!(runs[0]["ended"]["kind"], "interrupted", "{runs}");
+    open_gates(&project);
+    let again = run(trellis().current_dir(&project).env("TRELLIS_NOW", "2015-01-01T12:00:00Z").arg("coordinate"));
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert_eq!(again.stdout, "coordinator daily: 1 KILLED; no more actions (its end is reached)\n  daily@2015-01-01T00:00:00Z KILLED: killed by an operator [run ".to_string() + runs[0]["id"].as_str().unwrap() + "]\n");
+    assert!(!project.join("data/g/mart/Out/2015/01/01/_SUCCESS").exists(), "it never ran again");
+}

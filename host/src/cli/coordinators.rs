@@ -14,7 +14,8 @@ use super::remote::{self, Server};
 use super::{Status, announce};
 use crate::api::wire;
 use crate::clock::{Clock, parse_time, parse_time_until};
-use crate::model::ActionState;
+use crate::model::{ActionState, Termination};
+use crate::scheduler::action::ActionEffect;
 use crate::scheduler::{Coordination, Scheduler};
 
 #[derive(Debug, Args)]
@@ -145,9 +146,21 @@ fn here(ask: Ask, project: &ProjectArgs) -> anyhow::Result<Status> {
             Answer::Coordinator(status_of(&coordination, name).expect("resumed, so it exists"))
         }
         Ask::Kill { name, from, to } => {
-            // No server runs here (it would hold the metastore): a killed
-            // action's run, if any, is not running and never resumes.
-            Answer::Actions(actions(coordination.kill(&mut scheduler, name, *from, *to)?.0))
+            // No process runs them (it would hold the metastore): a killed
+            // action's run ends here, unstarted or cut off by the process
+            // that ended during it.
+            let (killed, runs) = coordination.kill(&mut scheduler, name, *from, *to)?;
+            for (run, effect) in runs {
+                let Some(record) = scheduler.metastore().run(&run)? else { continue };
+                if record.termination.is_none() {
+                    let termination = match effect {
+                        ActionEffect::Dequeue => Termination::Dequeued,
+                        _ => Termination::Interrupted,
+                    };
+                    scheduler.finish_unstarted(record, termination)?;
+                }
+            }
+            Answer::Actions(actions(killed))
         }
         Ask::Rerun { name, from, to } => {
             Answer::Actions(actions(coordination.rerun(&mut scheduler, name, Some(*from), Some(*to))?))

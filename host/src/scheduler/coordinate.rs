@@ -753,14 +753,14 @@ impl Coordination {
 
     /// Kills a coordinator's actions with nominal times from `from` to `to`,
     /// both included (either open when `None`), that are not final. Returns those killed and
-    /// the runs to dequeue or stop (their ids).
+    /// the runs to dequeue or stop (their ids, with which of the two).
     pub fn kill(
         &mut self,
         scheduler: &mut Scheduler,
         name: &str,
         from: Option<DateTime<Utc>>,
         to: Option<DateTime<Utc>>,
-    ) -> Result<(Vec<ActionRecord>, Vec<String>), Error> {
+    ) -> Result<(Vec<ActionRecord>, Vec<(String, ActionEffect)>), Error> {
         let index = self.index_of(name)?;
         let now = millis(self.clock.now());
         let nominals: Vec<i64> = self.coordinators[index]
@@ -775,10 +775,10 @@ impl Coordination {
             let run = self.coordinators[index].open.get(&nominal).and_then(|slot| slot.record.run.clone());
             let effects =
                 self.change(index, nominal, ActionEvent::Kill, Some("killed by an operator".into()), now, &mut commit);
-            if effects.iter().any(|e| matches!(e, ActionEffect::Dequeue | ActionEffect::StopRun))
+            if let Some(&effect) = effects.iter().find(|e| matches!(e, ActionEffect::Dequeue | ActionEffect::StopRun))
                 && let Some(run) = run
             {
-                runs.push(run);
+                runs.push((run, effect));
             }
         }
         if !commit.actions.is_empty() {

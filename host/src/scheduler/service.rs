@@ -618,7 +618,7 @@ impl Service {
             }
             CoordinatorOperation::Kill { name, from, to } => {
                 let (killed, runs) = coordination.kill(scheduler, &name, from, to)?;
-                for run in runs {
+                for (run, _dequeue_or_stop) in runs {
                     self.stop(&run)?;
                 }
                 CoordinatorAnswer::Actions(killed)
