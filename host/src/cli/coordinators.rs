@@ -149,8 +149,8 @@ fn here(ask: Ask, project: &ProjectArgs) -> anyhow::Result<Status> {
             // No process runs them (it would hold the metastore): a killed
             // action's run ends here, unstarted or cut off by the process
             // that ended during it.
-            let (killed, runs) = coordination.kill(&mut scheduler, name, *from, *to)?;
-            for (run, effect) in runs {
+            let killed = coordination.kill(&mut scheduler, name, *from, *to)?;
+            for (run, effect) in killed.runs {
                 let Some(record) = scheduler.metastore().run(&run)? else { continue };
                 if record.termination.is_none() {
                     let termination = match effect {
@@ -160,7 +160,7 @@ fn here(ask: Ask, project: &ProjectArgs) -> anyhow::Result<Status> {
                     scheduler.finish_unstarted(record, termination)?;
                 }
             }
-            Answer::Actions(actions(killed))
+            Answer::Actions(actions(killed.actions))
         }
         Ask::Rerun { name, from, to } => {
             Answer::Actions(actions(coordination.rerun(&mut scheduler, name, Some(*from), Some(*to))?))

@@ -41,6 +41,14 @@ pub struct CoordinatorStatus {
     pub counts: BTreeMap<ActionState, usize>,
 }
 
+/// What [`Coordination::kill`] did: the actions killed, and their runs
+/// to dequeue or stop (each id with which of the two).
+#[derive(Debug, Clone)]
+pub struct Killed {
+    pub actions: Vec<ActionRecord>,
+    pub runs: Vec<(String, ActionEffect)>,
+}
+
 /// A run an action submitted, for the caller to queue and start.
 #[derive(Debug, Clone)]
 pub struct Submission {
@@ -760,7 +768,7 @@ impl Coordination {
         name: &str,
         from: Option<DateTime<Utc>>,
         to: Option<DateTime<Utc>>,
-    ) -> Result<(Vec<ActionRecord>, Vec<(String, ActionEffect)>), Error> {
+    ) -> Result<Killed, Error> {
         let index = self.index_of(name)?;
         let now = millis(self.clock.now());
         let nominals: Vec<i64> = self.coordinators[index]
@@ -784,7 +792,7 @@ impl Coordination {
         if !commit.actions.is_empty() {
             scheduler.commit(&commit)?;
         }
-        Ok((commit.actions, runs))
+        Ok(Killed { actions: commit.actions, runs })
     }
 
     /// Puts a coordinator's final actions with nominal times from `from` to

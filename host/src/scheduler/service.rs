@@ -617,11 +617,11 @@ impl Service {
                 CoordinatorAnswer::Actions(Vec::new())
             }
             CoordinatorOperation::Kill { name, from, to } => {
-                let (killed, runs) = coordination.kill(scheduler, &name, from, to)?;
-                for (run, _dequeue_or_stop) in runs {
+                let killed = coordination.kill(scheduler, &name, from, to)?;
+                for (run, _dequeue_or_stop) in killed.runs {
                     self.stop(&run)?;
                 }
-                CoordinatorAnswer::Actions(killed)
+                CoordinatorAnswer::Actions(killed.actions)
             }
             CoordinatorOperation::Rerun { name, from, to } => {
                 CoordinatorAnswer::Actions(coordination.rerun(scheduler, &name, from, to)?)
