@@ -96,11 +96,10 @@ pub fn parse_time(text: &str) -> Result<DateTime<Utc>, String> {
 /// whole of that day (UTC), so that `--from 2015-05-01 --to 2015-05-02`
 /// covers two days of actions whatever their time of day.
 pub fn parse_time_until(text: &str) -> Result<DateTime<Utc>, String> {
-    let time = parse_time(text)?;
-    if DateTime::parse_from_rfc3339(text).is_ok() {
-        return Ok(time);
+    match DateTime::parse_from_rfc3339(text) {
+        Ok(time) => Ok(time.with_timezone(&Utc)),
+        Err(_) => parse_time(text).map(|day| day + chrono::TimeDelta::days(1) - chrono::TimeDelta::milliseconds(1)),
     }
-    Ok(time + chrono::TimeDelta::days(1) - chrono::TimeDelta::milliseconds(1))
 }
 
 #[cfg(test)]

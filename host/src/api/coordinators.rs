@@ -39,16 +39,14 @@ pub(super) async fn actions(
     responses((status = 200, body = wire::Coordinator), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody)),
     security(("bearer" = [])))]
 pub(super) async fn suspend(State(state): Shared, Path(name): Path) -> Result<Json<wire::Coordinator>, ApiError> {
-    state.handle.coordinators(CoordinatorOperation::Suspend { name: name.clone() }).await?;
-    status_of(&state, &name).await
+    status_of(&state, CoordinatorOperation::Suspend { name }).await
 }
 
 #[utoipa::path(post, path = "/coordinators/{name}/resume", params(("name" = String, Path, description = "A coordinator's name")),
     responses((status = 200, body = wire::Coordinator), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody)),
     security(("bearer" = [])))]
 pub(super) async fn resume(State(state): Shared, Path(name): Path) -> Result<Json<wire::Coordinator>, ApiError> {
-    state.handle.coordinators(CoordinatorOperation::Resume { name: name.clone() }).await?;
-    status_of(&state, &name).await
+    status_of(&state, CoordinatorOperation::Resume { name }).await
 }
 
 /// Kills the open actions with nominal times in the range (all open ones
@@ -114,10 +112,14 @@ async fn actions_of(
     }
 }
 
-async fn status_of(state: &std::sync::Arc<super::AppState>, name: &str) -> Result<Json<wire::Coordinator>, ApiError> {
-    match state.handle.coordinators(CoordinatorOperation::Statuses).await? {
+/// The one coordinator `operation` (a suspend, a resume) answers with.
+async fn status_of(
+    state: &std::sync::Arc<super::AppState>,
+    operation: CoordinatorOperation,
+) -> Result<Json<wire::Coordinator>, ApiError> {
+    match state.handle.coordinators(operation).await? {
         CoordinatorAnswer::Statuses(statuses) => {
-            statuses.iter().find(|s| s.name == name).map(|s| Json(wire::Coordinator::from(s))).ok_or_else(unexpected)
+            statuses.first().map(|s| Json(wire::Coordinator::from(s))).ok_or_else(unexpected)
         }
         CoordinatorAnswer::Actions(_) => Err(unexpected()),
     }

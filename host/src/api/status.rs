@@ -178,18 +178,16 @@ pub(super) async fn metrics(State(state): Shared) -> Result<Response, ApiError> 
             "The sequence number the next event will get.",
             &[(String::new(), next_sequence)],
         );
-        let lag: Vec<(String, u64)> = listeners
-            .iter()
-            .map(|l| (format!("{{listener=\"{}\"}}", l.name.replace(['"', '\\', '\n'], "_")), l.behind))
-            .collect();
+        let lag: Vec<(String, u64)> =
+            listeners.iter().map(|l| (format!("{{listener=\"{}\"}}", label(&l.name)), l.behind)).collect();
         metric("listener_behind_events", "gauge", "Events each listener has not received yet.", &lag);
         // Every state of every coordinator, zeros included: a series that
         // drops to nothing would read as missing data.
         let actions: Vec<(String, u64)> = coordinators
             .iter()
             .flat_map(|c| {
+                let name = label(&c.name);
                 ActionState::ALL.into_iter().map(move |s| {
-                    let name = c.name.replace(['"', '\\', '\n'], "_");
                     (format!("{{coordinator=\"{name}\",state=\"{s}\"}}"), c.counts.get(&s).copied().unwrap_or(0) as u64)
                 })
             })
@@ -197,6 +195,11 @@ pub(super) async fn metrics(State(state): Shared) -> Result<Response, ApiError> 
         metric("coordinator_actions", "gauge", "Actions of each coordinator by state.", &actions);
     }
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
+}
+
+/// A name as a Prometheus label value: what would end or break it replaced.
+fn label(name: &str) -> String {
+    name.replace(['"', '\\', '\n'], "_")
 }
 
 #[utoipa::path(get, path = "/openapi.json", responses((status = 200, description = "This description")))]

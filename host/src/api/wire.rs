@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::model::{
-    Counters, EndKind, FlowStatus, Issue, ListenerStateKind, RunStatus, StopEffect, StoppedBy, Termination, ViewState,
+    ActionState, Counters, EndKind, FlowStatus, Issue, ListenerStateKind, RunStatus, StopEffect, StoppedBy,
+    Termination, ViewState,
 };
 
 /// Every error: one line saying what was wrong and where.
@@ -478,7 +479,8 @@ pub struct Coordinator {
     /// The nominal time of the next action to create; null once `end` is reached.
     pub next_nominal: Option<String>,
     /// Its actions per state (WAITING, READY, ...); states without actions are absent.
-    pub counts: BTreeMap<String, usize>,
+    #[schema(value_type = BTreeMap<String, usize>)]
+    pub counts: BTreeMap<ActionState, usize>,
 }
 
 /// One action of a coordinator. Times are RFC 3339, UTC.
@@ -491,7 +493,8 @@ pub struct Action {
     /// When it was created.
     pub actual: String,
     /// WAITING, READY, SUBMITTED, RUNNING, SUCCEEDED, FAILED, TIMEDOUT, SKIPPED or KILLED.
-    pub state: String,
+    #[schema(value_type = String)]
+    pub state: ActionState,
     /// The view pattern it materializes.
     pub views: String,
     /// The external views it waits for, while WAITING.
@@ -527,7 +530,7 @@ impl From<&crate::scheduler::CoordinatorStatus> for Coordinator {
             suspended: status.suspended,
             last_nominal: status.last_nominal.map(utc_text),
             next_nominal: status.next_nominal.map(utc_text),
-            counts: status.counts.iter().map(|(state, n)| (state.to_string(), *n)).collect(),
+            counts: status.counts.clone(),
         }
     }
 }
@@ -540,7 +543,7 @@ impl From<&crate::metastore::ActionRecord> for Action {
             name: crate::scheduler::coordinate::action_name(&record.coordinator, record.nominal),
             nominal: time(record.nominal),
             actual: time(record.actual),
-            state: record.state.to_string(),
+            state: record.state,
             views: record.views.clone(),
             missing: record.missing.clone(),
             run: record.run.clone(),

@@ -128,8 +128,7 @@ impl Coordinator {
 
     /// The view pattern of the action at `nominal`.
     pub fn views_at(&self, nominal: DateTime<Utc>) -> String {
-        let fields = time::template_values(nominal, self.timezone);
-        self.template.render(|name| fields.iter().find(|(field, _)| *field == name).map(|(_, value)| value.as_str()))
+        render(&self.template, nominal, self.timezone)
     }
 
     /// How it ticks, as written: `1d`, or `cron: 0 6 * * *`.
@@ -139,6 +138,12 @@ impl Coordinator {
             Schedule::Cron(cron) => format!("cron: {}", cron.as_str()),
         }
     }
+}
+
+/// `template` with the fields of `nominal`, local to `timezone`.
+pub fn render(template: &Template, nominal: DateTime<Utc>, timezone: Tz) -> String {
+    let fields = time::template_values(nominal, timezone);
+    template.render(|name| fields.iter().find(|(field, _)| *field == name).map(|(_, value)| value.as_str()))
 }
 
 /// The nominal time's fields a `views` template may use.

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 use chrono::{DateTime, Utc};
 use clap::Args;
 
@@ -16,7 +16,7 @@ use crate::api::wire;
 use crate::clock::{Clock, parse_time, parse_time_until};
 use crate::model::{ActionState, Termination};
 use crate::scheduler::action::ActionEffect;
-use crate::scheduler::{Coordination, Scheduler};
+use crate::scheduler::{Coordination, CoordinatorAnswer, Scheduler};
 
 #[derive(Debug, Args)]
 pub(super) struct CoordinatorsArgs {
@@ -71,35 +71,32 @@ pub(super) struct RerunArgs {
     to: DateTime<Utc>,
 }
 
-/// What is asked, in either form.
-pub(super) enum Ask {
-    Coordinators,
-    Actions { name: String, state: Option<ActionState> },
-    Suspend { name: String },
-    Resume { name: String },
-    Kill { name: String, from: Option<DateTime<Utc>>, to: Option<DateTime<Utc>> },
-    Rerun { name: String, from: DateTime<Utc>, to: DateTime<Utc> },
+/// What is asked, in either form: what the service is asked.
+use crate::scheduler::CoordinatorOperation as Ask;
+
+// Each command's operation, with its project.
+pub(super) fn ask_statuses(args: &CoordinatorsArgs) -> (Ask, &ProjectArgs) {
+    (Ask::Statuses, &args.project)
 }
 
-impl Ask {
-    pub(super) fn coordinators(args: &CoordinatorsArgs) -> (Ask, &ProjectArgs) {
-        (Ask::Coordinators, &args.project)
-    }
-    pub(super) fn actions(args: &ActionsArgs) -> (Ask, &ProjectArgs) {
-        (Ask::Actions { name: args.name.clone(), state: args.state }, &args.project)
-    }
-    pub(super) fn suspend(args: &NameArgs) -> (Ask, &ProjectArgs) {
-        (Ask::Suspend { name: args.name.clone() }, &args.project)
-    }
-    pub(super) fn resume(args: &NameArgs) -> (Ask, &ProjectArgs) {
-        (Ask::Resume { name: args.name.clone() }, &args.project)
-    }
-    pub(super) fn kill(args: &KillArgs) -> (Ask, &ProjectArgs) {
-        (Ask::Kill { name: args.name.clone(), from: args.from, to: args.to }, &args.project)
-    }
-    pub(super) fn rerun(args: &RerunArgs) -> (Ask, &ProjectArgs) {
-        (Ask::Rerun { name: args.name.clone(), from: args.from, to: args.to }, &args.project)
-    }
+pub(super) fn ask_actions(args: &ActionsArgs) -> (Ask, &ProjectArgs) {
+    (Ask::Actions { name: args.name.clone(), state: args.state }, &args.project)
+}
+
+pub(super) fn ask_suspend(args: &NameArgs) -> (Ask, &ProjectArgs) {
+    (Ask::Suspend { name: args.name.clone() }, &args.project)
+}
+
+pub(super) fn ask_resume(args: &NameArgs) -> (Ask, &ProjectArgs) {
+    (Ask::Resume { name: args.name.clone() }, &args.project)
+}
+
+pub(super) fn ask_kill(args: &KillArgs) -> (Ask, &ProjectArgs) {
+    (Ask::Kill { name: args.name.clone(), from: args.from, to: args.to }, &args.project)
+}
+
+pub(super) fn ask_rerun(args: &RerunArgs) -> (Ask, &ProjectArgs) {
+    (Ask::Rerun { name: args.name.clone(), from: Some(args.from), to: Some(args.to) }, &args.project)
 }
 
 /// What either form answers.
@@ -128,43 +125,27 @@ fn here(ask: Ask, project: &ProjectArgs) -> anyhow::Result<Status> {
     let mut scheduler = Scheduler::open_records(Arc::clone(&catalog))?;
     let clock = Clock::from_environment().map_err(anyhow::Error::msg)?;
     let mut coordination = Coordination::open(&mut scheduler, clock)?;
-    let status_of = |coordination: &Coordination, name: &str| {
-        coordination.statuses().iter().find(|s| s.name == name).map(wire::Coordinator::from)
-    };
-    let actions = |records: Vec<crate::metastore::ActionRecord>| records.iter().map(wire::Action::from).collect();
-    let answer = match &ask {
-        Ask::Coordinators => {
-            Answer::Coordinators(coordination.statuses().iter().map(wire::Coordinator::from).collect())
+    let (answer, runs) = coordination.operate(&mut scheduler, ask.clone())?;
+    // No process runs a killed action's run (it would hold the metastore):
+    // it ends here, unstarted or cut off by the process that ended during it.
+    for (run, effect) in runs {
+        let Some(record) = scheduler.metastore().run(&run)? else { continue };
+        if record.termination.is_none() {
+            let termination = match effect {
+                ActionEffect::Dequeue => Termination::Dequeued,
+                _ => Termination::Interrupted,
+            };
+            scheduler.finish_unstarted(record, termination)?;
         }
-        Ask::Actions { name, state } => Answer::Actions(actions(coordination.actions(&scheduler, name, *state)?)),
-        Ask::Suspend { name } => {
-            coordination.suspend(&mut scheduler, name)?;
-            Answer::Coordinator(status_of(&coordination, name).expect("suspended, so it exists"))
+    }
+    let answer = match (&ask, answer) {
+        (Ask::Suspend { .. } | Ask::Resume { .. }, CoordinatorAnswer::Statuses(statuses)) => {
+            Answer::Coordinator(statuses.first().map(wire::Coordinator::from).context("the coordinator is gone")?)
         }
-        Ask::Resume { name } => {
-            coordination.resume(&mut scheduler, name)?;
-            Answer::Coordinator(status_of(&coordination, name).expect("resumed, so it exists"))
+        (_, CoordinatorAnswer::Statuses(statuses)) => {
+            Answer::Coordinators(statuses.iter().map(wire::Coordinator::from).collect())
         }
-        Ask::Kill { name, from, to } => {
-            // No process runs them (it would hold the metastore): a killed
-            // action's run ends here, unstarted or cut off by the process
-            // that ended during it.
-            let killed = coordination.kill(&mut scheduler, name, *from, *to)?;
-            for (run, effect) in killed.runs {
-                let Some(record) = scheduler.metastore().run(&run)? else { continue };
-                if record.termination.is_none() {
-                    let termination = match effect {
-                        ActionEffect::Dequeue => Termination::Dequeued,
-                        _ => Termination::Interrupted,
-                    };
-                    scheduler.finish_unstarted(record, termination)?;
-                }
-            }
-            Answer::Actions(actions(killed.actions))
-        }
-        Ask::Rerun { name, from, to } => {
-            Answer::Actions(actions(coordination.rerun(&mut scheduler, name, Some(*from), Some(*to))?))
-        }
+        (_, CoordinatorAnswer::Actions(actions)) => Answer::Actions(actions.iter().map(wire::Action::from).collect()),
     };
     print(&ask, &answer, project.json, false)
 }
@@ -183,7 +164,7 @@ async fn remote(ask: Ask, project: &ProjectArgs, server: &Server) -> anyhow::Res
         query
     };
     let answer = match &ask {
-        Ask::Coordinators => Answer::Coordinators(server.get("coordinators", remote::NO_QUERY).await?),
+        Ask::Statuses => Answer::Coordinators(server.get("coordinators", remote::NO_QUERY).await?),
         Ask::Actions { name, state } => {
             let query: Vec<(&str, String)> = state.iter().map(|s| ("state", s.to_string())).collect();
             Answer::Actions(server.get(&at(name, "actions"), &query).await?)
@@ -191,16 +172,14 @@ async fn remote(ask: Ask, project: &ProjectArgs, server: &Server) -> anyhow::Res
         Ask::Suspend { name } => Answer::Coordinator(server.post(&at(name, "suspend"), remote::NO_QUERY).await?),
         Ask::Resume { name } => Answer::Coordinator(server.post(&at(name, "resume"), remote::NO_QUERY).await?),
         Ask::Kill { name, from, to } => Answer::Actions(server.post(&at(name, "kill"), &range(*from, *to)).await?),
-        Ask::Rerun { name, from, to } => {
-            Answer::Actions(server.post(&at(name, "rerun"), &range(Some(*from), Some(*to))).await?)
-        }
+        Ask::Rerun { name, from, to } => Answer::Actions(server.post(&at(name, "rerun"), &range(*from, *to)).await?),
     };
     print(&ask, &answer, project.json, true)
 }
 
 fn command_name(ask: &Ask) -> &'static str {
     match ask {
-        Ask::Coordinators => "coordinators",
+        Ask::Statuses => "coordinators",
         Ask::Actions { .. } => "actions",
         Ask::Suspend { .. } => "suspend",
         Ask::Resume { .. } => "resume",
@@ -266,10 +245,8 @@ fn print(ask: &Ask, answer: &Answer, json: bool, served: bool) -> anyhow::Result
 
 /// A coordinator's standing on one line: counts per state and its next time.
 pub(super) fn coordinator_line(coordinator: &wire::Coordinator) -> String {
-    // In the order of an action's life, not of the states' names.
-    let mut counts: Vec<(&String, &usize)> = coordinator.counts.iter().collect();
-    counts.sort_by_key(|(state, _)| state.parse::<ActionState>().ok());
-    let counts: Vec<String> = counts.into_iter().map(|(state, n)| format!("{n} {state}")).collect();
+    // In the order of an action's life (the states' order), not of their names.
+    let counts: Vec<String> = coordinator.counts.iter().map(|(state, n)| format!("{n} {state}")).collect();
     let counts = if counts.is_empty() { "no actions".to_string() } else { counts.join(", ") };
     let next = match &coordinator.next_nominal {
         Some(next) => format!("next {next}"),
@@ -282,8 +259,8 @@ pub(super) fn coordinator_line(coordinator: &wire::Coordinator) -> String {
 /// An action on one line: its state, what it waits for or why it ended,
 /// and its run.
 pub(super) fn action_line(action: &wire::Action) -> String {
-    let detail = match (action.state.as_str(), action.missing.is_empty(), &action.reason) {
-        ("WAITING", false, _) => format!(" for {}", action.missing.join(", ")),
+    let detail = match (action.state, action.missing.is_empty(), &action.reason) {
+        (ActionState::Waiting, false, _) => format!(" for {}", action.missing.join(", ")),
         (_, _, Some(reason)) => format!(": {reason}"),
         _ => String::new(),
     };

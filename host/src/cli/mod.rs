@@ -193,14 +193,12 @@ impl Cli {
                 None => schedule::materialize(&args, &runtime()?).await,
             },
             Command::Coordinate(args) => coordinate::coordinate(&args, &runtime()?).await,
-            Command::Coordinators(args) => {
-                coordinators::dispatch(coordinators::Ask::coordinators(&args), server()?).await
-            }
-            Command::Actions(args) => coordinators::dispatch(coordinators::Ask::actions(&args), server()?).await,
-            Command::Suspend(args) => coordinators::dispatch(coordinators::Ask::suspend(&args), server()?).await,
-            Command::Resume(args) => coordinators::dispatch(coordinators::Ask::resume(&args), server()?).await,
-            Command::Kill(args) => coordinators::dispatch(coordinators::Ask::kill(&args), server()?).await,
-            Command::Rerun(args) => coordinators::dispatch(coordinators::Ask::rerun(&args), server()?).await,
+            Command::Coordinators(args) => coordinators::dispatch(coordinators::ask_statuses(&args), server()?).await,
+            Command::Actions(args) => coordinators::dispatch(coordinators::ask_actions(&args), server()?).await,
+            Command::Suspend(args) => coordinators::dispatch(coordinators::ask_suspend(&args), server()?).await,
+            Command::Resume(args) => coordinators::dispatch(coordinators::ask_resume(&args), server()?).await,
+            Command::Kill(args) => coordinators::dispatch(coordinators::ask_kill(&args), server()?).await,
+            Command::Rerun(args) => coordinators::dispatch(coordinators::ask_rerun(&args), server()?).await,
             Command::Invalidate(args) => match server()? {
                 Some(server) => schedule::invalidate_remote(&args, &server).await,
                 None => schedule::invalidate(&args).await,

@@ -49,6 +49,27 @@ pub struct Killed {
     pub runs: Vec<(String, ActionEffect)>,
 }
 
+/// What an operator can ask of the coordinators (the service's
+/// [`Handle::coordinators`](super::Handle::coordinators), the CLI here).
+#[derive(Debug, Clone)]
+pub enum CoordinatorOperation {
+    Statuses,
+    Actions { name: String, state: Option<ActionState> },
+    Suspend { name: String },
+    Resume { name: String },
+    Kill { name: String, from: Option<DateTime<Utc>>, to: Option<DateTime<Utc>> },
+    Rerun { name: String, from: Option<DateTime<Utc>>, to: Option<DateTime<Utc>> },
+}
+
+/// The answer to a [`CoordinatorOperation`]: every coordinator for
+/// `Statuses`, the one suspended or resumed for those, and the actions
+/// listed, killed or put back to run for the others.
+#[derive(Debug, Clone)]
+pub enum CoordinatorAnswer {
+    Statuses(Vec<CoordinatorStatus>),
+    Actions(Vec<ActionRecord>),
+}
+
 /// A run an action submitted, for the caller to queue and start.
 #[derive(Debug, Clone)]
 pub struct Submission {
@@ -400,7 +421,7 @@ impl Coordination {
                 self.reopen(scheduler, index, record, ActionEvent::Redelivered, now, &mut commit)?;
             }
             if !commit.actions.is_empty() {
-                scheduler.commit(&commit)?;
+                scheduler.commit(commit)?;
             }
         }
         self.tick(scheduler)
@@ -496,7 +517,7 @@ impl Coordination {
             }
             let progressed = made_any || !decisions.time_out.is_empty() || !decisions.skip.is_empty();
             if !commit.actions.is_empty() || !commit.coordinators.is_empty() {
-                scheduler.commit(&commit)?;
+                scheduler.commit(commit)?;
             }
             for nominal in decisions.submit {
                 if let Some(submission) = self.submit(scheduler, index, nominal, now_ms)? {
@@ -697,6 +718,40 @@ impl Coordination {
         Ok(())
     }
 
+    /// Carries out an operator's `operation`: its answer, and the runs of
+    /// killed actions, which the caller dequeues or stops (a service) or
+    /// ends (where no process runs them).
+    pub fn operate(
+        &mut self,
+        scheduler: &mut Scheduler,
+        operation: CoordinatorOperation,
+    ) -> Result<(CoordinatorAnswer, Vec<(String, ActionEffect)>), Error> {
+        let one = |coordination: &Coordination, name: &str| {
+            CoordinatorAnswer::Statuses(coordination.statuses().into_iter().filter(|s| s.name == name).collect())
+        };
+        Ok(match operation {
+            CoordinatorOperation::Statuses => (CoordinatorAnswer::Statuses(self.statuses()), Vec::new()),
+            CoordinatorOperation::Actions { name, state } => {
+                (CoordinatorAnswer::Actions(self.actions(scheduler, &name, state)?), Vec::new())
+            }
+            CoordinatorOperation::Suspend { name } => {
+                self.suspend(scheduler, &name)?;
+                (one(self, &name), Vec::new())
+            }
+            CoordinatorOperation::Resume { name } => {
+                self.resume(scheduler, &name)?;
+                (one(self, &name), Vec::new())
+            }
+            CoordinatorOperation::Kill { name, from, to } => {
+                let killed = self.kill(scheduler, &name, from, to)?;
+                (CoordinatorAnswer::Actions(killed.actions), killed.runs)
+            }
+            CoordinatorOperation::Rerun { name, from, to } => {
+                (CoordinatorAnswer::Actions(self.rerun(scheduler, &name, from, to)?), Vec::new())
+            }
+        })
+    }
+
     /// Every coordinator, in declaration order.
     pub fn statuses(&self) -> Vec<CoordinatorStatus> {
         self.coordinators
@@ -755,7 +810,7 @@ impl Coordination {
         coordinated.record.suspended = suspended;
         coordinated.changed = true;
         let commit = Commit { coordinators: vec![(name.to_string(), coordinated.record.clone())], ..Commit::default() };
-        scheduler.commit(&commit)?;
+        scheduler.commit(commit)?;
         Ok(())
     }
 
@@ -789,10 +844,11 @@ impl Coordination {
                 runs.push((run, effect));
             }
         }
-        if !commit.actions.is_empty() {
-            scheduler.commit(&commit)?;
+        let actions = commit.actions.clone();
+        if !actions.is_empty() {
+            scheduler.commit(commit)?;
         }
-        Ok(Killed { actions: commit.actions, runs })
+        Ok(Killed { actions, runs })
     }
 
     /// Puts a coordinator's final actions with nominal times from `from` to
@@ -814,13 +870,13 @@ impl Coordination {
             record.full_refresh = true;
             self.reopen(scheduler, index, record, ActionEvent::Rerun, now, &mut commit)?;
         }
-        if !commit.actions.is_empty() {
-            scheduler.commit(&commit)?;
-        }
         // (Each action's last record is what it is now.)
         let mut last: BTreeMap<i64, ActionRecord> = BTreeMap::new();
-        for record in commit.actions {
-            last.insert(record.nominal, record);
+        for record in &commit.actions {
+            last.insert(record.nominal, record.clone());
+        }
+        if !commit.actions.is_empty() {
+            scheduler.commit(commit)?;
         }
         Ok(last.into_values().collect())
     }

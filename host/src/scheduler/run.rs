@@ -548,7 +548,7 @@ impl Scheduler {
             deferred.push((id, actions));
         }
         if !commit.views.is_empty() || !commit.events.is_empty() {
-            self.commit(&commit)?;
+            self.commit(commit)?;
         }
         self.refresh_table(deferred.iter().map(|(id, _)| *id));
         for (id, actions) in deferred {
@@ -647,7 +647,7 @@ impl Scheduler {
                 .collect(),
             ..Commit::default()
         };
-        self.commit(&commit)?;
+        self.commit(commit)?;
         self.with_table(|table| {
             table.current_run = None;
             table.current_run_pending = 0;

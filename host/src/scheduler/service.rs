@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::Error;
 use super::coordinate::Coordination;
+pub use super::coordinate::{CoordinatorAnswer, CoordinatorOperation};
 use super::reload::{Project, ReloadReport};
 use super::run::{Run, RunSummary, StopReason, TaskReport};
 use super::state::{Invalidation, Scheduler};
@@ -135,26 +136,6 @@ pub enum Stopping {
     Finished(Termination),
     /// No run has that id.
     Unknown,
-}
-
-/// What can be asked of the coordinators, through [`Handle::coordinators`].
-#[derive(Debug, Clone)]
-pub enum CoordinatorOperation {
-    Statuses,
-    Actions { name: String, state: Option<crate::model::ActionState> },
-    Suspend { name: String },
-    Resume { name: String },
-    Kill { name: String, from: Option<chrono::DateTime<chrono::Utc>>, to: Option<chrono::DateTime<chrono::Utc>> },
-    Rerun { name: String, from: Option<chrono::DateTime<chrono::Utc>>, to: Option<chrono::DateTime<chrono::Utc>> },
-}
-
-/// The answer to a [`CoordinatorOperation`]: statuses for `Statuses`,
-/// the actions listed, killed or put back to run for the others (none for
-/// `Suspend` and `Resume`).
-#[derive(Debug, Clone)]
-pub enum CoordinatorAnswer {
-    Statuses(Vec<super::CoordinatorStatus>),
-    Actions(Vec<crate::metastore::ActionRecord>),
 }
 
 /// A run accepted but not started.
@@ -602,31 +583,10 @@ impl Service {
         let Some(coordination) = &mut self.coordination else {
             return Err(Error::Coordinator("the coordinators are not open yet".into()));
         };
-        let scheduler = &mut self.scheduler;
-        let answer = match operation {
-            CoordinatorOperation::Statuses => return Ok(CoordinatorAnswer::Statuses(coordination.statuses())),
-            CoordinatorOperation::Actions { name, state } => {
-                return Ok(CoordinatorAnswer::Actions(coordination.actions(scheduler, &name, state)?));
-            }
-            CoordinatorOperation::Suspend { name } => {
-                coordination.suspend(scheduler, &name)?;
-                CoordinatorAnswer::Actions(Vec::new())
-            }
-            CoordinatorOperation::Resume { name } => {
-                coordination.resume(scheduler, &name)?;
-                CoordinatorAnswer::Actions(Vec::new())
-            }
-            CoordinatorOperation::Kill { name, from, to } => {
-                let killed = coordination.kill(scheduler, &name, from, to)?;
-                for (run, _dequeue_or_stop) in killed.runs {
-                    self.stop(&run)?;
-                }
-                CoordinatorAnswer::Actions(killed.actions)
-            }
-            CoordinatorOperation::Rerun { name, from, to } => {
-                CoordinatorAnswer::Actions(coordination.rerun(scheduler, &name, from, to)?)
-            }
-        };
+        let (answer, runs) = coordination.operate(&mut self.scheduler, operation)?;
+        for (run, _dequeue_or_stop) in runs {
+            self.stop(&run)?;
+        }
         // Resumed, or actions to run again: they may go now.
         self.tick()?;
         Ok(answer)

@@ -242,13 +242,10 @@ impl Scheduler {
     }
 
     /// Commits `commit` durably, after the writes deferred so far.
-    pub(super) fn commit(&mut self, commit: &Commit) -> Result<Vec<u64>, Error> {
-        if self.deferred.is_empty() {
-            return Ok(self.store.commit(commit)?);
-        }
-        let mut both = std::mem::take(&mut self.deferred);
-        both.extend(commit.clone());
-        Ok(self.store.commit(&both)?)
+    pub(super) fn commit(&mut self, commit: Commit) -> Result<Vec<u64>, Error> {
+        let mut all = std::mem::take(&mut self.deferred);
+        all.extend(commit);
+        Ok(self.store.commit(&all)?)
     }
 
     /// Keeps `commit` for the next commit (see [`Scheduler::deferred`]).
@@ -260,8 +257,7 @@ impl Scheduler {
     /// and before the metastore is read for what it says now.
     pub fn commit_deferred(&mut self) -> Result<(), Error> {
         if !self.deferred.is_empty() {
-            let deferred = std::mem::take(&mut self.deferred);
-            self.store.commit(&deferred)?;
+            self.commit(Commit::default())?;
         }
         Ok(())
     }
@@ -302,12 +298,10 @@ impl Scheduler {
         // Ids sort by start time and never repeat: after the last this
         // scheduler gave (runs can start faster than one a millisecond, and
         // walking the store from the clock each time would cost a lookup per
-        // id given since), and not one the store holds.
+        // id given since; so no deferred run can have it either), and not
+        // one the store holds.
         let mut started = now_millis().max(self.last_run_started + 1);
-        let taken = |scheduler: &Scheduler, id: &str| -> Result<bool, Error> {
-            Ok(scheduler.deferred.runs.iter().any(|run| run.id == id) || scheduler.store.run(id)?.is_some())
-        };
-        while taken(self, &format!("{started:x}"))? {
+        while self.store.run(&format!("{started:x}"))?.is_some() {
             started += 1;
         }
         self.last_run_started = started;
@@ -332,7 +326,7 @@ impl Scheduler {
         if run.action.is_some() {
             self.defer(commit);
         } else {
-            self.commit(&commit)?;
+            self.commit(commit)?;
         }
         Ok(run)
     }
@@ -341,7 +335,7 @@ impl Scheduler {
     pub fn finish_unstarted(&mut self, mut run: RunRecord, termination: Termination) -> Result<(), Error> {
         run.finished = Some(now_millis());
         run.termination = Some(termination);
-        self.commit(&Commit { runs: vec![run], ..Commit::default() })?;
+        self.commit(Commit { runs: vec![run], ..Commit::default() })?;
         self.with_table(|table| table.counters.runs_finished += 1);
         Ok(())
     }
@@ -661,7 +655,7 @@ impl Scheduler {
             done.push(slot.url.to_string());
             changed.push(id);
         }
-        self.commit(&commit)?;
+        self.commit(commit)?;
         // Readers of a server's table see the invalidation at once.
         self.refresh_table(changed);
         Ok(Invalidation { invalidated: done, refused })

@@ -11,11 +11,11 @@ use toml::Spanned;
 
 use super::Checker;
 use super::raw::RawCoordinator;
-use crate::catalog::coordinator::{Coordinator, Execution, FIELDS, Schedule, Trigger};
+use crate::catalog::coordinator::{self, Coordinator, Execution, FIELDS, Schedule, Trigger};
 use crate::catalog::template::{Template, is_identifier};
 use crate::catalog::time::{self, Dataset};
 use crate::catalog::{EvaluationTime, ViewTypeId, closest, did_you_mean, pattern};
-use crate::model::Mode;
+use crate::model::{Mode, from_wire_name};
 
 /// Actions waiting at once when `throttle` is not given (Oozie's default).
 pub const DEFAULT_THROTTLE: usize = 12;
@@ -109,16 +109,13 @@ impl Checker<'_> {
             None => Some(Execution::Fifo),
             Some(text) => self.value(text, execution, name, "execution"),
         };
-        let trigger = match raw.trigger.as_ref().map(|t| (t.get_ref().to_ascii_lowercase(), t.span().start)) {
-            None => Some("time"),
-            Some((text, _)) if text == "time" || text == "data" => Some(if text == "time" { "time" } else { "data" }),
-            Some((text, at)) => {
-                self.error(at, format!("coordinator `{name}`: trigger `{text}`: expected `time` or `data`"));
-                None
-            }
+        // Whether the trigger is `data`; `lookback` is its alone.
+        let data = match &raw.trigger {
+            None => Some(false),
+            Some(text) => self.value(text, data_trigger, name, "trigger"),
         };
-        let trigger = match (trigger, &raw.lookback) {
-            (Some("time"), Some(lookback)) => {
+        let trigger = match (data, &raw.lookback) {
+            (Some(false), Some(lookback)) => {
                 self.error(
                     lookback.span().start,
                     format!(
@@ -127,8 +124,8 @@ impl Checker<'_> {
                 );
                 None
             }
-            (Some("time"), None) => Some(Trigger::Time),
-            (Some(_), lookback) => {
+            (Some(false), None) => Some(Trigger::Time),
+            (Some(true), lookback) => {
                 self.count(lookback, DEFAULT_LOOKBACK, name, "lookback").map(|lookback| Trigger::Data { lookback })
             }
             (None, _) => None,
@@ -223,8 +220,7 @@ impl Checker<'_> {
             return None;
         }
         let (sample, timezone) = start.unwrap_or((DateTime::UNIX_EPOCH, Tz::UTC));
-        let values = time::template_values(sample, timezone);
-        let rendered = template.render(|field| values.iter().find(|(f, _)| *f == field).map(|(_, v)| v.as_str()));
+        let rendered = coordinator::render(&template, sample, timezone);
         let pattern = match pattern::parse(&rendered) {
             Ok(pattern) => pattern,
             Err(e) => {
@@ -278,6 +274,15 @@ fn frequency(text: &str) -> Result<Frequency, String> {
 
 /// FIFO, LIFO, LAST_ONLY or NONE, in any case.
 fn execution(text: &str) -> Result<Execution, String> {
-    serde_json::from_value(serde_json::Value::from(text.to_ascii_uppercase()))
-        .map_err(|_| "expected FIFO, LIFO, LAST_ONLY or NONE (in any case)".to_string())
+    from_wire_name(&text.to_ascii_uppercase())
+        .ok_or_else(|| "expected FIFO, LIFO, LAST_ONLY or NONE (in any case)".into())
+}
+
+/// `time` (false) or `data` (true), in any case.
+fn data_trigger(text: &str) -> Result<bool, String> {
+    match text.to_ascii_lowercase().as_str() {
+        "time" => Ok(false),
+        "data" => Ok(true),
+        _ => Err("expected `time` or `data`".into()),
+    }
 }
