@@ -243,6 +243,10 @@ impl Scheduler {
 
     /// Commits `commit` durably, after the writes deferred so far.
     pub(super) fn commit(&mut self, commit: Commit) -> Result<Vec<u64>, Error> {
+        // Most commits have nothing deferred before them: no copy then.
+        if self.deferred.is_empty() {
+            return Ok(self.store.commit(&commit)?);
+        }
         let mut all = std::mem::take(&mut self.deferred);
         all.extend(commit);
         Ok(self.store.commit(&all)?)
@@ -257,7 +261,8 @@ impl Scheduler {
     /// and before the metastore is read for what it says now.
     pub fn commit_deferred(&mut self) -> Result<(), Error> {
         if !self.deferred.is_empty() {
-            self.commit(Commit::default())?;
+            let deferred = std::mem::take(&mut self.deferred);
+            self.store.commit(&deferred)?;
         }
         Ok(())
     }
