@@ -16,6 +16,33 @@ pub mod transformation {
     });
 }
 
+/// Bindings for `transform-incremental` alone (contract 1.1.0), in a world
+/// of the SDK's own. An incremental plugin exports it beside the
+/// transformation world's `transform` (both export macros are called), and
+/// the component's world is the union: `incremental-transformation`.
+pub mod incremental {
+    wit_bindgen::generate!({
+        inline: "
+            package trellis:sdk;
+            world incremental-part {
+                import trellis:plugin/host@1.1.0;
+                export trellis:plugin/transform-incremental@1.1.0;
+            }
+        ",
+        path: "../wit",
+        world: "trellis:sdk/incremental-part",
+        runtime_path: "trellis_plugin_sdk::__private::wit_bindgen::rt",
+        pub_export_macro: true,
+        export_macro_name: "__export_incremental_part_world",
+        default_bindings_module: "trellis_plugin_sdk::bindings::incremental",
+        with: {
+            "trellis:plugin/types@1.1.0": crate::bindings::transformation::trellis::plugin::types,
+            "trellis:plugin/host@1.1.0": crate::bindings::transformation::trellis::plugin::host,
+        },
+        additional_derives: [PartialEq, Eq],
+    });
+}
+
 /// Bindings for the `checksum` world.
 pub mod checksum {
     wit_bindgen::generate!({
@@ -26,8 +53,8 @@ pub mod checksum {
         export_macro_name: "__export_checksum_world",
         default_bindings_module: "trellis_plugin_sdk::bindings::checksum",
         with: {
-            "trellis:plugin/types@1.0.0": crate::bindings::transformation::trellis::plugin::types,
-            "trellis:plugin/host@1.0.0": crate::bindings::transformation::trellis::plugin::host,
+            "trellis:plugin/types@1.1.0": crate::bindings::transformation::trellis::plugin::types,
+            "trellis:plugin/host@1.1.0": crate::bindings::transformation::trellis::plugin::host,
         },
         additional_derives: [PartialEq, Eq],
     });
@@ -43,8 +70,8 @@ pub mod listener {
         export_macro_name: "__export_listener_world",
         default_bindings_module: "trellis_plugin_sdk::bindings::listener",
         with: {
-            "trellis:plugin/types@1.0.0": crate::bindings::transformation::trellis::plugin::types,
-            "trellis:plugin/host@1.0.0": crate::bindings::transformation::trellis::plugin::host,
+            "trellis:plugin/types@1.1.0": crate::bindings::transformation::trellis::plugin::types,
+            "trellis:plugin/host@1.1.0": crate::bindings::transformation::trellis::plugin::host,
         },
         additional_derives: [PartialEq, Eq],
     });

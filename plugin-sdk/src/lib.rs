@@ -7,6 +7,7 @@
 //! | kind of plugin | trait | macro |
 //! | --- | --- | --- |
 //! | transformation type | [`Transformation`] | [`export_transformation!`] |
+//! | incremental transformation type | [`Transformation`] + [`IncrementalTransformation`] | [`export_incremental_transformation!`] |
 //! | version-checksum function | [`Checksum`] | [`export_checksum!`] |
 //! | scheduling listener | [`Listener`] | [`export_listener!`] |
 //!
@@ -67,6 +68,7 @@ pub mod bindings;
 mod checksum;
 mod config;
 mod files;
+mod incremental;
 mod listener;
 pub mod log;
 mod transformation;
@@ -74,13 +76,14 @@ mod transformation;
 pub use checksum::{Checksum, ChecksumInput, NamedResource};
 pub use config::Config;
 pub use files::{InputFile, ResultExt};
+pub use incremental::{IncrementalOutcome, IncrementalRequest, IncrementalTransformation, InputDelta};
 pub use listener::{Event, Gap, Listener, ListenerError, Transition, ViewState};
 pub use transformation::{Failure, Input, Outcome, Request, Transformation};
 
 pub use bindings::transformation::trellis::plugin::types::{ConfigKey, LogLevel, PluginInfo};
 
 /// The version of the `trellis:plugin` contract this SDK builds against.
-pub const CONTRACT_VERSION: &str = "1.0.0";
+pub const CONTRACT_VERSION: &str = "1.1.0";
 
 impl PluginInfo {
     /// A plugin called `name` at `version`, with no description and no configuration.
@@ -139,6 +142,7 @@ pub fn set_panic_hook() {
 #[doc(hidden)]
 pub mod __private {
     pub use crate::checksum::ChecksumExport;
+    pub use crate::incremental::IncrementalExport;
     pub use crate::listener::ListenerExport;
     pub use crate::transformation::TransformationExport;
     pub use wit_bindgen;
@@ -153,6 +157,27 @@ macro_rules! export_transformation {
             type TrellisTransformationExport = $crate::__private::TransformationExport<$plugin>;
             $crate::bindings::transformation::__export_transformation_world!(
                 TrellisTransformationExport with_types_in $crate::bindings::transformation
+            );
+        };
+    };
+}
+
+/// Exports an [`IncrementalTransformation`] as the plugin's `transform` and
+/// `transform-incremental` interfaces (contract 1.1.0): views of a type
+/// declared `incremental = true` are run through
+/// [`IncrementalTransformation::run_incremental`], others through
+/// [`Transformation::run`]. Call it once, at the top level of the plugin crate.
+#[macro_export]
+macro_rules! export_incremental_transformation {
+    ($plugin:ty) => {
+        const _: () = {
+            type TrellisTransformationExport = $crate::__private::TransformationExport<$plugin>;
+            $crate::bindings::transformation::__export_transformation_world!(
+                TrellisTransformationExport with_types_in $crate::bindings::transformation
+            );
+            type TrellisIncrementalExport = $crate::__private::IncrementalExport<$plugin>;
+            $crate::bindings::incremental::__export_incremental_part_world!(
+                TrellisIncrementalExport with_types_in $crate::bindings::incremental
             );
         };
     };

@@ -1,4 +1,4 @@
-//! Host-side bindings for the three worlds of `wit/plugin.wit`: the only
+//! Host-side bindings for the four worlds of `wit/plugin.wit`: the only
 //! `bindgen!` in trellis. The shared `types` and `host` interfaces are
 //! generated once, with the transformation world, and reused by the others.
 
@@ -7,6 +7,19 @@ pub(crate) mod transformation {
         world: "transformation",
         path: "../wit",
         exports: { default: async },
+    });
+}
+
+/// Since 1.1.0: a transformation that also exports `transform-incremental`.
+pub(crate) mod incremental {
+    wasmtime::component::bindgen!({
+        world: "incremental-transformation",
+        path: "../wit",
+        exports: { default: async },
+        with: {
+            "trellis:plugin/types": super::transformation::trellis::plugin::types,
+            "trellis:plugin/host": super::transformation::trellis::plugin::host,
+        },
     });
 }
 

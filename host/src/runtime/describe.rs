@@ -71,7 +71,7 @@ impl Plugin {
         let mut store = self.store(&[], true).await?;
         let call = async |store: &mut Store<Sandbox>| {
             match &self.inner.pre {
-                Pre::Transformation(pre) => {
+                Pre::Transformation(pre, _) => {
                     let instance = pre.instantiate_async(&mut *store).await.map_err(Phase::Instantiate)?;
                     instance.trellis_plugin_transform().call_describe(&mut *store).await
                 }

@@ -86,6 +86,14 @@ pub struct CallReport<T> {
     pub stderr: Captured,
 }
 
+impl<T> CallReport<T> {
+    /// The same report with what the call returned made into another value.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> CallReport<U> {
+        let CallReport { result, elapsed, cpu, peak_memory, stdout, stderr } = self;
+        CallReport { result: result.map(f), elapsed, cpu, peak_memory, stdout, stderr }
+    }
+}
+
 /// Which phase of a call failed, for classification.
 pub(super) enum Phase {
     Instantiate(wasmtime::Error),

@@ -42,8 +42,8 @@ pub use limits::{CPU_WALL_CEILING, Clock, Limits};
 pub use listener::{ListenerEvent, ListenerInstance};
 pub use output::OutputLimit;
 pub use plugin::{Plugin, World};
-pub use sandbox::{GUEST_OUTPUT, GUEST_STATE, guest_input};
-pub use transform::{TransformInput, TransformOutcome, TransformRequest};
+pub use sandbox::{GUEST_OUTPUT, GUEST_PREVIOUS, GUEST_STATE, guest_input};
+pub use transform::{IncrementalOutcome, Increment, InputDelta, TransformInput, TransformOutcome, TransformRequest};
 
 /// The scheduling states listeners see.
 pub use crate::model::ViewState;

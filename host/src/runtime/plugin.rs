@@ -8,6 +8,7 @@ use wasmtime::component::{Component, Linker};
 use wasmtime::{Engine, Store};
 
 use super::bindings::checksum::ChecksumPre;
+use super::bindings::incremental::IncrementalTransformationPre;
 use super::bindings::listener::ListenerPre;
 use super::bindings::transformation::TransformationPre;
 use super::budget::MemoryBudget;
@@ -26,12 +27,13 @@ pub enum World {
 impl World {
     const ALL: [World; 3] = [World::Transformation, World::Checksum, World::Listener];
 
-    /// The interface a plugin of this world exports.
+    /// The interface a plugin of this world exports. wasmtime matches
+    /// names by semver, so a plugin built against 1.0.0 is found too.
     fn export(self) -> &'static str {
         match self {
-            World::Transformation => "trellis:plugin/transform@1.0.0",
-            World::Checksum => "trellis:plugin/version-checksum@1.0.0",
-            World::Listener => "trellis:plugin/events@1.0.0",
+            World::Transformation => "trellis:plugin/transform@1.1.0",
+            World::Checksum => "trellis:plugin/version-checksum@1.1.0",
+            World::Listener => "trellis:plugin/events@1.1.0",
         }
     }
 }
@@ -50,8 +52,12 @@ fn exports_of_worlds() -> String {
     World::ALL.iter().map(|w| w.export()).collect::<Vec<_>>().join(", ")
 }
 
+/// What a transformation plugin that can run incrementally exports as well.
+const INCREMENTAL_EXPORT: &str = "trellis:plugin/transform-incremental@1.1.0";
+
 pub(super) enum Pre {
-    Transformation(TransformationPre<Sandbox>),
+    /// With the incremental entry point, when the plugin exports it.
+    Transformation(TransformationPre<Sandbox>, Option<IncrementalTransformationPre<Sandbox>>),
     Checksum(ChecksumPre<Sandbox>),
     Listener(ListenerPre<Sandbox>),
 }
@@ -101,7 +107,15 @@ impl Plugin {
         };
         let pre = linker.instantiate_pre(component).map_err(|e| not_a_plugin(format!("{e:#}")))?;
         let pre = match world {
-            World::Transformation => TransformationPre::new(pre).map(Pre::Transformation),
+            World::Transformation => {
+                let incremental = match component.get_export_index(None, INCREMENTAL_EXPORT) {
+                    Some(_) => Some(
+                        IncrementalTransformationPre::new(pre.clone()).map_err(|e| not_a_plugin(format!("{e:#}")))?,
+                    ),
+                    None => None,
+                };
+                TransformationPre::new(pre).map(|pre| Pre::Transformation(pre, incremental))
+            }
             World::Checksum => ChecksumPre::new(pre).map(Pre::Checksum),
             World::Listener => ListenerPre::new(pre).map(Pre::Listener),
         }
@@ -130,6 +144,11 @@ impl Plugin {
 
     pub fn world(&self) -> World {
         self.inner.world
+    }
+
+    /// Whether it exports `transform-incremental` (contract 1.1.0).
+    pub fn is_incremental(&self) -> bool {
+        matches!(self.inner.pre, Pre::Transformation(_, Some(_)))
     }
 
     /// blake3 of the component's bytes.

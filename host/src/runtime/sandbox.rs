@@ -30,6 +30,8 @@ pub(crate) struct Grant {
 
 /// The guest path of a transformation's output directory.
 pub const GUEST_OUTPUT: &str = "/output";
+/// The guest path of an incremental view's previous output, read-only.
+pub const GUEST_PREVIOUS: &str = "/previous";
 /// The guest path of a listener's own state directory.
 pub const GUEST_STATE: &str = "/state";
 
