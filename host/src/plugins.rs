@@ -102,6 +102,7 @@ impl Plugins {
             }
         }
         plugins.problems = plugins.check(catalog, &described);
+        plugins.warn_not_incremental(catalog);
         plugins
     }
 
@@ -158,6 +159,27 @@ impl Plugins {
             );
             self.loaded.remove(&name);
             self.unavailable.insert(name, reason);
+        }
+    }
+
+    /// An incremental type whose plugin cannot run incrementally still
+    /// works, rebuilt whole each time: worth a warning, not an error.
+    fn warn_not_incremental(&mut self, catalog: &Catalog) {
+        for view_type in catalog.types().iter().filter(|view_type| view_type.incremental) {
+            let Transformation::Plugin { plugin, .. } = &view_type.transformation else { continue };
+            if let Some(loaded) = self.loaded.get(plugin.as_str())
+                && loaded.world() == World::Transformation
+                && !loaded.is_incremental()
+            {
+                self.warnings.push(Diagnostic {
+                    line: Some(view_type.line),
+                    message: format!(
+                        "view type {}: `incremental = true`, but {plugin} does not export transform-incremental \
+                         (contract 1.1.0); it is rebuilt whole each time",
+                        view_type.name
+                    ),
+                });
+            }
         }
     }
 

@@ -201,6 +201,9 @@ pub struct ViewType {
     pub done_flag: String,
     pub format: String,
     pub materialize_once: bool,
+    /// `incremental = true`: its transformation reads only what changed
+    /// since its last commit (`scheduler::txlog`), if its plugin can.
+    pub incremental: bool,
     /// What a view does when a dependency failed in the run.
     pub on_dependency_failure: OnDependencyFailure,
     /// How its transformation's failures are retried.
@@ -284,6 +287,10 @@ pub struct Dependency {
     /// One binding per parameter of the target, in its order.
     pub parameters: Vec<Binding>,
     pub time: TimeSelection,
+    /// Read incrementally: only its files that changed since the last
+    /// commit are new to the transformation (default: the type's
+    /// `incremental`).
+    pub incremental: bool,
     pub line: usize,
 }
 

@@ -18,8 +18,10 @@ use super::coordinators::action_key;
 use super::events::{EVENTS_PER_CHUNK, SEQUENCE_KEY, StoredEvent};
 use super::format::{decode, encode};
 use super::runs::flow_key;
+use super::txlog::{entry_key, head_key, split_key};
 use super::{
-    ActionRecord, CoordinatorRecord, Error, FlowRecord, ListenerRecord, LoggedEvent, Metastore, RunRecord, ViewRecord,
+    ActionRecord, CoordinatorRecord, Error, FlowRecord, ListenerRecord, LoggedEvent, Metastore, RunRecord, TxEntry,
+    TxHead, ViewRecord,
 };
 
 /// A record (key and bytes) as the backup's lines.
@@ -76,6 +78,14 @@ enum Line {
     },
     Action {
         record: ActionRecord,
+    },
+    TxHead {
+        view: String,
+        head: TxHead,
+    },
+    TxEntry {
+        view: String,
+        entry: TxEntry,
     },
     /// The sequence number the next event gets: the log may have been
     /// trimmed to nothing, so it does not follow from the events.
@@ -148,6 +158,11 @@ impl Metastore {
             Ok(vec![Line::Coordinator { name: text(key), record: decode(key, bytes)? }])
         })?;
         dump("actions", &self.actions, &|key, bytes| Ok(vec![Line::Action { record: decode(key, bytes)? }]))?;
+        dump("txlog", &self.txlog, &|key, bytes| match split_key(key) {
+            Some((view, true)) => Ok(vec![Line::TxHead { view, head: decode(key, bytes)? }]),
+            Some((view, false)) => Ok(vec![Line::TxEntry { view, entry: decode(key, bytes)? }]),
+            None => Err(Error::Corrupt { key: text(key), reason: "a transaction log key without its view".into() }),
+        })?;
         line(&Line::NextSequence { next: self.next_sequence()? })?;
         line(&Line::End { records })?;
         out.flush().map_err(|e| backup_error("writing the backup", e))?;
@@ -267,6 +282,10 @@ fn fill(store: &Metastore, input: impl BufRead) -> Result<u64, Error> {
             Line::Action { record } => {
                 batches.actions.insert(action_key(&record.coordinator, record.nominal), encode(&record))
             }
+            Line::TxHead { view, head } => batches.txlog.insert(head_key(&view), encode(&head)),
+            Line::TxEntry { view, entry } => {
+                batches.txlog.insert(entry_key(&view, &entry.source, &entry.path), encode(&entry))
+            }
             Line::NextSequence { next } => {
                 if next_sequence.is_some() {
                     return Err(at(number, "a second next_sequence".into()));
@@ -320,6 +339,7 @@ struct Batches {
     listeners: sled::Batch,
     coordinators: sled::Batch,
     actions: sled::Batch,
+    txlog: sled::Batch,
     next_sequence: Option<u64>,
 }
 
@@ -341,6 +361,7 @@ impl Batches {
         store.listeners.apply_batch(self.listeners)?;
         store.coordinators.apply_batch(self.coordinators)?;
         store.actions.apply_batch(self.actions)?;
+        store.txlog.apply_batch(self.txlog)?;
         if let Some(next) = self.next_sequence {
             store.meta.insert(SEQUENCE_KEY, &next.to_be_bytes())?;
         }

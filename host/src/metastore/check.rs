@@ -42,6 +42,8 @@ pub struct Contents {
     pub listeners: usize,
     pub coordinators: usize,
     pub actions: usize,
+    /// Transaction log records: heads and entries.
+    pub txlog: usize,
 }
 
 impl Metastore {
@@ -128,11 +130,16 @@ impl Metastore {
         decode_all("listeners", &self.listeners, &mut contents.listeners, &one::<ListenerRecord>)?;
         decode_all("coordinators", &self.coordinators, &mut contents.coordinators, &one::<CoordinatorRecord>)?;
         decode_all("actions", &self.actions, &mut contents.actions, &one::<ActionRecord>)?;
+        decode_all("txlog", &self.txlog, &mut contents.txlog, &|key, value| match super::txlog::split_key(key) {
+            Some((_, true)) => one::<super::TxHead>(key, value),
+            Some((_, false)) => one::<super::TxEntry>(key, value),
+            None => Err(Error::Corrupt { key: String::from_utf8_lossy(key).into(), reason: "a key without its view".into() }),
+        })?;
         Ok(contents)
     }
 
     /// Every tree with its name, `meta` first.
-    pub(super) fn trees(&self) -> [(&'static str, &sled::Tree); 9] {
+    pub(super) fn trees(&self) -> [(&'static str, &sled::Tree); 10] {
         [
             ("meta", &self.meta),
             ("schemas", &self.schemas),
@@ -143,6 +150,7 @@ impl Metastore {
             ("listeners", &self.listeners),
             ("coordinators", &self.coordinators),
             ("actions", &self.actions),
+            ("txlog", &self.txlog),
         ]
     }
 
@@ -281,7 +289,7 @@ mod tests {
         let store = Metastore::open(dir.path()).unwrap();
         assert_eq!(
             store.check().unwrap(),
-            Contents { schemas: 1, views: 3, runs: 0, flows: 0, events: 3, listeners: 1, coordinators: 0, actions: 0 }
+            Contents { schemas: 1, views: 3, runs: 0, flows: 0, events: 3, listeners: 1, coordinators: 0, actions: 0, txlog: 0 }
         );
     }
 

@@ -10,7 +10,7 @@ use super::coordinators::action_key;
 use super::events::append;
 use super::format::{decode_counter, encode};
 use super::runs::flow_key;
-use super::{ActionRecord, CoordinatorRecord, Error, FlowRecord, Metastore, NewEvent, RunRecord, ViewRecord};
+use super::{ActionRecord, CoordinatorRecord, Error, FlowRecord, Metastore, NewEvent, RunRecord, TxWrite, ViewRecord};
 
 /// Everything one step of the scheduler writes, applied atomically.
 #[derive(Debug, Clone, Default)]
@@ -23,6 +23,9 @@ pub struct Commit {
     /// (coordinator name, record).
     pub coordinators: Vec<(String, CoordinatorRecord)>,
     pub actions: Vec<ActionRecord>,
+    /// Incremental views' transaction log, written with the views'
+    /// records that their transformations settled.
+    pub txlog: Vec<TxWrite>,
 }
 
 impl Commit {
@@ -33,6 +36,7 @@ impl Commit {
             && self.flows.is_empty()
             && self.coordinators.is_empty()
             && self.actions.is_empty()
+            && self.txlog.is_empty()
     }
 
     /// Appends `later`'s writes after this one's: applied as one commit,
@@ -44,6 +48,7 @@ impl Commit {
         self.flows.extend(later.flows);
         self.coordinators.extend(later.coordinators);
         self.actions.extend(later.actions);
+        self.txlog.extend(later.txlog);
     }
 }
 
@@ -51,8 +56,10 @@ impl Metastore {
     /// Applies `commit` atomically and durably; returns the sequence numbers
     /// given to its events, in order.
     pub fn commit(&self, commit: &Commit) -> Result<Vec<u64>, Error> {
-        let trees = (&self.meta, &self.views, &self.runs, &self.flows, &self.events, &self.coordinators, &self.actions);
-        let result = trees.transaction(|(meta, views, runs, flows, events, coordinators, actions)| {
+        let trees =
+            (&self.meta, &self.views, &self.runs, &self.flows, &self.events, &self.coordinators, &self.actions, &self.txlog);
+        let result = trees.transaction(|(meta, views, runs, flows, events, coordinators, actions, txlog)| {
+            super::txlog::write(txlog, &commit.txlog)?;
             for (name, record) in &commit.coordinators {
                 coordinators.insert(name.as_bytes(), encode(record))?;
             }

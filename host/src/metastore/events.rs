@@ -30,6 +30,28 @@ pub struct NewEvent {
     /// built before actions existed reads it as a transition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<ActionChange>,
+    /// Set when the event records a change of an incremental view's
+    /// transaction log (a commit, a reset, a reconciliation at open):
+    /// `previous` and `current` are then the view's state, unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub txlog: Option<TxLogChange>,
+}
+
+/// What an event says of a transaction log's change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TxLogChange {
+    /// `commit`, `reset` or `reconcile`.
+    pub kind: String,
+    /// The view's commit generation after it.
+    pub generation: u64,
+    /// The inputs committed (for a reset: the entries disabled).
+    pub inputs: usize,
+    /// Files new or changed since the last commit (commits only).
+    #[serde(default)]
+    pub new_files: usize,
+    /// Why the commit read everything, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub full: Option<String>,
 }
 
 /// A coordinator action's change of state, as the event log records it.

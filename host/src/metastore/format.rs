@@ -83,6 +83,7 @@ impl Metastore {
                 listeners: tree("listeners")?,
                 coordinators: tree("coordinators")?,
                 actions: tree("actions")?,
+                txlog: tree("txlog")?,
                 commits_file: open_commits_file(dir).map_err(|e| open_error(&e))?,
                 appended: tokio::sync::watch::Sender::new(0),
                 db,

@@ -4,8 +4,9 @@
 //! It holds the schema checksum of each view type; per view its scheduling
 //! state, version checksum, transformation timestamp, incomplete and error
 //! flags and last error; runs and their flow statuses; an append-only
-//! event log with gapless sequence numbers; and each listener's cursor into
-//! that log, restart count and status.
+//! event log with gapless sequence numbers; each listener's cursor into
+//! that log, restart count and status; coordinators and their actions; and
+//! the transaction log of incremental views.
 //!
 //! Invariants:
 //! - It is the only module that knows sled; no sled type leaves it.
@@ -33,16 +34,18 @@ mod events;
 mod format;
 mod listeners;
 mod runs;
+mod txlog;
 mod views;
 
 pub use backup::{BACKUP_FORMAT, BACKUP_VERSION, restore};
 pub use check::Contents;
 pub use commit::Commit;
 pub use coordinators::{ActionRecord, CoordinatorRecord};
-pub use events::{ActionChange, LoggedEvent, NewEvent};
+pub use events::{ActionChange, LoggedEvent, NewEvent, TxLogChange};
 pub use format::FORMAT;
 pub use listeners::ListenerRecord;
 pub use runs::{FlowRecord, RunRecord};
+pub use txlog::{CommitType, TxEntry, TxHead, TxWrite};
 pub use views::{FlagIdentity, SchemaChange, SeenFlag, ViewRecord};
 
 use std::path::PathBuf;
@@ -89,6 +92,8 @@ pub struct Metastore {
     coordinators: sled::Tree,
     /// Actions, keyed by `coordinators::action_key`.
     actions: sled::Tree,
+    /// Incremental views' transaction log, keyed as `txlog.rs` says.
+    txlog: sled::Tree,
     /// Holds the count of durable commits (see `check.rs`).
     commits_file: std::fs::File,
     /// The next sequence number, announced after each durable commit.
@@ -119,6 +124,7 @@ mod fixtures {
             run_id: Some("r1".into()),
             error: None,
             action: None,
+            txlog: None,
         }
     }
 

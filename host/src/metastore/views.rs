@@ -124,6 +124,15 @@ impl Metastore {
                     Ok((batch, dropped))
                 })?;
                 self.views.apply_batch(batch)?;
+                // The transaction log describes data of the old schema.
+                let stale = self.reading("txlog", || {
+                    let mut batch = sled::Batch::default();
+                    for entry in self.txlog.scan_prefix(prefix.as_bytes()) {
+                        batch.remove(entry?.0);
+                    }
+                    Ok(batch)
+                })?;
+                self.txlog.apply_batch(stale)?;
                 SchemaChange::Changed { dropped }
             }
             None => SchemaChange::New,

@@ -163,6 +163,7 @@ fn event_of(record: &ActionRecord, previous: Option<ActionState>, now: i64) -> N
             previous,
             current: record.state,
         }),
+        txlog: None,
     }
 }
 

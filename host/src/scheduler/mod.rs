@@ -26,12 +26,13 @@ pub mod service;
 mod state;
 pub mod table;
 pub mod transition;
+pub mod txlog;
 
 pub use coordinate::{Coordination, CoordinatorStatus, Submission};
 pub use reload::{Project, ReloadReport, Reloader, load_project};
 pub use run::{Run, RunSummary, StopReason, TaskReport, check_full_refresh};
 pub use service::{Accepted, CoordinatorAnswer, CoordinatorOperation, Handle, Service, Stopping};
-pub use state::{Invalidation, Permits, Progress, Scheduler};
+pub use state::{Invalidation, Permits, Progress, Scheduler, TxLogView, TxReset};
 pub use transition::{Action, Event, Facts, Freshness, Mode, Reason, Settled, freshness, transition};
 
 use crate::catalog::pattern;
@@ -71,4 +72,7 @@ pub enum Error {
     /// A coordinator operation that cannot apply, and why.
     #[error("{0}")]
     Coordinator(String),
+    /// A transaction log request that names what is not there.
+    #[error("{0}")]
+    TxLog(String),
 }

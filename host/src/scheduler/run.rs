@@ -21,6 +21,7 @@ use super::publish::Staging;
 use super::record::{self, previous_stable};
 use super::state::{Progress, Scheduler, Standing, flag_identity, new_event, now_millis};
 use super::table::Running;
+use super::txlog;
 use super::transition::{Action, Event, FailureClass, Freshness, Mode, Reason, Settled, retry_delay, transition};
 use crate::catalog::Transformation;
 use crate::lattice::ViewId;
@@ -93,6 +94,8 @@ pub enum TaskReport {
         timestamp: i64,
         /// What the transformation returned with its data.
         counters: Option<Counters>,
+        /// An incremental view's commit, published with its data.
+        txlog: Option<Box<txlog::Marker>>,
     },
     Failed {
         view: ViewId,
@@ -344,8 +347,11 @@ impl Scheduler {
 
     fn take_report(&mut self, run: &mut Run, report: TaskReport) {
         match report {
-            TaskReport::Done { view, data, timestamp, counters } => {
+            TaskReport::Done { view, data, timestamp, counters, txlog } => {
                 run.tasks.remove(&view);
+                if let Some(marker) = txlog {
+                    self.record_txlog_commit(view, &marker, &run.id);
+                }
                 self.with_table(|table| {
                     if table.running.remove(&view.0).is_some() {
                         table.counters.succeeded += 1;
@@ -759,7 +765,8 @@ impl Scheduler {
                 }
                 run.view(id).attempts += 1;
                 let started = Arc::new(AtomicBool::new(false));
-                let task = self.start_transformation(id, run.reports.clone(), started.clone());
+                let full_refresh = run.full_refresh.as_ref().is_some_and(|selected| selected.contains(&id));
+                let task = self.start_transformation(id, run.reports.clone(), started.clone(), full_refresh);
                 run.tasks.insert(id, Task { abort: task.abort_handle(), started });
             }
             Action::ScheduleRetry => {
@@ -849,18 +856,90 @@ impl Scheduler {
         }
     }
 
+    /// Records an incremental view's commit, published with its data, in
+    /// the log: with the next commit, the one that records the view's
+    /// state (the marker, already published, is what counts; see `txlog`).
+    fn record_txlog_commit(&mut self, id: ViewId, marker: &txlog::Marker, run: &Arc<str>) {
+        let url = self.slots[id.0 as usize].url.clone();
+        let (head, existing) = match (self.store.tx_head(&url), self.store.tx_entries(&url)) {
+            (Ok(head), Ok(existing)) => (head, existing),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::warn!(view = %url, "cannot read the transaction log; it is reconciled at the next open: {e}");
+                return;
+            }
+        };
+        let write = txlog::write_of(marker, head, &existing, &self.lattice.data_path(id));
+        let state = self.slots[id.0 as usize].record.state;
+        let event = txlog::event(&url, state, txlog::commit_change(marker, "commit"), Some(run));
+        self.defer(Commit { txlog: vec![write], events: vec![event], ..Commit::default() });
+    }
+
+    /// The dependencies with data, in declaration order: a transformation's
+    /// inputs, materialized as `materialized` says (as they stand, or as a
+    /// plan expects a run to leave them). SET_ONLY can mark a view
+    /// materialized that has no data.
+    pub(super) fn inputs_with_data(
+        &self,
+        id: ViewId,
+        materialized: impl Fn(ViewId) -> bool,
+    ) -> Vec<(ViewId, txlog::InputSpec)> {
+        let view_type = self.lattice.view_type(id);
+        let mut inputs = Vec::new();
+        for (declaration, group) in view_type.dependencies.iter().zip(self.lattice.dependencies_by_declaration(id)) {
+            for dependency in group {
+                let dir = self.lattice.data_path(dependency);
+                if !materialized(dependency) || !dir.is_dir() {
+                    continue;
+                }
+                let path = dir.strip_prefix(&self.catalog.settings.storage).unwrap_or(&dir).to_string_lossy().into();
+                inputs.push((dependency, txlog::InputSpec {
+                    source: declaration.name.clone(),
+                    input: self.lattice.url_path(dependency),
+                    path,
+                    dir,
+                    incremental: declaration.incremental,
+                }));
+            }
+        }
+        inputs
+    }
+
+    /// What an incremental view's manifest check needs from the loop.
+    pub(super) fn txlog_spec(&self, id: ViewId, inputs: Vec<txlog::InputSpec>, full_refresh: bool) -> txlog::Spec {
+        let url = self.slots[id.0 as usize].url.to_string();
+        let head = match self.store.tx_head(&url) {
+            Ok(head) => head.unwrap_or_default(),
+            Err(e) => {
+                // Read again at the next open; the marker is what counts.
+                tracing::warn!(view = %url, "cannot read the transaction log's head: {e}");
+                Default::default()
+            }
+        };
+        txlog::Spec {
+            view: url,
+            project: self.catalog.settings.name.clone(),
+            data_path: self.lattice.data_path(id),
+            head,
+            version: self.version(id).lines().next().unwrap_or_default().to_string(),
+            schema: self.lattice.view_type(id).schema_checksum.clone(),
+            full_refresh,
+            inputs,
+        }
+    }
+
     fn start_transformation(
         &mut self,
         id: ViewId,
         results: mpsc::UnboundedSender<TaskReport>,
         started: Arc<AtomicBool>,
+        full_refresh: bool,
     ) -> tokio::task::JoinHandle<()> {
         let view_type = self.lattice.view_type(id);
         let done_flag = self.lattice.done_flag_path(id);
         let Transformation::Plugin { plugin: plugin_name, output, .. } = &view_type.transformation else {
             // External data: its done flag is its transformation.
             let data = done_flag.exists();
-            let result = TaskReport::Done { view: id, data, timestamp: now_millis(), counters: None };
+            let result = TaskReport::Done { view: id, data, timestamp: now_millis(), counters: None, txlog: None };
             return tokio::spawn(async move {
                 let _ = results.send(result);
             });
@@ -876,26 +955,20 @@ impl Scheduler {
             }
         };
         let own_timestamp = self.slots[id.0 as usize].record.timestamp;
-        // Inputs: the dependencies that have data, in declaration order.
-        let mut inputs = Vec::new();
+        let with_data =
+            self.inputs_with_data(id, |dependency| self.slots[dependency.0 as usize].record.state == ViewState::Materialized);
         let mut guest_paths: HashMap<ViewId, String> = HashMap::new();
-        for (declaration, group) in view_type.dependencies.iter().zip(self.lattice.dependencies_by_declaration(id)) {
-            for dependency in group {
-                let record = &self.slots[dependency.0 as usize].record;
-                let dir = self.lattice.data_path(dependency);
-                // SET_ONLY can mark a view materialized that has no data.
-                if record.state != ViewState::Materialized || !dir.is_dir() {
-                    continue;
-                }
-                guest_paths.insert(dependency, runtime::guest_input(inputs.len()));
-                inputs.push(TransformInput {
-                    name: declaration.name.clone(),
-                    view: self.lattice.url_path(dependency),
-                    dir,
-                    timestamp: record.timestamp,
-                    changed: record.timestamp > own_timestamp,
-                });
-            }
+        let mut inputs = Vec::with_capacity(with_data.len());
+        for (dependency, input) in &with_data {
+            let record = &self.slots[dependency.0 as usize].record;
+            guest_paths.insert(*dependency, runtime::guest_input(inputs.len()));
+            inputs.push(TransformInput {
+                name: input.source.clone(),
+                view: input.input.clone(),
+                dir: input.dir.clone(),
+                timestamp: record.timestamp,
+                changed: record.timestamp > own_timestamp,
+            });
         }
         let path_of = |d: ViewId| guest_paths.get(&d).cloned().unwrap_or_default();
         let actual = chrono::Utc::now();
@@ -926,6 +999,9 @@ impl Scheduler {
             },
         };
         let data_path = self.lattice.data_path(id);
+        // Incremental only where the type says so and the plugin can.
+        let incremental = (view_type.incremental && plugin.is_incremental())
+            .then(|| self.txlog_spec(id, with_data.into_iter().map(|(_, input)| input).collect(), full_refresh));
         let flag = view_type.done_flag.clone();
         let staging = self.staging.clone();
         let global = self.global.semaphore.clone();
@@ -934,29 +1010,59 @@ impl Scheduler {
             let (Ok(_global), Ok(_local)) = (global.acquire_owned().await, local.acquire_owned().await) else { return };
             started.store(true, Ordering::SeqCst);
             let _ = results.send(TaskReport::Started { view: id });
-            let result = run_plugin(&plugin, request_base, &staging, &data_path, &flag).await;
+            let result = run_plugin(&plugin, request_base, incremental, &staging, &data_path, &flag).await;
             let _ = results.send(match result {
-                Ok((data, counters)) => TaskReport::Done { view: id, data, timestamp: now_millis(), counters },
+                Ok((data, counters, txlog)) => {
+                    TaskReport::Done { view: id, data, timestamp: now_millis(), counters, txlog: txlog.map(Box::new) }
+                }
                 Err((class, message)) => TaskReport::Failed { view: id, class, message },
             });
         })
     }
 }
 
+/// What a transformation left: whether it has data, its counters, and an
+/// incremental view's commit.
+type Produced = (bool, Option<Counters>, Option<txlog::Marker>);
+
 /// Runs one transformation into a fresh staging directory and publishes it
-/// on data; any failure leaves the previous data untouched.
+/// on data; any failure leaves the previous data untouched. An incremental
+/// view's call gets what changed since its last commit, and its marker is
+/// published with its data (see `txlog`).
 async fn run_plugin(
     plugin: &Plugin,
     mut request: TransformRequest,
+    incremental: Option<txlog::Spec>,
     staging: &Staging,
     data_path: &std::path::Path,
     done_flag: &str,
-) -> Result<(bool, Option<Counters>), (FailureClass, String)> {
+) -> Result<Produced, (FailureClass, String)> {
     // Staging and publishing are the host's own I/O: trouble there is not
     // the view's fault, and is retried until it passes.
     let dir = staging.create().map_err(|e| (FailureClass::Host, format!("cannot create a staging directory: {e}")))?;
     request.output_dir = dir.clone();
-    let report = match plugin.transform(&request).await {
+    let prepared = match incremental {
+        Some(spec) => {
+            let prepared = tokio::task::spawn_blocking(move || txlog::prepare(&spec).map(|prepared| (spec, prepared)))
+                .await
+                .map_err(|e| (FailureClass::Host, format!("the manifest check stopped: {e}")))?;
+            match prepared {
+                Ok(prepared) => Some(prepared),
+                Err(e) => {
+                    staging.discard(&dir);
+                    return Err((FailureClass::Host, format!("cannot list an input for the manifest check: {e}")));
+                }
+            }
+        }
+        None => None,
+    };
+    let called = match &prepared {
+        Some((_, prepared)) => plugin.transform_incremental(&request, &prepared.increment).await,
+        None => plugin.transform(&request).await.map(|report| {
+            report.map(|outcome| runtime::IncrementalOutcome { outcome, commits: Vec::new() })
+        }),
+    };
+    let report = match called {
         Ok(report) => report,
         Err(e) => {
             staging.discard(&dir);
@@ -965,18 +1071,35 @@ async fn run_plugin(
             return Err((FailureClass::Fatal, e.to_string()));
         }
     };
-    match report.result {
-        Ok(TransformOutcome::Data { counters }) => match staging.publish(&dir, data_path, done_flag) {
+    let result = match report.result {
+            Ok(runtime::IncrementalOutcome { outcome: TransformOutcome::Data { counters }, commits }) => {
+                let marker = match prepared {
+                    Some((spec, prepared)) => match txlog::write_marker(&spec, prepared, &commits, &dir, now_millis()) {
+                        Ok(marker) => Some(marker),
+                        Err(e) => {
+                            staging.discard(&dir);
+                            return Err((FailureClass::Host, format!("cannot write {}: {e}", txlog::MARKER)));
+                        }
+                    },
+                    None => None,
+                };
+                Ok((TransformOutcome::Data { counters }, marker))
+            }
+            Ok(runtime::IncrementalOutcome { outcome, .. }) => Ok((outcome, None)),
+            Err(failure) => Err(failure),
+    };
+    match result {
+        Ok((TransformOutcome::Data { counters }, marker)) => match staging.publish(&dir, data_path, done_flag) {
             // No counters returned is none to keep, not an empty set.
-            Ok(()) => Ok((true, (!counters.is_empty()).then(|| counters_of(&counters)))),
+            Ok(()) => Ok((true, (!counters.is_empty()).then(|| counters_of(&counters)), marker)),
             Err(e) => {
                 staging.discard(&dir);
                 Err((FailureClass::Host, format!("cannot publish to {}: {e}", data_path.display())))
             }
         },
-        Ok(TransformOutcome::NoData) => {
+        Ok((TransformOutcome::NoData, _)) => {
             staging.discard(&dir);
-            Ok((false, None))
+            Ok((false, None, None))
         }
         Err(failure) => {
             staging.discard(&dir);

@@ -22,7 +22,7 @@ use super::coordinate::Coordination;
 pub use super::coordinate::{CoordinatorAnswer, CoordinatorOperation};
 use super::reload::{Project, ReloadReport};
 use super::run::{Run, RunSummary, StopReason, TaskReport};
-use super::state::{Invalidation, Scheduler};
+use super::state::{Invalidation, Scheduler, TxLogView, TxReset};
 use super::table::SharedTable;
 use super::transition::Mode;
 use crate::lattice::ViewId;
@@ -53,6 +53,15 @@ enum Request {
         pattern: String,
         reply: Reply<Vec<(String, String)>>,
     },
+    TxLog {
+        pattern: Option<String>,
+        reply: Reply<Vec<TxLogView>>,
+    },
+    ResetTxLog {
+        pattern: String,
+        source: Option<String>,
+        reply: Reply<TxReset>,
+    },
     Stop {
         run: String,
         reply: Reply<Stopping>,
@@ -78,6 +87,8 @@ impl Request {
             Request::Materialize { reply, .. } => reply.is_closed(),
             Request::Invalidate { reply, .. } => reply.is_closed(),
             Request::Plan { reply, .. } => reply.is_closed(),
+            Request::TxLog { reply, .. } => reply.is_closed(),
+            Request::ResetTxLog { reply, .. } => reply.is_closed(),
             Request::Stop { reply, .. } => reply.is_closed(),
             Request::Coordinators { reply, .. } => reply.is_closed(),
             // Asked for is asked for: a client that stopped waiting (a
@@ -189,6 +200,17 @@ impl Handle {
 
     pub async fn plan(&self, pattern: String) -> Result<Vec<(String, String)>, Error> {
         self.ask(|reply| Request::Plan { pattern, reply }).await
+    }
+
+    /// The transaction logs of the incremental views of `pattern`, or of
+    /// every view that has one.
+    pub async fn txlog(&self, pattern: Option<String>) -> Result<Vec<TxLogView>, Error> {
+        self.ask(|reply| Request::TxLog { pattern, reply }).await
+    }
+
+    /// Resets transaction logs (see [`Scheduler::reset_txlog`]).
+    pub async fn reset_txlog(&self, pattern: String, source: Option<String>) -> Result<TxReset, Error> {
+        self.ask(|reply| Request::ResetTxLog { pattern, source, reply }).await
     }
 
     pub async fn stop(&self, run: String) -> Result<Stopping, Error> {
@@ -422,6 +444,14 @@ impl Service {
             }
             Request::Plan { pattern, reply } => {
                 let _ = reply.send(self.scheduler.plan(&pattern));
+            }
+            Request::TxLog { pattern, reply } => {
+                let _ = reply.send(self.scheduler.txlog(pattern.as_deref()));
+            }
+            Request::ResetTxLog { pattern, source, reply } => {
+                let run = self.run.as_ref();
+                let settled_by_run = |id| run.is_some_and(|run| run.has_settled(id));
+                let _ = reply.send(self.scheduler.reset_txlog(&pattern, source.as_deref(), settled_by_run));
             }
             Request::Stop { run, reply } => {
                 let _ = reply.send(self.stop(&run));

@@ -39,6 +39,25 @@ pub struct Invalidation {
     pub refused: Vec<(String, String)>,
 }
 
+/// An incremental view's transaction log, for `trellis txlog`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxLogView {
+    pub view: String,
+    /// Whether its plugin runs it incrementally (else it is rebuilt whole
+    /// and keeps no log).
+    pub incremental: bool,
+    pub head: Option<crate::metastore::TxHead>,
+    pub entries: Vec<crate::metastore::TxEntry>,
+}
+
+/// What a reset of transaction logs did, by URL path.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TxReset {
+    pub reset: Vec<String>,
+    /// Views in flight, which cannot be reset now, with the reason.
+    pub refused: Vec<(String, String)>,
+}
+
 /// What transformations need: the plugins and each type's version checksum.
 /// A scheduler opened without them can instantiate and invalidate only.
 pub(super) struct Transformations {
@@ -184,6 +203,7 @@ impl Scheduler {
         }
         let staging = Staging::new(&catalog.settings.storage);
         staging.clean().map_err(|e| Error::Io(format!("cannot clean {}: {e}", catalog.settings.storage.display())))?;
+        reconcile_txlog(&store)?;
         let per_plugin = catalog
             .plugins
             .iter()
@@ -654,16 +674,164 @@ impl Scheduler {
             slot.record.invalidated = true;
             slot.stored_state = state;
             commit.views.push((slot.url.to_string(), slot.record.clone()));
+            let url = slot.url.to_string();
+            // Invalidated is rebuilt from nothing: its log starts over.
+            if self.lattice.view_type(id).incremental {
+                let (write, event) = self.txlog_reset(id, None)?;
+                commit.txlog.push(write);
+                commit.events.push(event);
+            }
             if let Some(memo) = &mut self.memo {
                 memo.dirty(id);
             }
-            done.push(slot.url.to_string());
+            done.push(url);
             changed.push(id);
         }
         self.commit(commit)?;
         // Readers of a server's table see the invalidation at once.
         self.refresh_table(changed);
         Ok(Invalidation { invalidated: done, refused })
+    }
+
+    /// For `plan`: what an incremental view's run would read, by its
+    /// manifest check now (inputs that will be rematerialized first count
+    /// as they stand).
+    fn plan_increment(&self, id: ViewId, materialized: impl Fn(ViewId) -> bool) -> String {
+        let view_type = self.lattice.view_type(id);
+        let Transformation::Plugin { plugin, .. } = &view_type.transformation else { return String::new() };
+        let can = self.transformations.as_ref().is_some_and(|t| t.plugins.get(plugin).is_ok_and(|p| p.is_incremental()));
+        if !view_type.incremental {
+            return String::new();
+        }
+        if !can {
+            return format!("; incremental, but {plugin} does not export transform-incremental: reads everything");
+        }
+        let inputs = self.inputs_with_data(id, materialized).into_iter().map(|(_, input)| input).collect();
+        match super::txlog::prepare(&self.txlog_spec(id, inputs, false)) {
+            Ok(prepared) => match &prepared.increment.full_reason {
+                Some(reason) => format!("; incremental: reads everything ({reason})"),
+                None => {
+                    let files = prepared.new_files();
+                    format!("; incremental: reads {files} new or changed file{}", if files == 1 { "" } else { "s" })
+                }
+            },
+            Err(e) => format!("; incremental: cannot list an input ({e})"),
+        }
+    }
+
+    /// The transaction logs of the incremental views `pattern` addresses,
+    /// or without one, of every view the metastore has a log for.
+    pub fn txlog(&mut self, pattern_text: Option<&str>) -> Result<Vec<TxLogView>, Error> {
+        // What a run has deferred is part of what the log says now.
+        self.commit_deferred()?;
+        let addressed = match pattern_text {
+            Some(pattern) => self.instantiate(pattern)?,
+            None => {
+                let mut ids = Vec::new();
+                for (view, _) in self.store.tx_heads()? {
+                    // A view of a type no longer declared has a log no one reads.
+                    if let Ok(found) = self.instantiate(&view) {
+                        ids.extend(found);
+                    }
+                }
+                ids
+            }
+        };
+        let mut views = Vec::new();
+        for id in addressed {
+            let view_type = self.lattice.view_type(id);
+            if !view_type.incremental {
+                continue;
+            }
+            let runs_incrementally = match (&view_type.transformation, &self.transformations) {
+                (Transformation::Plugin { plugin, .. }, Some(t)) => {
+                    t.plugins.get(plugin).is_ok_and(|plugin| plugin.is_incremental())
+                }
+                _ => true,
+            };
+            let url = self.slots[id.0 as usize].url.to_string();
+            views.push(TxLogView {
+                incremental: runs_incrementally,
+                head: self.store.tx_head(&url)?,
+                entries: self.store.tx_entries(&url)?,
+                view: url,
+            });
+        }
+        Ok(views)
+    }
+
+    /// Resets the transaction logs of the incremental views of `pattern`,
+    /// whole or only `source`'s entries, so that their next runs read
+    /// everything (or that source) again. Views in flight, or settled by
+    /// the run in progress, are refused, as invalidation refuses them.
+    pub fn reset_txlog(
+        &mut self,
+        pattern_text: &str,
+        source: Option<&str>,
+        settled_by_run: impl Fn(ViewId) -> bool,
+    ) -> Result<TxReset, Error> {
+        self.commit_deferred()?;
+        let addressed = self.instantiate(pattern_text)?;
+        let incremental: Vec<ViewId> =
+            addressed.into_iter().filter(|&id| self.lattice.view_type(id).incremental).collect();
+        if incremental.is_empty() {
+            return Err(Error::TxLog(format!("`{pattern_text}` addresses no view of an incremental type")));
+        }
+        if let Some(source) = source {
+            for &id in &incremental {
+                let view_type = self.lattice.view_type(id);
+                let names: Vec<&str> =
+                    view_type.dependencies.iter().filter(|d| d.incremental).map(|d| d.name.as_str()).collect();
+                if !names.contains(&source) {
+                    return Err(Error::TxLog(format!(
+                        "{} reads no source `{source}` incrementally (its incremental sources: {})",
+                        view_type.name,
+                        if names.is_empty() { "none".to_string() } else { names.join(", ") }
+                    )));
+                }
+            }
+        }
+        let mut commit = Commit::default();
+        let mut done = TxReset::default();
+        for id in incremental {
+            let slot = &self.slots[id.0 as usize];
+            let in_flight = matches!(slot.record.state, ViewState::Waiting | ViewState::Transforming | ViewState::Retrying);
+            if in_flight || settled_by_run(id) {
+                let reason = "it is in flight or settled by the run in progress; reset it once that run ends";
+                done.refused.push((slot.url.to_string(), reason.into()));
+                continue;
+            }
+            let (write, event) = self.txlog_reset(id, source)?;
+            commit.txlog.push(write);
+            commit.events.push(event);
+            done.reset.push(self.slots[id.0 as usize].url.to_string());
+        }
+        self.commit(commit)?;
+        Ok(done)
+    }
+
+    /// A reset of one view's log, and its event.
+    fn txlog_reset(
+        &self,
+        id: ViewId,
+        source: Option<&str>,
+    ) -> Result<(crate::metastore::TxWrite, crate::metastore::NewEvent), Error> {
+        let slot = &self.slots[id.0 as usize];
+        let write = super::txlog::reset_of(
+            &slot.url,
+            self.store.tx_head(&slot.url)?,
+            self.store.tx_entries(&slot.url)?,
+            &self.lattice.data_path(id),
+            source,
+        );
+        let change = crate::metastore::TxLogChange {
+            kind: "reset".into(),
+            generation: write.head.generation,
+            inputs: write.entries.len(),
+            new_files: 0,
+            full: source.map(|source| format!("source {source}")),
+        };
+        Ok((write, super::txlog::event(&slot.url, slot.record.state, change, None)))
     }
 
     /// For every view of `pattern` and its dependencies, dependencies first:
@@ -718,7 +886,12 @@ impl Scheduler {
                     self.lattice.unsatisfied(id).join(", ")
                 ),
                 _ if view_no_data => "no data (no dependency has data)".to_string(),
-                Some(reason) => format!("transform: {reason}"),
+                Some(reason) => {
+                    let materialized = |d: ViewId| {
+                        will_change[d.0 as usize] || self.slots[d.0 as usize].record.state == ViewState::Materialized
+                    };
+                    format!("transform: {reason}{}", self.plan_increment(id, materialized))
+                }
                 None => "up to date".to_string(),
             };
             will_change[id.0 as usize] = explanation.is_some();
@@ -836,6 +1009,30 @@ impl Scheduler {
 }
 
 /// The event of one application of the state machine, now.
+/// Adopts what a crash left between an incremental view's publish and the
+/// log's commit: a marker newer than the log's head is the truth (it was
+/// published with the data it describes), so the log is written from it.
+fn reconcile_txlog(store: &Metastore) -> Result<(), Error> {
+    let mut commit = Commit::default();
+    for (view, head) in store.tx_heads()? {
+        let output = std::path::PathBuf::from(&head.output);
+        let Some(marker) = super::txlog::read_marker(&output) else { continue };
+        if marker.view != view || marker.generation <= head.generation {
+            continue;
+        }
+        tracing::info!(view, generation = marker.generation, "transaction log reconciled with the published output");
+        let existing = store.tx_entries(&view)?;
+        let state = store.view(&view)?.map_or(ViewState::Receive, |record| record.state);
+        let change = super::txlog::commit_change(&marker, "reconcile");
+        commit.events.push(super::txlog::event(&Arc::from(view.as_str()), state, change, None));
+        commit.txlog.push(super::txlog::write_of(&marker, Some(head), &existing, &output));
+    }
+    if !commit.is_empty() {
+        store.commit(&commit)?;
+    }
+    Ok(())
+}
+
 pub(super) fn new_event(
     view: &Arc<str>,
     previous: ViewState,
@@ -853,5 +1050,6 @@ pub(super) fn new_event(
         run_id: run_id.cloned(),
         error,
         action: None,
+        txlog: None,
     }
 }

@@ -214,6 +214,7 @@ impl Checker<'_> {
             target,
             parameters: bindings,
             time,
+            incremental: false,
             line: self.lines.line(raw.span().start),
         })
     }

@@ -393,6 +393,7 @@ pub(super) struct RawViewType {
     #[serde(default)]
     pub(super) materialize_once: bool,
     pub(super) on_dependency_failure: Option<OnDependencyFailure>,
+    pub(super) incremental: Option<Spanned<bool>>,
 }
 
 #[derive(Deserialize)]
@@ -452,6 +453,7 @@ pub(super) struct RawDependency {
     pub(super) name: Option<String>,
     pub(super) parameters: Option<Spanned<BTreeMap<String, toml::Value>>>,
     pub(super) time: Option<Spanned<String>>,
+    pub(super) incremental: Option<Spanned<bool>>,
 }
 
 /// A dependency parameter's value as written: one scalar, or a list of

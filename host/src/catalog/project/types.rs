@@ -202,9 +202,27 @@ impl Checker<'_> {
         if raw.dependencies.len() > DEPENDENCY_LIMIT {
             self.error(at, format!("{name}: {} dependencies, more than {DEPENDENCY_LIMIT}", raw.dependencies.len()));
         }
+        let incremental = raw.incremental.as_ref().is_some_and(|flag| *flag.get_ref());
+        if let (true, Transformation::External, Some(flag)) = (incremental, &transformation, &raw.incremental) {
+            self.error(
+                flag.span().start,
+                format!("{name}: `incremental = true` needs a transformation; external data is not transformed"),
+            );
+        }
         let mut dependencies = Vec::new();
         for dependency in &raw.dependencies {
-            if let Some(resolved) = self.dependency(&name, dependency, &parameters, time.as_ref(), by_name, all) {
+            if let Some(mut resolved) = self.dependency(&name, dependency, &parameters, time.as_ref(), by_name, all) {
+                match &dependency.get_ref().incremental {
+                    Some(flag) if *flag.get_ref() && !incremental => self.error(
+                        flag.span().start,
+                        format!(
+                            "{name}: dependency `{}` is read incrementally but the view type is not incremental; set `incremental = true` on the view",
+                            resolved.name
+                        ),
+                    ),
+                    Some(flag) => resolved.incremental = *flag.get_ref(),
+                    None => resolved.incremental = incremental,
+                }
                 dependencies.push(resolved);
             }
         }
@@ -246,6 +264,7 @@ impl Checker<'_> {
             done_flag,
             format,
             materialize_once: raw.materialize_once,
+            incremental,
             on_dependency_failure: raw.on_dependency_failure.unwrap_or(on_failure),
             retry,
             schema_checksum,
