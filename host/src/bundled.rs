@@ -21,9 +21,11 @@ macro_rules! sample {
     };
 }
 
-/// The sample plugins: two transformations, a checksum and two listeners.
-pub const SAMPLES: [Sample; 5] = [
+/// The sample plugins: three transformations (one incremental), a checksum
+/// and two listeners.
+pub const SAMPLES: [Sample; 6] = [
     sample!("csv-aggregate", "csv_aggregate"),
+    sample!("csv-aggregate-incremental", "csv_aggregate_incremental"),
     sample!("concat", "concat"),
     sample!("sql-checksum", "sql_checksum"),
     sample!("jsonl-listener", "jsonl_listener"),

@@ -69,7 +69,7 @@ fn a_backup_restored_holds_every_record_and_finds_everything_up_to_date() {
     assert_eq!(
         healthy.stdout,
         format!(
-            "metastore in {}: healthy; 2 view types, 6 views, 1 runs, 6 flows, 18 events, 1 listeners, 0 coordinators, 0 actions\n",
+            "metastore in {}: healthy; 2 view types, 6 views, 1 runs, 6 flows, 18 events, 1 listeners, 0 coordinators, 0 actions, 0 transaction log records\n",
             metastore.display()
         )
     );

@@ -225,7 +225,10 @@ async fn every_endpoint_answers_and_bad_input_gets_a_4xx_with_one_line() {
         .iter()
         .map(|p| (p["name"].as_str().unwrap(), p["world"].as_str().unwrap()))
         .collect();
-    assert_eq!(plugins, [("csv-aggregate", "transformation"), ("stats-listener", "listener")]);
+    assert_eq!(
+        plugins,
+        [("csv-aggregate", "transformation"), ("csv-aggregate-incremental", "transformation"), ("stats-listener", "listener")]
+    );
     let (status, Value::String(metrics)) = get(&format!("{url}/metrics")).await else { panic!("metrics are text") };
     assert_eq!(status, 200);
     assert!(metrics.contains("trellis_views{state=\"materialized\"} "), "{metrics}");

@@ -26,6 +26,7 @@ mod routes;
 mod runs;
 mod serve;
 mod status;
+mod txlog;
 mod views;
 pub mod wire;
 
@@ -184,6 +185,7 @@ impl From<crate::scheduler::Error> for ApiError {
             Error::Refused(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Error::UnknownCoordinator { .. } => StatusCode::NOT_FOUND,
             Error::Coordinator(_) => StatusCode::CONFLICT,
+            Error::TxLog(_) => StatusCode::BAD_REQUEST,
             Error::Metastore(_) | Error::Plugins(_) | Error::NoPlugins | Error::Io(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
@@ -200,7 +202,7 @@ impl From<crate::metastore::Error> for ApiError {
 
 /// Requests that address a pattern, which the server instantiates (and
 /// keeps) to answer them.
-const INSTANTIATING: &[&str] = &["/views/{*pattern}", "/plan/{*pattern}"];
+const INSTANTIATING: &[&str] = &["/views/{*pattern}", "/plan/{*pattern}", "/txlog/{*pattern}"];
 
 /// Mutating requests need the token when there is one, and so do reads
 /// that instantiate views, since those grow what the server holds; off

@@ -5,7 +5,7 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{coordinators, events, reload, runs, status, views, wire};
+use super::{coordinators, events, reload, runs, status, txlog, views, wire};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -34,6 +34,9 @@ use super::{coordinators, events, reload, runs, status, views, wire};
         coordinators::resume,
         coordinators::kill,
         coordinators::rerun,
+        txlog::all,
+        txlog::pattern,
+        txlog::reset,
     ),
     components(schemas(wire::ErrorBody)),
     modifiers(&BearerToken)

@@ -1,5 +1,5 @@
 //! `ROUTES` and the router that serves them: each path to its handler in
-//! `views`, `runs`, `events`, `status` or `coordinators`.
+//! `views`, `runs`, `events`, `status`, `coordinators` or `txlog`.
 
 use std::sync::Arc;
 
@@ -7,7 +7,7 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 
-use super::{ApiError, AppState, coordinators, events, reload, runs, status, views};
+use super::{ApiError, AppState, coordinators, events, reload, runs, status, txlog, views};
 
 /// Every route: method and path as `/openapi.json` writes it. The router
 /// below must serve each; a test checks both.
@@ -35,6 +35,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/coordinators/{name}/resume"),
     ("post", "/coordinators/{name}/kill"),
     ("post", "/coordinators/{name}/rerun"),
+    ("get", "/txlog"),
+    ("get", "/txlog/{pattern}"),
+    ("post", "/reset-txlog/{pattern}"),
 ];
 
 pub(super) fn routes() -> Router<Arc<AppState>> {
@@ -62,6 +65,9 @@ pub(super) fn routes() -> Router<Arc<AppState>> {
         .route("/coordinators/{name}/resume", post(coordinators::resume))
         .route("/coordinators/{name}/kill", post(coordinators::kill))
         .route("/coordinators/{name}/rerun", post(coordinators::rerun))
+        .route("/txlog", get(txlog::all))
+        .route("/txlog/{*pattern}", get(txlog::pattern))
+        .route("/reset-txlog/{*pattern}", post(txlog::reset))
         .fallback(not_found)
 }
 

@@ -144,6 +144,84 @@ pub struct Invalidated {
     pub error: Option<String>,
 }
 
+/// `GET /txlog/{pattern}`: one incremental view's transaction log.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+pub struct TxLogView {
+    pub view: String,
+    /// False when its plugin does not export `transform-incremental`: the
+    /// view is rebuilt whole each time and keeps no log.
+    pub incremental: bool,
+    /// The generation of its last commit; 0 before the first.
+    pub generation: u64,
+    /// Markers up to this generation were voided by a reset.
+    pub reset_through: u64,
+    /// Resets of one source: source to generation.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reset_sources: BTreeMap<String, u64>,
+    pub entries: Vec<TxLogEntry>,
+}
+
+/// One TxId (view, project, source, path) and its TxLog entry.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+pub struct TxLogEntry {
+    pub project: String,
+    pub source: String,
+    /// The input's data path, relative to the storage root.
+    pub path: String,
+    /// The input view.
+    pub input: String,
+    pub commit_id: String,
+    /// `manifest` (the host's hash of the input's files) or `plugin` (an
+    /// offset the plugin returned).
+    pub commit_type: String,
+    /// RFC 3339, UTC.
+    pub time: String,
+    pub enabled: bool,
+}
+
+impl From<crate::scheduler::TxLogView> for TxLogView {
+    fn from(view: crate::scheduler::TxLogView) -> Self {
+        let head = view.head.unwrap_or_default();
+        TxLogView {
+            view: view.view,
+            incremental: view.incremental,
+            generation: head.generation,
+            reset_through: head.reset_through,
+            reset_sources: head.reset_sources,
+            entries: view
+                .entries
+                .into_iter()
+                .map(|entry| TxLogEntry {
+                    project: entry.project,
+                    source: entry.source,
+                    path: entry.path,
+                    input: entry.input,
+                    commit_id: entry.commit_id,
+                    commit_type: crate::model::wire_name(&entry.commit_type),
+                    time: millis_text(entry.time),
+                    enabled: entry.enabled,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// `POST /reset-txlog/{pattern}`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, IntoParams)]
+pub struct ResetTxLogQuery {
+    /// Reset only this source (a dependency's name).
+    pub source: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct TxLogReset {
+    pub reset: Vec<String>,
+    pub refused: Vec<Refusal>,
+    /// Set when some views were refused (the status is then 409).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Run {
     pub id: String,
@@ -537,7 +615,7 @@ impl From<&crate::scheduler::CoordinatorStatus> for Coordinator {
 
 impl From<&crate::metastore::ActionRecord> for Action {
     fn from(record: &crate::metastore::ActionRecord) -> Action {
-        let time = |ms: i64| chrono::DateTime::from_timestamp_millis(ms).map_or_else(|| ms.to_string(), utc_text);
+        let time = millis_text;
         Action {
             coordinator: record.coordinator.clone(),
             name: crate::scheduler::coordinate::action_name(&record.coordinator, record.nominal),
@@ -551,6 +629,11 @@ impl From<&crate::metastore::ActionRecord> for Action {
             reason: record.reason.clone(),
         }
     }
+}
+
+/// Milliseconds since the Unix epoch as the API writes times.
+pub fn millis_text(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).map_or_else(|| ms.to_string(), utc_text)
 }
 
 /// A time as the API writes it: RFC 3339 in UTC, to the second.

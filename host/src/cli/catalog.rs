@@ -163,10 +163,11 @@ pub(super) async fn validate(args: &ProjectArgs, runtime: &crate::runtime::Runti
         let deps = if deps.is_empty() { String::new() } else { format!(" <- {}", deps.join(", ")) };
         writeln!(
             out,
-            "  {}({}){time} [{}]{deps}",
+            "  {}({}){time} [{}{}]{deps}",
             view_type.name,
             params.join(", "),
-            transformation_name(&view_type.transformation)
+            transformation_name(&view_type.transformation),
+            if view_type.incremental { ", incremental" } else { "" }
         )?;
         for resource in resources_of(&view_type.transformation) {
             writeln!(

@@ -47,7 +47,7 @@ pub(super) fn run(args: &MetastoreArgs) -> anyhow::Result<Status> {
             }
             let contents = Metastore::open(path)?.check()?;
             println!(
-                "metastore in {}: healthy; {} view types, {} views, {} runs, {} flows, {} events, {} listeners, {} coordinators, {} actions",
+                "metastore in {}: healthy; {} view types, {} views, {} runs, {} flows, {} events, {} listeners, {} coordinators, {} actions, {} transaction log records",
                 path.display(),
                 contents.schemas,
                 contents.views,
@@ -56,7 +56,8 @@ pub(super) fn run(args: &MetastoreArgs) -> anyhow::Result<Status> {
                 contents.events,
                 contents.listeners,
                 contents.coordinators,
-                contents.actions
+                contents.actions,
+                contents.txlog
             );
         }
         Action::Backup { file } => {

@@ -19,6 +19,7 @@ mod schedule;
 mod serve;
 mod shell;
 mod stop;
+mod txlog;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -130,6 +131,8 @@ enum Command {
     Invalidate(schedule::InvalidateArgs),
     /// Say for every view whether it would be transformed now, and why
     Plan(schedule::PlanArgs),
+    /// Show incremental views' transaction logs (`txlog reset PATTERN` clears them)
+    Txlog(txlog::TxLogArgs),
     /// Measure the scheduler on a generated shop lattice
     Bench(bench::BenchArgs),
     /// List runs, or show one run's flow statuses
@@ -207,6 +210,7 @@ impl Cli {
                 Some(server) => schedule::plan_remote(&args, &server).await,
                 None => schedule::plan(&args, &runtime()?).await,
             },
+            Command::Txlog(args) => txlog::run(&args, &runtime()?, server()?).await,
             Command::Bench(args) => bench::bench(&args, &runtime()?).await,
             Command::Runs(args) => match server()? {
                 Some(server) => catalog::runs_remote(&args, &server).await,

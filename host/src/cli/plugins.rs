@@ -156,6 +156,7 @@ async fn inspect(runtime: &Runtime, file: &Path, json: bool) -> anyhow::Result<S
             "description": info.description,
             "content_hash": plugin.content_hash(),
             "exports": plugin.exports(),
+            "incremental": plugin.is_incremental(),
             "config": info.config,
             "limits": { "deadline_ms": plugin.limits().deadline.as_millis(), "memory_bytes": plugin.limits().memory },
         });
