@@ -243,3 +243,145 @@ fn kill_9_during_a_catch_up_loses_no_action_and_starts_none_twice() {
     let linked = store.runs().unwrap().into_iter().filter(|run| run.action.is_some()).count();
     assert_eq!(linked, CATCH_UP, "every run an action started is that action's run");
 }
+
+/// An incremental monthly aggregate over daily files and its full twin.
+fn write_incremental_project(dir: &Path) {
+    let plugins = [("inc", "csv_aggregate_incremental"), ("full", "csv_aggregate")];
+    let mut text = String::from("[project]\nname = \"k\"\nstorage = \"data\"\n\n[plugins]\n");
+    for (name, file) in plugins {
+        text.push_str(&format!("{name} = \"{}\"\n", crate::support::plugin_path(file).display()));
+    }
+    text.push_str(
+        "\n[[view]]\nname = \"k.raw/Events\"\ntime = { frequency = \"1d\", initial = \"2015-01-01\" }\n\
+         path = \"raw/${YEAR}/${MONTH}/${DAY}\"\n",
+    );
+    for (name, plugin, incremental) in [("Inc", "inc", "\nincremental = true"), ("Full", "full", "")] {
+        text.push_str(&format!(
+            "\n[[view]]\nname = \"k.mart/{name}\"\ntime = {{ frequency = \"1M\", initial = \"2015-01-01\" }}{incremental}\n\
+             transformation = {{ plugin = \"{plugin}\", config = {{ aggregates = \"n=count(*),s=sum(v)\" }} }}\n\n\
+             [[view.dependency]]\nview = \"k.raw/Events\"\ntime = \"all\"\n"
+        ));
+    }
+    std::fs::write(dir.join("trellis.toml"), text).unwrap();
+}
+
+/// Delivers file number `n` (its own file in day `n % 28 + 1`, `n % 5 + 1`
+/// rows of value 1) and writes the day's flag again; returns its rows.
+fn deliver_file(dir: &Path, n: usize) -> usize {
+    let day = dir.join(format!("data/raw/2015/01/{:02}", n % 28 + 1));
+    std::fs::create_dir_all(&day).unwrap();
+    let rows = n % 5 + 1;
+    std::fs::write(day.join(format!("f{n}.csv")), format!("v\n{}", "1\n".repeat(rows))).unwrap();
+    let _ = std::fs::remove_file(day.join("_SUCCESS"));
+    std::fs::write(day.join("_SUCCESS"), "").unwrap();
+    rows
+}
+
+/// The generation of the published marker.
+fn published_generation(dir: &Path) -> u64 {
+    let marker = std::fs::read(dir.join("data/k/mart/Inc/2015/01").join(trellis::scheduler::txlog::MARKER));
+    marker
+        .ok()
+        .map_or(0, |bytes| serde_json::from_slice::<serde_json::Value>(&bytes).unwrap()["generation"].as_u64().unwrap())
+}
+
+/// The generation of the published marker, and of the metastore's log.
+fn generations(dir: &Path) -> (u64, u64) {
+    let published = published_generation(dir);
+    let store = Metastore::open(&dir.join(".trellis/metastore")).unwrap();
+    let logged = store.tx_head("k.mart/Inc/2015/01").unwrap().map_or(0, |head| head.generation);
+    (published, logged)
+}
+
+#[test]
+fn kill_9_at_random_moments_of_incremental_runs_reflects_each_input_file_once() {
+    let dir = tempfile::tempdir().unwrap();
+    write_incremental_project(dir.path());
+    let materialize = |view: &str| {
+        let mut command = trellis();
+        command.current_dir(dir.path()).args(["materialize", "-v", view]);
+        command
+    };
+    // Two uninterrupted runs (the first compiles the plugin into the
+    // cache), the second to know how long a run takes.
+    let mut rows = 0;
+    let mut span = 0;
+    for n in [0, 1] {
+        rows += deliver_file(dir.path(), n);
+        let started = Instant::now();
+        let result = run(&mut materialize("k.mart/Inc/2015/01"));
+        assert_eq!(result.code, 0, "{}", result.stderr);
+        span = started.elapsed().as_micros() as u64;
+    }
+
+    // Each round delivers a file and kills a run at a moment drawn from
+    // its whole span: before the manifest check, during the call, between
+    // the publish and the log's commit, after it.
+    let mut random = crate::support::Lcg::new(15);
+    let (mut kills, mut moments) = (0, std::collections::BTreeMap::<&str, usize>::new());
+    for n in 2..200 {
+        if kills == 24 {
+            break;
+        }
+        rows += deliver_file(dir.path(), n);
+        let (before, _) = generations(dir.path());
+        let mut child = materialize("k.mart/Inc/2015/01")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Odd rounds kill at a random moment of the run's span; even ones
+        // the moment the new output is seen published, most often before
+        // the log's commit (which waits for a flush).
+        let kill_at = Instant::now() + Duration::from_micros(random.below(span));
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let due = || match n % 2 {
+            1 => Instant::now() >= kill_at,
+            _ => published_generation(dir.path()) > before,
+        };
+        while !due() && child.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "the run neither published nor ended");
+            std::thread::yield_now();
+        }
+        if child.try_wait().unwrap().is_some() {
+            continue;
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        kills += 1;
+        let (published, logged) = generations(dir.path());
+        let moment = match (published > before, published > logged) {
+            (false, _) => "before the publish",
+            (true, true) => "between the publish and the log's commit",
+            (true, false) => "after the commit",
+        };
+        *moments.entry(moment).or_default() += 1;
+    }
+    assert!(kills >= 20, "only {kills} kills; the runs end too soon");
+    eprintln!("kills by moment: {moments:?}");
+    let between = moments.get("between the publish and the log's commit").copied().unwrap_or(0);
+    assert!(between >= 1 && moments.len() >= 2, "the kills missed the moments that matter: {moments:?}");
+
+    // The next runs converge: every file delivered counted once, as a
+    // full recomputation counts it, and the log agrees with the output.
+    let result = run(&mut materialize("k.mart/e(Inc,Full)/2015/01"));
+    assert_eq!(result.code, 0, "{}\n{}", result.stdout, result.stderr);
+    let read = |view: &str| std::fs::read_to_string(dir.path().join("data/k/mart").join(view).join("part-00000.csv"));
+    let incremental = read("Inc/2015/01").unwrap();
+    assert_eq!(incremental, format!("n,s\n{rows},{rows}\n"));
+    assert_eq!(incremental, read("Full/2015/01").unwrap());
+    let (published, logged) = generations(dir.path());
+    assert_eq!(published, logged);
+    // Each kill between the publish and the commit was reconciled at the next open.
+    let store = Metastore::open(&dir.path().join(".trellis/metastore")).unwrap();
+    let reconciled = store
+        .events_from(0, usize::MAX)
+        .unwrap()
+        .iter()
+        .filter(|e| e.event.txlog.as_ref().is_some_and(|change| change.kind == "reconcile"))
+        .count();
+    assert_eq!(reconciled, between);
+    drop(store);
+    let check = run(trellis().current_dir(dir.path()).args(["metastore", "check"]));
+    assert_eq!(check.code, 0, "{}", check.stderr);
+}

@@ -13,6 +13,7 @@ mod coordinators;
 mod crash;
 mod csv_aggregate;
 mod fuzz;
+mod incremental;
 mod listeners;
 mod metastore;
 mod plan_agrees;

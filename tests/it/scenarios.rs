@@ -16,7 +16,8 @@
 //!   its clock); the
 //!   lines after it, up to a blank line, are its expected stdout and stderr,
 //!   with the project directory shown as `$PROJECT`, version checksums as
-//!   `<checksum>`, blank lines left out, and a last line `[exit N]` when it
+//!   `<checksum>`, run ids as `[run <id>]`, manifest hashes and commit
+//!   times as `<hash>` and `<time>`, blank lines left out, and a last line `[exit N]` when it
 //!   exits non-zero.
 //!
 //! Anything else (an unknown directive, an `@write` without its `@end`, an
@@ -49,6 +50,7 @@ scenarios!(
     errors,
     evaluation,
     failures,
+    incremental,
     latest,
     limits,
     listeners,
@@ -305,7 +307,12 @@ fn execute(command: &Command, project: &Path) -> String {
             let output = checksum.replace_all(&output, "<checksum>");
             // Run ids are the wall-clock time they started at.
             let run = regex::Regex::new(r"\[run [0-9a-f]+\]").unwrap();
-            run.replace_all(&output, "[run <id>]").into_owned()
+            let output = run.replace_all(&output, "[run <id>]");
+            // So are commit times, and manifests hash the files' times.
+            let manifest = regex::Regex::new(r"\bmanifest [0-9a-f]{32}\b").unwrap();
+            let output = manifest.replace_all(&output, "manifest <hash>");
+            let committed = regex::Regex::new(r" at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ").unwrap();
+            committed.replace_all(&output, " at <time>").into_owned()
         }
     }
 }

@@ -227,7 +227,11 @@ async fn every_endpoint_answers_and_bad_input_gets_a_4xx_with_one_line() {
         .collect();
     assert_eq!(
         plugins,
-        [("csv-aggregate", "transformation"), ("csv-aggregate-incremental", "transformation"), ("stats-listener", "listener")]
+        [
+            ("csv-aggregate", "transformation"),
+            ("csv-aggregate-incremental", "transformation"),
+            ("stats-listener", "listener")
+        ]
     );
     let (status, Value::String(metrics)) = get(&format!("{url}/metrics")).await else { panic!("metrics are text") };
     assert_eq!(status, 200);
@@ -1138,4 +1142,66 @@ async fn an_action_killed_after_its_server_died_ends_its_run_and_never_resumes()
     assert_eq!(again.code, 0, "{}", again.stderr);
     assert_eq!(again.stdout, "coordinator daily: 1 KILLED; no more actions (its end is reached)\n  daily@2015-01-01T00:00:00Z KILLED: killed by an operator [run ".to_string() + runs[0]["id"].as_str().unwrap() + "]\n");
     assert!(!project.join("data/g/mart/Out/2015/01/01/_SUCCESS").exists(), "it never ran again");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_served_incremental_view_shows_and_resets_its_transaction_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = demo(dir.path());
+    let server = Server::start(&project, &[], &[]);
+    let url = &server.url;
+    const YTD: &str = "shop.datamart/YearToDateSales/SHOP20/2015/01";
+
+    // The demo left a log; a new day of SHOP20's orders adds one input.
+    let (status, logs) = get(&format!("{url}/txlog")).await;
+    assert_eq!(status, 200, "{logs}");
+    assert_eq!(logs.as_array().unwrap().len(), 3, "{logs}");
+    let day = project.join("data/raw/orders/SHOP20/2015/05/04");
+    std::fs::create_dir_all(&day).unwrap();
+    std::fs::write(day.join("orders.csv"), "order_id,shop,day,amount\n1,SHOP20,2015-05-04,1.00\n").unwrap();
+    std::fs::write(day.join("_SUCCESS"), "").unwrap();
+    let done = materialize_and_wait(url, YTD).await;
+    let ytd = done["flows"].as_array().unwrap().iter().find(|flow| flow["view"] == YTD).unwrap();
+    assert_eq!(ytd["counters"]["files"], 1, "{done}");
+    let (status, log) = get(&format!("{url}/txlog/{YTD}")).await;
+    assert_eq!(status, 200, "{log}");
+    assert_eq!(log[0]["generation"], 2, "{log}");
+    assert_eq!(log[0]["entries"].as_array().unwrap().len(), 4, "{log}");
+    let entry = &log[0]["entries"][3];
+    assert_eq!(
+        (&entry["project"], &entry["source"], &entry["path"], &entry["commit_type"], &entry["enabled"]),
+        (
+            &serde_json::json!("shop"),
+            &"orders".into(),
+            &"raw/orders/SHOP20/2015/05/04".into(),
+            &"manifest".into(),
+            &true.into()
+        ),
+        "{log}"
+    );
+
+    // The CLI asks the server, which holds the metastore.
+    let remote = run(trellis().args(["txlog", YTD, "--server", url]));
+    assert_eq!(remote.code, 0, "{}", remote.stderr);
+    assert!(remote.stdout.starts_with(&format!("{YTD}: generation 2\n")), "{}", remote.stdout);
+    let reset = run(trellis().args(["txlog", "reset", YTD, "--server", url]));
+    assert_eq!((reset.code, reset.stdout.as_str()), (0, format!("reset the transaction log of {YTD}\n").as_str()));
+    let (_, log) = get(&format!("{url}/txlog/{YTD}")).await;
+    assert_eq!(log[0]["reset_through"], 2, "{log}");
+    let (status, refused) = post(&format!("{url}/reset-txlog/{YTD}?source=nope")).await;
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(
+        refused["error"],
+        "shop.datamart/YearToDateSales reads no source `nope` incrementally (its incremental sources: orders)"
+    );
+    // The next run reads everything, and gets what it got incrementally.
+    let before =
+        std::fs::read_to_string(project.join("data/shop/datamart/YearToDateSales/SHOP20/2015/01/part-00000.csv"));
+    let done = materialize_and_wait(url, YTD).await;
+    let ytd = done["flows"].as_array().unwrap().iter().find(|flow| flow["view"] == YTD).unwrap();
+    assert_eq!(ytd["counters"]["files"], 4, "{done}");
+    let after =
+        std::fs::read_to_string(project.join("data/shop/datamart/YearToDateSales/SHOP20/2015/01/part-00000.csv"));
+    assert_eq!(before.unwrap(), after.unwrap());
+    assert_eq!(server.stop(), 0);
 }

@@ -21,10 +21,7 @@ pub(super) async fn all(State(state): Shared) -> Result<Json<Vec<wire::TxLogView
     responses((status = 200, description = "The incremental views of the pattern", body = [wire::TxLogView]),
               (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
-pub(super) async fn pattern(
-    State(state): Shared,
-    Path(pattern): Path,
-) -> Result<Json<Vec<wire::TxLogView>>, ApiError> {
+pub(super) async fn pattern(State(state): Shared, Path(pattern): Path) -> Result<Json<Vec<wire::TxLogView>>, ApiError> {
     within_limit(&pattern)?;
     let views = state.handle.txlog(Some(pattern)).await?;
     Ok(Json(views.into_iter().map(wire::TxLogView::from).collect()))

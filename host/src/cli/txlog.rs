@@ -87,7 +87,9 @@ fn print_logs(views: &[wire::TxLogView], json: bool) -> anyhow::Result<Status> {
     for view in views {
         let resets = match (view.reset_through, view.reset_sources.is_empty()) {
             (0, true) => String::new(),
-            (0, false) => format!(", sources reset: {}", view.reset_sources.keys().cloned().collect::<Vec<_>>().join(", ")),
+            (0, false) => {
+                format!(", sources reset: {}", view.reset_sources.keys().cloned().collect::<Vec<_>>().join(", "))
+            }
             (through, _) => format!(", reset through generation {through}"),
         };
         let how = if view.incremental { "" } else { " (its plugin is not incremental: rebuilt whole each time)" };

@@ -133,7 +133,10 @@ impl Metastore {
         decode_all("txlog", &self.txlog, &mut contents.txlog, &|key, value| match super::txlog::split_key(key) {
             Some((_, true)) => one::<super::TxHead>(key, value),
             Some((_, false)) => one::<super::TxEntry>(key, value),
-            None => Err(Error::Corrupt { key: String::from_utf8_lossy(key).into(), reason: "a key without its view".into() }),
+            None => Err(Error::Corrupt {
+                key: String::from_utf8_lossy(key).into(),
+                reason: "a key without its view".into(),
+            }),
         })?;
         Ok(contents)
     }
@@ -289,7 +292,17 @@ mod tests {
         let store = Metastore::open(dir.path()).unwrap();
         assert_eq!(
             store.check().unwrap(),
-            Contents { schemas: 1, views: 3, runs: 0, flows: 0, events: 3, listeners: 1, coordinators: 0, actions: 0, txlog: 0 }
+            Contents {
+                schemas: 1,
+                views: 3,
+                runs: 0,
+                flows: 0,
+                events: 3,
+                listeners: 1,
+                coordinators: 0,
+                actions: 0,
+                txlog: 0
+            }
         );
     }
 

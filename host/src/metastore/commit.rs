@@ -56,8 +56,16 @@ impl Metastore {
     /// Applies `commit` atomically and durably; returns the sequence numbers
     /// given to its events, in order.
     pub fn commit(&self, commit: &Commit) -> Result<Vec<u64>, Error> {
-        let trees =
-            (&self.meta, &self.views, &self.runs, &self.flows, &self.events, &self.coordinators, &self.actions, &self.txlog);
+        let trees = (
+            &self.meta,
+            &self.views,
+            &self.runs,
+            &self.flows,
+            &self.events,
+            &self.coordinators,
+            &self.actions,
+            &self.txlog,
+        );
         let result = trees.transaction(|(meta, views, runs, flows, events, coordinators, actions, txlog)| {
             super::txlog::write(txlog, &commit.txlog)?;
             for (name, record) in &commit.coordinators {

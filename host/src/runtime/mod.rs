@@ -43,7 +43,7 @@ pub use listener::{ListenerEvent, ListenerInstance};
 pub use output::OutputLimit;
 pub use plugin::{Plugin, World};
 pub use sandbox::{GUEST_OUTPUT, GUEST_PREVIOUS, GUEST_STATE, guest_input};
-pub use transform::{IncrementalOutcome, Increment, InputDelta, TransformInput, TransformOutcome, TransformRequest};
+pub use transform::{Increment, IncrementalOutcome, InputDelta, TransformInput, TransformOutcome, TransformRequest};
 
 /// The scheduling states listeners see.
 pub use crate::model::ViewState;

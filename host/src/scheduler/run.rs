@@ -21,8 +21,8 @@ use super::publish::Staging;
 use super::record::{self, previous_stable};
 use super::state::{Progress, Scheduler, Standing, flag_identity, new_event, now_millis};
 use super::table::Running;
-use super::txlog;
 use super::transition::{Action, Event, FailureClass, Freshness, Mode, Reason, Settled, retry_delay, transition};
+use super::txlog;
 use crate::catalog::Transformation;
 use crate::lattice::ViewId;
 use crate::metastore::{Commit, FlowRecord, RunRecord, SeenFlag};
@@ -892,13 +892,16 @@ impl Scheduler {
                     continue;
                 }
                 let path = dir.strip_prefix(&self.catalog.settings.storage).unwrap_or(&dir).to_string_lossy().into();
-                inputs.push((dependency, txlog::InputSpec {
-                    source: declaration.name.clone(),
-                    input: self.lattice.url_path(dependency),
-                    path,
-                    dir,
-                    incremental: declaration.incremental,
-                }));
+                inputs.push((
+                    dependency,
+                    txlog::InputSpec {
+                        source: declaration.name.clone(),
+                        input: self.lattice.url_path(dependency),
+                        path,
+                        dir,
+                        incremental: declaration.incremental,
+                    },
+                ));
             }
         }
         inputs
@@ -955,8 +958,9 @@ impl Scheduler {
             }
         };
         let own_timestamp = self.slots[id.0 as usize].record.timestamp;
-        let with_data =
-            self.inputs_with_data(id, |dependency| self.slots[dependency.0 as usize].record.state == ViewState::Materialized);
+        let with_data = self.inputs_with_data(id, |dependency| {
+            self.slots[dependency.0 as usize].record.state == ViewState::Materialized
+        });
         let mut guest_paths: HashMap<ViewId, String> = HashMap::new();
         let mut inputs = Vec::with_capacity(with_data.len());
         for (dependency, input) in &with_data {
@@ -1058,9 +1062,10 @@ async fn run_plugin(
     };
     let called = match &prepared {
         Some((_, prepared)) => plugin.transform_incremental(&request, &prepared.increment).await,
-        None => plugin.transform(&request).await.map(|report| {
-            report.map(|outcome| runtime::IncrementalOutcome { outcome, commits: Vec::new() })
-        }),
+        None => plugin
+            .transform(&request)
+            .await
+            .map(|report| report.map(|outcome| runtime::IncrementalOutcome { outcome, commits: Vec::new() })),
     };
     let report = match called {
         Ok(report) => report,
@@ -1072,21 +1077,21 @@ async fn run_plugin(
         }
     };
     let result = match report.result {
-            Ok(runtime::IncrementalOutcome { outcome: TransformOutcome::Data { counters }, commits }) => {
-                let marker = match prepared {
-                    Some((spec, prepared)) => match txlog::write_marker(&spec, prepared, &commits, &dir, now_millis()) {
-                        Ok(marker) => Some(marker),
-                        Err(e) => {
-                            staging.discard(&dir);
-                            return Err((FailureClass::Host, format!("cannot write {}: {e}", txlog::MARKER)));
-                        }
-                    },
-                    None => None,
-                };
-                Ok((TransformOutcome::Data { counters }, marker))
-            }
-            Ok(runtime::IncrementalOutcome { outcome, .. }) => Ok((outcome, None)),
-            Err(failure) => Err(failure),
+        Ok(runtime::IncrementalOutcome { outcome: TransformOutcome::Data { counters }, commits }) => {
+            let marker = match prepared {
+                Some((spec, prepared)) => match txlog::write_marker(&spec, prepared, &commits, &dir, now_millis()) {
+                    Ok(marker) => Some(marker),
+                    Err(e) => {
+                        staging.discard(&dir);
+                        return Err((FailureClass::Host, format!("cannot write {}: {e}", txlog::MARKER)));
+                    }
+                },
+                None => None,
+            };
+            Ok((TransformOutcome::Data { counters }, marker))
+        }
+        Ok(runtime::IncrementalOutcome { outcome, .. }) => Ok((outcome, None)),
+        Err(failure) => Err(failure),
     };
     match result {
         Ok((TransformOutcome::Data { counters }, marker)) => match staging.publish(&dir, data_path, done_flag) {

@@ -652,6 +652,17 @@ impl Scheduler {
     ) -> Result<Invalidation, Error> {
         let addressed = self.instantiate(pattern_text)?;
         let targets = if dependencies { self.lattice.closure(&addressed) } else { addressed };
+        self.invalidate_views(targets, None, settled_by_run)
+    }
+
+    /// Invalidates `targets`; an incremental view's log is reset with it,
+    /// whole or only `source`'s entries.
+    fn invalidate_views(
+        &mut self,
+        targets: Vec<ViewId>,
+        source: Option<&str>,
+        settled_by_run: impl Fn(ViewId) -> bool,
+    ) -> Result<Invalidation, Error> {
         let mut commit = Commit::default();
         let (mut done, mut refused, mut changed) = (Vec::new(), Vec::new(), Vec::new());
         for id in targets {
@@ -677,7 +688,7 @@ impl Scheduler {
             let url = slot.url.to_string();
             // Invalidated is rebuilt from nothing: its log starts over.
             if self.lattice.view_type(id).incremental {
-                let (write, event) = self.txlog_reset(id, None)?;
+                let (write, event) = self.txlog_reset(id, source)?;
                 commit.txlog.push(write);
                 commit.events.push(event);
             }
@@ -699,7 +710,8 @@ impl Scheduler {
     fn plan_increment(&self, id: ViewId, materialized: impl Fn(ViewId) -> bool) -> String {
         let view_type = self.lattice.view_type(id);
         let Transformation::Plugin { plugin, .. } = &view_type.transformation else { return String::new() };
-        let can = self.transformations.as_ref().is_some_and(|t| t.plugins.get(plugin).is_ok_and(|p| p.is_incremental()));
+        let can =
+            self.transformations.as_ref().is_some_and(|t| t.plugins.get(plugin).is_ok_and(|p| p.is_incremental()));
         if !view_type.incremental {
             return String::new();
         }
@@ -761,9 +773,10 @@ impl Scheduler {
     }
 
     /// Resets the transaction logs of the incremental views of `pattern`,
-    /// whole or only `source`'s entries, so that their next runs read
-    /// everything (or that source) again. Views in flight, or settled by
-    /// the run in progress, are refused, as invalidation refuses them.
+    /// whole or only `source`'s entries, and invalidates them, so that
+    /// their next runs read everything (or that source) again. Views in
+    /// flight, or settled by the run in progress, are refused, as
+    /// invalidation refuses them.
     pub fn reset_txlog(
         &mut self,
         pattern_text: &str,
@@ -791,23 +804,8 @@ impl Scheduler {
                 }
             }
         }
-        let mut commit = Commit::default();
-        let mut done = TxReset::default();
-        for id in incremental {
-            let slot = &self.slots[id.0 as usize];
-            let in_flight = matches!(slot.record.state, ViewState::Waiting | ViewState::Transforming | ViewState::Retrying);
-            if in_flight || settled_by_run(id) {
-                let reason = "it is in flight or settled by the run in progress; reset it once that run ends";
-                done.refused.push((slot.url.to_string(), reason.into()));
-                continue;
-            }
-            let (write, event) = self.txlog_reset(id, source)?;
-            commit.txlog.push(write);
-            commit.events.push(event);
-            done.reset.push(self.slots[id.0 as usize].url.to_string());
-        }
-        self.commit(commit)?;
-        Ok(done)
+        let done = self.invalidate_views(incremental, source, settled_by_run)?;
+        Ok(TxReset { reset: done.invalidated, refused: done.refused })
     }
 
     /// A reset of one view's log, and its event.

@@ -419,7 +419,12 @@ pub fn reset_of(
 }
 
 /// The event that records a change of a view's log.
-pub fn event(view: &std::sync::Arc<str>, state: ViewState, change: TxLogChange, run: Option<&std::sync::Arc<str>>) -> NewEvent {
+pub fn event(
+    view: &std::sync::Arc<str>,
+    state: ViewState,
+    change: TxLogChange,
+    run: Option<&std::sync::Arc<str>>,
+) -> NewEvent {
     NewEvent {
         view: view.clone(),
         previous: state,

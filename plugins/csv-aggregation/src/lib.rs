@@ -96,7 +96,9 @@ impl Aggregation {
             match self.groups.get_mut(&key) {
                 Some(accumulators) => {
                     for (accumulator, previous) in accumulators.iter_mut().zip(merged) {
-                        accumulator.merge(previous).ok_or_else(|| Failure::fatal(format!("{shown}: a sum overflows")))?;
+                        accumulator
+                            .merge(previous)
+                            .ok_or_else(|| Failure::fatal(format!("{shown}: a sum overflows")))?;
                     }
                 }
                 None => {
