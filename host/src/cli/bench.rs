@@ -5,7 +5,9 @@
 //! or, with `--listeners`, scheduling throughput with no listener, the jsonl
 //! listener and a listener that fails on every event; or, with
 //! `--coordinators N`, N daily coordinators catching up on every day, and
-//! an idle server whose coordinators wait for the last days' inputs.
+//! an idle server whose coordinators wait for the last days' inputs; or,
+//! with `--incremental`, a year-to-date view after one new day, incremental
+//! beside a full recomputation, and the manifest check of a large input.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -50,6 +52,16 @@ pub(super) struct BenchArgs {
     /// With --coordinators: how long to measure the idle server's CPU time
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     idle: std::time::Duration,
+    /// Measure a year-to-date view over --days daily inputs of --rows rows, after one new day,
+    /// incremental beside a full recomputation; and the manifest check of --files unchanged files
+    #[arg(long)]
+    incremental: bool,
+    /// With --incremental: rows per daily input
+    #[arg(long, default_value_t = 10_000)]
+    rows: usize,
+    /// With --incremental: files in the input whose manifest check is measured
+    #[arg(long, default_value_t = 1_000)]
+    files: usize,
 }
 
 /// The listener setups `--listeners` compares.
@@ -95,6 +107,9 @@ pub(super) async fn bench(args: &BenchArgs, runtime: &Runtime) -> anyhow::Result
     }
     if let Some(coordinators) = args.coordinators {
         return bench_coordinators(args, coordinators, runtime, &dir, start, last).await;
+    }
+    if args.incremental {
+        return bench_incremental(args, runtime, &dir, start, last).await;
     }
     write_project(&dir, args.shops, start, last, "").context("writing the benchmark project")?;
     let catalog = super::catalog::load(&dir)?;
@@ -367,6 +382,108 @@ async fn bench_coordinators(
     );
     handle.shutdown(std::time::Duration::ZERO);
     service.await??;
+    Ok(Status::Success)
+}
+
+/// A year-to-date aggregate over daily order files, twice: incremental
+/// (`csv-aggregate-incremental`) and in full (`csv-aggregate`), both from
+/// the same inputs. Every day but the last is delivered and both are
+/// built; then the last day arrives and each is materialized again, side
+/// by side. Then the manifest check of an unchanged input of many files.
+async fn bench_incremental(
+    args: &BenchArgs,
+    runtime: &Runtime,
+    dir: &std::path::Path,
+    start: NaiveDate,
+    last: NaiveDate,
+) -> anyhow::Result<Status> {
+    std::fs::create_dir_all(dir.join("plugins"))?;
+    let mut toml = String::from("[project]\nname = \"bench\"\n\n[plugins]\n");
+    for name in ["csv-aggregate", "csv-aggregate-incremental"] {
+        let sample = crate::bundled::sample(name).expect("a sample");
+        std::fs::write(dir.join("plugins").join(sample.file_name), sample.bytes)?;
+        let _ = writeln!(toml, "{name} = \"plugins/{}\"", sample.file_name);
+    }
+    let _ = writeln!(
+        toml,
+        "\n[[view]]\nname = \"bench.raw/Orders\"\ntime = {{ frequency = \"1d\", initial = \"{start}\" }}\n\
+         path = \"raw/${{YEAR}}/${{MONTH}}/${{DAY}}\""
+    );
+    for (name, plugin, incremental) in
+        [("YearToDate", "csv-aggregate-incremental", "incremental = true\n"), ("YearToDateFull", "csv-aggregate", "")]
+    {
+        let _ = writeln!(
+            toml,
+            "\n[[view]]\nname = \"bench.mart/{name}\"\ntime = {{ frequency = \"12M\", initial = \"{start}\" }}\n\
+             {incremental}transformation = {{ plugin = \"{plugin}\", config = {{ group-by = \"shop\", \
+             aggregates = \"orders=count(*),revenue=sum(amount),smallest=min(amount),largest=max(amount)\" }} }}\n\
+             [[view.dependency]]\nview = \"bench.raw/Orders\"\ntime = \"all\""
+        );
+    }
+    std::fs::write(dir.join("trellis.toml"), toml)?;
+    let write_day = |index: usize, day: NaiveDate| -> std::io::Result<()> {
+        let path = dir.join(format!("data/raw/{}/{:02}/{:02}", day.year(), day.month(), day.day()));
+        std::fs::create_dir_all(&path)?;
+        let mut csv = String::with_capacity(args.rows * 24);
+        csv.push_str("order,shop,amount\n");
+        for row in 0..args.rows {
+            let n = index * args.rows + row;
+            let _ = writeln!(csv, "{n},SHOP{:02},{}.{:02}", n % 13, n % 997, n % 100);
+        }
+        std::fs::write(path.join("orders.csv"), csv)?;
+        std::fs::write(path.join("_SUCCESS"), b"")
+    };
+    let days = (last - start).num_days() as usize + 1;
+    for index in 0..days - 1 {
+        write_day(index, start + Duration::days(index as i64))?;
+    }
+    let catalog = super::catalog::load(dir)?;
+    let plugins = std::sync::Arc::new(Plugins::load(runtime, &catalog).await);
+    let mut scheduler = Scheduler::open(catalog.clone(), plugins).await?;
+    let year = format!("{}/01", start.year());
+    let views = [format!("bench.mart/YearToDate/{year}"), format!("bench.mart/YearToDateFull/{year}")];
+    let measure = async |label: &str, view: &str, scheduler: &mut Scheduler| -> anyhow::Result<f64> {
+        let started = Instant::now();
+        let summary = scheduler.materialize(view, Mode::Default).await?;
+        let elapsed = started.elapsed().as_secs_f64();
+        anyhow::ensure!(summary.failures.is_empty(), "{view}: {:?}", summary.failures);
+        println!("{label:<44} {elapsed:>9.3} s  ({} views)", summary.views());
+        Ok(elapsed)
+    };
+    println!("{} daily inputs of {} rows; the last day arrives after the first builds", days, args.rows);
+    measure("incremental, first build (reads everything)", &views[0], &mut scheduler).await?;
+    measure("full, first build", &views[1], &mut scheduler).await?;
+    write_day(days - 1, last)?;
+    let incremental = measure("incremental, after one new day", &views[0], &mut scheduler).await?;
+    let full = measure("full, after one new day", &views[1], &mut scheduler).await?;
+    let read = |view: &str| std::fs::read(dir.join("data").join(view.replacen('.', "/", 1)).join("part-00000.csv"));
+    anyhow::ensure!(read(&views[0])? == read(&views[1])?, "the incremental and the full outputs differ");
+    println!("incremental / full after one new day: {:.2} % (the outputs are identical)", 100.0 * incremental / full);
+
+    // The manifest check: list an input of many files and compare it with
+    // the manifest its last commit recorded.
+    let input = dir.join("many");
+    std::fs::create_dir_all(&input)?;
+    for n in 0..args.files {
+        std::fs::write(input.join(format!("part-{n:05}.csv")), b"v\n1\n")?;
+    }
+    let recorded = crate::scheduler::txlog::manifest(&input)?;
+    let mut times = Vec::with_capacity(200);
+    for _ in 0..200 {
+        let started = Instant::now();
+        let now = crate::scheduler::txlog::manifest(&input)?;
+        let (new, changed, removed) = crate::scheduler::txlog::compare(&recorded, &now);
+        times.push(started.elapsed());
+        anyhow::ensure!(new.is_empty() && changed.is_empty() && removed.is_empty(), "the input changed");
+    }
+    times.sort();
+    println!(
+        "manifest check of an unchanged input of {} files: median {:.3} ms, p90 {:.3} ms, fastest {:.3} ms (200 checks)",
+        args.files,
+        times[100].as_secs_f64() * 1e3,
+        times[180].as_secs_f64() * 1e3,
+        times[0].as_secs_f64() * 1e3
+    );
     Ok(Status::Success)
 }
 

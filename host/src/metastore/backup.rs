@@ -421,6 +421,22 @@ mod tests {
             .commit(&Commit {
                 coordinators: vec![("daily".into(), coordinator)],
                 actions: vec![action],
+                txlog: vec![crate::metastore::TxWrite {
+                    view: "s.d/Monthly/2015/05".into(),
+                    head: TxHead { generation: 2, output: "/data/s/d/Monthly/2015/05".into(), ..TxHead::default() },
+                    entries: vec![TxEntry {
+                        project: "s".into(),
+                        source: "daily".into(),
+                        path: "s/d/Daily/2015/05/01".into(),
+                        input: "s.d/Daily/2015/05/01".into(),
+                        commit_id: "abc".into(),
+                        commit_type: crate::metastore::CommitType::Manifest,
+                        time: 1,
+                        enabled: true,
+                        generation: 2,
+                    }],
+                    removed: Vec::new(),
+                }],
                 ..Commit::default()
             })
             .unwrap();
@@ -442,9 +458,9 @@ mod tests {
         assert!(
             text.starts_with(r#"{"kind":"header","format":"trellis-metastore-backup","version":1,"record_format":2,"#)
         );
-        assert!(text.ends_with("{\"kind\":\"next_sequence\",\"next\":301}\n{\"kind\":\"end\",\"records\":298}\n"));
+        assert!(text.ends_with("{\"kind\":\"next_sequence\",\"next\":301}\n{\"kind\":\"end\",\"records\":300}\n"));
         let target = dir.path().join("restored");
-        assert_eq!(restore(backup.as_slice(), &target).unwrap(), 298);
+        assert_eq!(restore(backup.as_slice(), &target).unwrap(), 300);
         let restored = Metastore::open(&target).unwrap();
         assert_eq!(restored.check().unwrap(), original.check().unwrap());
         let again = String::from_utf8(backup_of(&restored)).unwrap();
@@ -457,6 +473,10 @@ mod tests {
         assert_eq!(restored.listener("audit").unwrap(), original.listener("audit").unwrap());
         assert_eq!(restored.coordinator_records().unwrap(), original.coordinator_records().unwrap());
         assert_eq!(restored.actions("daily", None, None).unwrap(), original.actions("daily", None, None).unwrap());
+        let monthly = "s.d/Monthly/2015/05";
+        assert_eq!(restored.tx_head(monthly).unwrap(), original.tx_head(monthly).unwrap());
+        assert_eq!(restored.tx_entries(monthly).unwrap(), original.tx_entries(monthly).unwrap());
+        assert_eq!(restored.tx_entries(monthly).unwrap().len(), 1);
     }
 
     #[test]
@@ -510,7 +530,7 @@ mod tests {
         let without = edited(&backup, |lines| lines.retain(|l| !l.contains(r#""kind":"next_sequence""#)));
         assert!(!without.contains("next_sequence"));
         let target = dir.path().join("restored");
-        assert_eq!(restore(without.as_bytes(), &target).unwrap(), 298);
+        assert_eq!(restore(without.as_bytes(), &target).unwrap(), 300);
         let restored = Metastore::open(&target).unwrap();
         assert_eq!(restored.next_sequence().unwrap(), 301);
         let before = restored.events_from(0, 1000).unwrap();
@@ -534,7 +554,7 @@ mod tests {
             let error = restore(text.as_bytes(), &target).unwrap_err().to_string();
             assert_eq!(
                 error,
-                format!("metastore backup: line 300: next_sequence {next} is not above the last event restored (300)")
+                format!("metastore backup: line 302: next_sequence {next} is not above the last event restored (300)")
             );
             assert!(!target.exists(), "nothing restored");
         }
@@ -545,13 +565,13 @@ mod tests {
             lines[at] = r#"{"kind":"next_sequence","next":0}"#.into();
         });
         let error = restore(empty.as_bytes(), &target).unwrap_err().to_string();
-        assert_eq!(error, "metastore backup: line 9: next_sequence 0: sequence numbers start at 1");
+        assert_eq!(error, "metastore backup: line 11: next_sequence 0: sequence numbers start at 1");
         let two = edited(&backup, |lines| {
             let at = lines.iter().position(|l| l.contains(r#""kind":"next_sequence""#)).unwrap();
             lines.insert(at, lines[at].clone());
         });
         let error = restore(two.as_bytes(), &target).unwrap_err().to_string();
-        assert_eq!(error, "metastore backup: line 301: a second next_sequence");
+        assert_eq!(error, "metastore backup: line 303: a second next_sequence");
     }
 
     #[test]

@@ -41,6 +41,10 @@ pub struct FileStamp {
     pub name: String,
     pub size: u64,
     pub mtime_nanos: i64,
+    /// A file replaced by rename within the clock's tick, with the same
+    /// size, is still another file.
+    #[serde(default)]
+    pub inode: u64,
 }
 
 /// One input as a commit recorded it.
@@ -117,7 +121,7 @@ pub fn manifest(dir: &Path) -> io::Result<Vec<FileStamp>> {
                 pending.push((entry.path(), format!("{relative}/")));
             } else {
                 let mtime_nanos = metadata.mtime().saturating_mul(1_000_000_000).saturating_add(metadata.mtime_nsec());
-                found.push(FileStamp { name: relative, size: metadata.len(), mtime_nanos });
+                found.push(FileStamp { name: relative, size: metadata.len(), mtime_nanos, inode: metadata.ino() });
             }
         }
     }
@@ -133,6 +137,7 @@ pub fn manifest_id(manifest: &[FileStamp]) -> String {
         hasher.update(&[0]);
         hasher.update(&stamp.size.to_le_bytes());
         hasher.update(&stamp.mtime_nanos.to_le_bytes());
+        hasher.update(&stamp.inode.to_le_bytes());
     }
     hasher.finalize().to_hex()[..32].to_string()
 }
@@ -452,9 +457,70 @@ pub fn commit_change(marker: &Marker, kind: &str) -> TxLogChange {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use expect_test::expect;
+
+    /// Every way a view's previous marker can stand against what the view
+    /// is now, and whether its next run merges or reads everything.
+    #[test]
+    fn when_a_run_reads_everything() {
+        let spec = |full_refresh: bool, reset_through: u64| Spec {
+            view: "v".into(),
+            project: "p".into(),
+            data_path: PathBuf::new(),
+            head: TxHead { generation: 2, reset_through, ..TxHead::default() },
+            version: "v1".into(),
+            schema: "s1".into(),
+            full_refresh,
+            inputs: Vec::new(),
+        };
+        let marker = |view: &str, generation: u64, schema: &str, version: &str| Marker {
+            format: MARKER_FORMAT,
+            view: view.into(),
+            project: "p".into(),
+            generation,
+            version: version.into(),
+            schema: schema.into(),
+            time: 0,
+            full: None,
+            new_files: 0,
+            inputs: Vec::new(),
+        };
+        let cases = [
+            ("no marker", spec(false, 0), None),
+            ("marker of this view, as it is", spec(false, 0), Some(marker("v", 2, "s1", "v1"))),
+            ("a newer marker (a crash before the log's commit)", spec(false, 0), Some(marker("v", 3, "s1", "v1"))),
+            ("full refresh", spec(true, 0), Some(marker("v", 2, "s1", "v1"))),
+            ("another view's marker", spec(false, 0), Some(marker("w", 2, "s1", "v1"))),
+            ("reset through its generation", spec(false, 2), Some(marker("v", 2, "s1", "v1"))),
+            ("reset before a newer commit", spec(false, 1), Some(marker("v", 2, "s1", "v1"))),
+            ("another schema", spec(false, 0), Some(marker("v", 2, "s0", "v1"))),
+            ("another version", spec(false, 0), Some(marker("v", 2, "s1", "v0"))),
+            ("another schema and version", spec(false, 0), Some(marker("v", 2, "s0", "v0"))),
+        ];
+        let table: String = cases
+            .iter()
+            .map(|(case, spec, marker)| {
+                let reason = full_reason(spec, marker.as_ref()).unwrap_or_else(|| "merge".into());
+                format!("{case:<50} {reason}\n")
+            })
+            .collect();
+        expect![[r#"
+            no marker                                          first run
+            marker of this view, as it is                      merge
+            a newer marker (a crash before the log's commit)   merge
+            full refresh                                       full refresh
+            another view's marker                              the previous output is another view's
+            reset through its generation                       reset
+            reset before a newer commit                        merge
+            another schema                                     schema changed
+            another version                                    version changed
+            another schema and version                         schema changed
+        "#]]
+        .assert_eq(&table);
+    }
 
     fn stamp(name: &str, size: u64, mtime_nanos: i64) -> FileStamp {
-        FileStamp { name: name.into(), size, mtime_nanos }
+        FileStamp { name: name.into(), size, mtime_nanos, inode: 1 }
     }
 
     #[test]
