@@ -207,3 +207,25 @@ fn empty_files_are_no_rows_and_group_values_are_trimmed() {
     let written = std::fs::read_to_string(dir.path().join("out/part-00000.csv")).unwrap();
     assert_eq!(written, "shop,sum_amount\nS1,4\n");
 }
+
+/// A year of daily inputs is 365 grants, each a preopened directory: more
+/// than the handles a guest may open itself, which they do not count against.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_view_reads_a_year_of_daily_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut inputs = Vec::new();
+    for day in 0..366 {
+        let input = dir.path().join(format!("day-{day:03}"));
+        std::fs::create_dir_all(&input).unwrap();
+        std::fs::write(input.join("orders.csv"), "amount\n1.50\n").unwrap();
+        inputs.push(input);
+    }
+    let named: Vec<(&str, &Path)> = inputs.iter().map(|input| ("orders", input.as_path())).collect();
+    let output = dir.path().join("out");
+    std::fs::create_dir_all(&output).unwrap();
+    let plugin = crate::support::load("csv_aggregate").await;
+    let request = crate::support::request(&named, &output, &[("aggregates", "n=count(*),total=sum(amount)")]);
+    let report = plugin.transform(&request).await.unwrap();
+    assert!(report.result.is_ok(), "{:?}", report.result);
+    assert_eq!(std::fs::read_to_string(output.join("part-00000.csv")).unwrap(), "n,total\n366,549\n");
+}

@@ -324,10 +324,15 @@ pub(super) async fn invalidate_remote(args: &InvalidateArgs, server: &Server) ->
     Ok(print_invalidation(&done.invalidated, &refused))
 }
 
-/// Views in flight are refused, which exits with 1.
 fn print_invalidation(invalidated: &[String], refused: &[(String, String)]) -> Status {
-    for view in invalidated {
-        println!("invalidated {view}");
+    print_done("invalidated", invalidated, refused)
+}
+
+/// What was done to each view (`invalidated v`), then the views refused
+/// (in flight), which exits with 1.
+pub(super) fn print_done(done: &str, views: &[String], refused: &[(String, String)]) -> Status {
+    for view in views {
+        println!("{done} {view}");
     }
     for (view, reason) in refused {
         eprintln!("refused {view}: {reason}");

@@ -109,13 +109,6 @@ fn print_logs(views: &[wire::TxLogView], json: bool) -> anyhow::Result<Status> {
     Ok(Status::Success)
 }
 
-/// Views in flight are refused, which exits with 1.
 fn print_reset(reset: &[String], refused: &[(String, String)]) -> Status {
-    for view in reset {
-        println!("reset the transaction log of {view}");
-    }
-    for (view, reason) in refused {
-        eprintln!("refused {view}: {reason}");
-    }
-    if refused.is_empty() { Status::Success } else { Status::Failed }
+    super::schedule::print_done("reset the transaction log of", reset, refused)
 }

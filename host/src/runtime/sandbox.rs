@@ -77,8 +77,10 @@ const LOG_BUDGET: usize = 256 << 10;
 /// copy 128 MiB (wasmtime's default) before any of our limits applies.
 const HOSTCALL_BYTES: usize = 4 << 20;
 
-/// Most handles (open files, streams) a store may hold at once. Each open
-/// file is a host file descriptor; wasmtime's default is a million.
+/// Most handles (open files, streams) a store may hold at once besides
+/// its grants' preopened directories (a year-to-date view has 365 inputs).
+/// Each open file is a host file descriptor; wasmtime's default is a
+/// million.
 const HANDLE_LIMIT: usize = 256;
 
 pub(crate) struct Sandbox {
@@ -142,7 +144,7 @@ impl Sandbox {
                 .insecure_random_seed(0);
         }
         let mut table = ResourceTable::new();
-        table.set_max_capacity(HANDLE_LIMIT);
+        table.set_max_capacity(HANDLE_LIMIT + grants.len());
         let sandbox = Sandbox {
             wasi: wasi.build(),
             table,
