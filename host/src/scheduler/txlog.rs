@@ -115,8 +115,12 @@ pub fn manifest(dir: &Path) -> io::Result<Vec<FileStamp>> {
                 continue;
             }
             let relative = format!("{prefix}{name}");
-            // Follows links, as the SDK's walk does.
-            let metadata = std::fs::metadata(entry.path())?;
+            // Relative to the directory read (no path walked again), and
+            // following links, as the SDK's walk does.
+            let metadata = match entry.file_type()?.is_symlink() {
+                false => entry.metadata()?,
+                true => std::fs::metadata(entry.path())?,
+            };
             if metadata.is_dir() {
                 pending.push((entry.path(), format!("{relative}/")));
             } else {
@@ -540,7 +544,12 @@ mod tests {
         for name in ["b.csv", "sub/a.csv", "_SUCCESS", ".hidden", "sub/_tmp"] {
             std::fs::write(dir.path().join(name), "x").unwrap();
         }
-        let names: Vec<String> = manifest(dir.path()).unwrap().into_iter().map(|s| s.name).collect();
-        assert_eq!(names, ["b.csv", "sub/a.csv"]);
+        // Links are followed, to a directory and to a file, as the SDK does.
+        std::os::unix::fs::symlink(dir.path().join("sub"), dir.path().join("linked")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("b.csv"), dir.path().join("c.csv")).unwrap();
+        let found = manifest(dir.path()).unwrap();
+        let names: Vec<&str> = found.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["b.csv", "c.csv", "linked/a.csv", "sub/a.csv"]);
+        assert_eq!(found[1].size, 1, "the link's target, not the link");
     }
 }
