@@ -337,3 +337,26 @@ async fn a_full_refresh_rebuilds_and_excludes_and_other_modes_are_refused() {
         "{detail}"
     );
 }
+
+/// `dependents=true`: of the views the server holds, those that depend on
+/// each view listed; the pattern's own closure holds none above it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_view_lists_the_views_held_that_depend_on_it() {
+    let project = Project::new(&[1]);
+    let app = App::new(&project, None).await;
+    let raw = "t.raw/In/2015/01/01";
+    let (status, alone) = app.call(Method::GET, &format!("/views/{raw}?dependents=true"), None).await;
+    assert_eq!(status, StatusCode::OK, "{alone}");
+    assert_eq!(alone["views"][0]["dependents"], serde_json::json!([]), "{alone}");
+    // The summary's closure brings Daily (and through it In) into the server.
+    let (status, _) = app.call(Method::GET, &format!("/views/{SUMMARY}?closure=true"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, held) = app.call(Method::GET, "/views/t.mart/Daily/2015/01/01?dependents=true", None).await;
+    assert_eq!(held["views"][0]["dependents"], serde_json::json!([SUMMARY]), "{held}");
+    let (_, raw_view) = app.call(Method::GET, &format!("/views/{raw}?dependents=true&dependencies=true"), None).await;
+    assert_eq!(raw_view["views"][0]["dependents"], serde_json::json!(["t.mart/Daily/2015/01/01"]), "{raw_view}");
+    assert_eq!(raw_view["views"][0]["dependencies"], serde_json::json!([]), "{raw_view}");
+    // Without the parameter, neither is listed.
+    let (_, plain) = app.call(Method::GET, &format!("/views/{raw}"), None).await;
+    assert!(plain["views"][0].get("dependents").is_none(), "{plain}");
+}

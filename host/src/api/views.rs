@@ -111,6 +111,20 @@ async fn views_of(state: &AppState, pattern: Option<String>, query: wire::ViewsQ
         }
         return Ok(Json(wire::Overview { overview: counts, total }).into_response());
     }
+    // What depends on what, over every view held: a view's dependents are
+    // not among the views its pattern instantiates.
+    let dependents: Option<std::collections::HashMap<u32, Vec<u32>>> = (query.dependents == Some(true)).then(|| {
+        let mut map: std::collections::HashMap<u32, Vec<u32>> = std::collections::HashMap::new();
+        for (index, row) in table.views().iter().enumerate() {
+            for &dependency in &row.dependencies {
+                let theirs = map.entry(dependency).or_default();
+                if theirs.last() != Some(&(index as u32)) {
+                    theirs.push(index as u32);
+                }
+            }
+        }
+        map
+    });
     let start = query.cursor.unwrap_or(0);
     let mut views = Vec::new();
     let mut next = None;
@@ -138,6 +152,10 @@ async fn views_of(state: &AppState, pattern: Option<String>, query: wire::ViewsQ
             counters: row.counters.clone(),
             data_path: row.data_path.display().to_string(),
             dependencies,
+            dependents: dependents.as_ref().map(|map| {
+                let ids = map.get(&(index as u32)).map(Vec::as_slice).unwrap_or_default();
+                ids.iter().filter_map(|&d| table.views().get(d as usize)).map(|d| d.url.to_string()).collect()
+            }),
         });
     }
     Ok(Json(wire::ViewsPage { views, next }).into_response())

@@ -39,6 +39,8 @@ pub struct ViewsQuery {
     pub issue: Option<Issue>,
     /// Also list each view's dependencies.
     pub dependencies: Option<bool>,
+    /// Also list, of the views the server holds, those that depend on each view.
+    pub dependents: Option<bool>,
     /// With a pattern: the views it addresses and, transitively, all they
     /// depend on (as `trellis views --deps`).
     pub closure: Option<bool>,
@@ -74,6 +76,9 @@ pub struct View {
     pub data_path: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dependencies: Option<Vec<String>>,
+    /// With `dependents=true`: the views held that depend on it directly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dependents: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

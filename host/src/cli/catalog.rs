@@ -54,11 +54,15 @@ pub(super) struct ViewsArgs {
 pub(super) struct DepsArgs {
     #[command(flatten)]
     project: ProjectArgs,
-    /// The view's URL path, e.g. shop.datamart/MonthlySales/SHOP10/2015/05
+    /// The view's URL path, e.g. shop.datamart/MonthlySales/SHOP10/2015/05 (with --dot, a view pattern)
     view: String,
     /// The evaluation time for latest(), e.g. 2015-05-03T12:00Z [default: now]
     #[arg(long, value_name = "TIME")]
     now: Option<String>,
+    /// Print the pattern's views and everything they depend on as a Graphviz DOT graph
+    /// (an edge from each dependency to its dependent)
+    #[arg(long, conflicts_with = "json")]
+    dot: bool,
 }
 
 /// Loads the project; on problems, prints each on its own line (file and
@@ -557,6 +561,26 @@ fn dedup(mut ids: Vec<ViewId>) -> Vec<ViewId> {
     ids
 }
 
+/// `views` and their edges as a Graphviz DOT graph, each edge from a
+/// dependency to its dependent (data flows along it), nodes in the given
+/// order, edges in dependency order.
+fn dot(lattice: &Lattice, views: &[ViewId]) -> String {
+    let quoted = |id: ViewId| format!("\"{}\"", lattice.url_path(id).replace('\\', "\\\\").replace('"', "\\\""));
+    let mut out = String::from("digraph trellis {\n  rankdir=LR;\n  node [shape=box];\n");
+    for &id in views {
+        out.push_str(&format!("  {};\n", quoted(id)));
+    }
+    for &id in views {
+        let mut dependencies = lattice.dependencies(id).to_vec();
+        dependencies.dedup();
+        for dependency in dependencies {
+            out.push_str(&format!("  {} -> {};\n", quoted(dependency), quoted(id)));
+        }
+    }
+    out.push_str("}\n");
+    out
+}
+
 pub(super) fn deps(args: &DepsArgs) -> anyhow::Result<Status> {
     let catalog = load(&args.project.project)?;
     let now: DateTime<Utc> = match &args.now {
@@ -567,6 +591,12 @@ pub(super) fn deps(args: &DepsArgs) -> anyhow::Result<Status> {
     };
     let mut lattice = Lattice::new(catalog.clone());
     let resolution = Resolution { evaluation_time: now, exists: &on_disk };
+    if args.dot {
+        let pattern = catalog::pattern::parse(&args.view)?;
+        let addressed = lattice.instantiate(&pattern, &resolution)?;
+        print!("{}", dot(&lattice, &lattice.closure(&addressed)));
+        return Ok(Status::Success);
+    }
     let id = lattice.view(&args.view, &resolution)?;
     let view_type = lattice.view_type(id);
     let groups = lattice.dependencies_by_declaration(id);
