@@ -360,3 +360,40 @@ async fn a_view_lists_the_views_held_that_depend_on_it() {
     let (_, plain) = app.call(Method::GET, &format!("/views/{raw}"), None).await;
     assert!(plain["views"][0].get("dependents").is_none(), "{plain}");
 }
+
+/// `/views/{view}/log`: a failed view's last three transformations, each
+/// with how it failed, oldest first.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_view_s_log_keeps_its_last_three_attempts() {
+    let project = Project::new(&[1]);
+    let app = App::new(&project, Some(TOKEN)).await;
+    let broken = "t.bad/Broken/2015/01/01";
+    let (status, empty) = app.call(Method::GET, &format!("/views/{broken}/log"), Some(TOKEN)).await;
+    assert_eq!(status, StatusCode::OK, "{empty}");
+    assert_eq!(empty, serde_json::json!({ "view": broken, "attempts": [] }));
+    let mut runs = Vec::new();
+    for _ in 0..4 {
+        let (status, accepted) = app.call(Method::POST, &format!("/materialize/{broken}"), Some(TOKEN)).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+        let run = accepted["run"].as_str().unwrap().to_string();
+        finished(&app.store, &run).await;
+        runs.push(run);
+    }
+    let (status, log) = app.call(Method::GET, &format!("/views/{broken}/log"), Some(TOKEN)).await;
+    assert_eq!(status, StatusCode::OK, "{log}");
+    let attempts = log["attempts"].as_array().unwrap();
+    let logged_runs: Vec<&str> = attempts.iter().map(|a| a["run"].as_str().unwrap()).collect();
+    assert_eq!(logged_runs, runs[1..].iter().map(String::as_str).collect::<Vec<_>>(), "{log}");
+    for attempt in attempts {
+        assert_eq!(attempt["plugin"], "panic", "{attempt}");
+        let outcome = attempt["outcome"].as_str().unwrap();
+        assert!(
+            outcome.starts_with("failed: ")
+                && outcome.contains("deliberate panic while materializing t.bad/Broken/2015/01/01"),
+            "{outcome}"
+        );
+    }
+    // A pattern ending in `log` that is not one view is a views request.
+    let (status, _) = app.call(Method::GET, "/views/t.bad/Broken/2015/01/e(01,02)/log", Some(TOKEN)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}

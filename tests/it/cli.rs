@@ -175,6 +175,12 @@ fn the_demo_runs_end_to_end_and_only_overwrites_its_own_directory() {
     // and holds what reading everything would.
     let ytd = std::fs::read_to_string(demo.join("data/shop/datamart/YearToDateSales/SHOP10/2015/01/part-00000.csv"));
     assert_eq!(ytd.unwrap(), "shop,orders,revenue\nSHOP10,14,247.8\n");
+    // A plugin's lines on stderr name the view they are for.
+    let ytd = "shop.datamart/YearToDateSales/SHOP10/2015/01";
+    assert_eq!(run(trellis().args(["invalidate", "-v", ytd, "-p"]).arg(&demo)).code, 0);
+    let rebuilt = run(trellis().args(["materialize", "-v", ytd, "-p"]).arg(&demo));
+    let stderr = regex::Regex::new("\x1b\\[[0-9;]*m").unwrap().replace_all(&rebuilt.stderr, "").into_owned();
+    assert!(stderr.contains(&format!("transform{{view={ytd}}}: read every input file: reset")), "{stderr}");
     // The project it wrote is a real project: the CLI works on it.
     let plan = run(trellis().args(["plan", "-v", "shop.datamart/MonthlyTotal/2015/05", "-p"]).arg(&demo));
     assert_eq!(plan.code, 0, "{}", plan.stderr);

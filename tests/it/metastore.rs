@@ -69,14 +69,14 @@ fn a_backup_restored_holds_every_record_and_finds_everything_up_to_date() {
     assert_eq!(
         healthy.stdout,
         format!(
-            "metastore in {}: healthy; 2 view types, 6 views, 1 runs, 6 flows, 18 events, 1 listeners, 0 coordinators, 0 actions, 0 transaction log records\n",
+            "metastore in {}: healthy; 2 view types, 6 views, 1 runs, 6 flows, 18 events, 1 listeners, 0 coordinators, 0 actions, 0 transaction log records, 3 views' logs\n",
             metastore.display()
         )
     );
     let runs_before = trellis_in(dir.path(), &["runs", "--json"]).stdout;
     let backup = trellis_in(dir.path(), &["metastore", "backup", "backup.jsonl"]);
     assert_eq!(backup.code, 0, "{}", backup.stderr);
-    assert!(backup.stdout.starts_with("backed up 34 records from "), "{}", backup.stdout);
+    assert!(backup.stdout.starts_with("backed up 37 records from "), "{}", backup.stdout);
 
     // A restore never overwrites a metastore in place.
     let refused = trellis_in(dir.path(), &["metastore", "restore", "backup.jsonl"]);
@@ -86,7 +86,7 @@ fn a_backup_restored_holds_every_record_and_finds_everything_up_to_date() {
     std::fs::rename(&metastore, dir.path().join("metastore.old")).unwrap();
     let restored = trellis_in(dir.path(), &["metastore", "restore", "backup.jsonl"]);
     assert_eq!(restored.code, 0, "{}", restored.stderr);
-    assert!(restored.stdout.starts_with("restored 34 records from backup.jsonl into "), "{}", restored.stdout);
+    assert!(restored.stdout.starts_with("restored 37 records from backup.jsonl into "), "{}", restored.stdout);
     assert_eq!(trellis_in(dir.path(), &["metastore", "check"]).stdout, healthy.stdout);
     assert_eq!(trellis_in(dir.path(), &["runs", "--json"]).stdout, runs_before);
     let again = trellis_in(dir.path(), &["materialize", "-v", PATTERN]);

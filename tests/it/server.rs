@@ -1150,22 +1150,22 @@ async fn a_served_incremental_view_shows_and_resets_its_transaction_log() {
     let project = demo(dir.path());
     let server = Server::start(&project, &[], &[]);
     let url = &server.url;
-    const YTD: &str = "shop.datamart/YearToDateSales/SHOP20/2015/01";
+    const YTD: &str = "shop.datamart/YearToDateSales/SHOP10/2015/01";
 
-    // The demo left a log; a new day of SHOP20's orders adds one input.
+    // The demo left a log; a new day of SHOP10's orders adds one input.
     let (status, logs) = get(&format!("{url}/txlog")).await;
     assert_eq!(status, 200, "{logs}");
-    assert_eq!(logs.as_array().unwrap().len(), 3, "{logs}");
-    let day = project.join("data/raw/orders/SHOP20/2015/05/04");
+    assert_eq!(logs.as_array().unwrap().len(), 1, "{logs}");
+    let day = project.join("data/raw/orders/SHOP10/2015/05/04");
     std::fs::create_dir_all(&day).unwrap();
-    std::fs::write(day.join("orders.csv"), "order_id,shop,day,amount\n1,SHOP20,2015-05-04,1.00\n").unwrap();
+    std::fs::write(day.join("orders.csv"), "order_id,shop,day,amount\n1,SHOP10,2015-05-04,1.00\n").unwrap();
     std::fs::write(day.join("_SUCCESS"), "").unwrap();
     let done = materialize_and_wait(url, YTD).await;
     let ytd = done["flows"].as_array().unwrap().iter().find(|flow| flow["view"] == YTD).unwrap();
     assert_eq!(ytd["counters"]["files"], 1, "{done}");
     let (status, log) = get(&format!("{url}/txlog/{YTD}")).await;
     assert_eq!(status, 200, "{log}");
-    assert_eq!(log[0]["generation"], 2, "{log}");
+    assert_eq!(log[0]["generation"], 3, "{log}");
     assert_eq!(log[0]["entries"].as_array().unwrap().len(), 4, "{log}");
     let entry = &log[0]["entries"][3];
     assert_eq!(
@@ -1173,21 +1173,29 @@ async fn a_served_incremental_view_shows_and_resets_its_transaction_log() {
         (
             &serde_json::json!("shop"),
             &"orders".into(),
-            &"raw/orders/SHOP20/2015/05/04".into(),
+            &"raw/orders/SHOP10/2015/05/04".into(),
             &"manifest".into(),
             &true.into()
         ),
         "{log}"
     );
 
+    // What the transformation logged, as the server keeps it.
+    let (status, log) = get(&format!("{url}/views/{YTD}/log")).await;
+    assert_eq!(status, 200, "{log}");
+    let last = log["attempts"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["lines"], serde_json::json!([["info", "merging 1 new file(s) into the previous output"]]), "{log}");
+    let logs = run(trellis().args(["logs", YTD, "--server", url]));
+    assert!(logs.stdout.ends_with("  info  merging 1 new file(s) into the previous output\n"), "{}", logs.stdout);
+
     // The CLI asks the server, which holds the metastore.
     let remote = run(trellis().args(["txlog", YTD, "--server", url]));
     assert_eq!(remote.code, 0, "{}", remote.stderr);
-    assert!(remote.stdout.starts_with(&format!("{YTD}: generation 2\n")), "{}", remote.stdout);
+    assert!(remote.stdout.starts_with(&format!("{YTD}: generation 3\n")), "{}", remote.stdout);
     let reset = run(trellis().args(["txlog", "reset", YTD, "--server", url]));
     assert_eq!((reset.code, reset.stdout.as_str()), (0, format!("reset the transaction log of {YTD}\n").as_str()));
     let (_, log) = get(&format!("{url}/txlog/{YTD}")).await;
-    assert_eq!(log[0]["reset_through"], 2, "{log}");
+    assert_eq!(log[0]["reset_through"], 3, "{log}");
     let (status, refused) = post(&format!("{url}/reset-txlog/{YTD}?source=nope")).await;
     assert_eq!(status, 400, "{refused}");
     assert_eq!(
@@ -1196,12 +1204,12 @@ async fn a_served_incremental_view_shows_and_resets_its_transaction_log() {
     );
     // The next run reads everything, and gets what it got incrementally.
     let before =
-        std::fs::read_to_string(project.join("data/shop/datamart/YearToDateSales/SHOP20/2015/01/part-00000.csv"));
+        std::fs::read_to_string(project.join("data/shop/datamart/YearToDateSales/SHOP10/2015/01/part-00000.csv"));
     let done = materialize_and_wait(url, YTD).await;
     let ytd = done["flows"].as_array().unwrap().iter().find(|flow| flow["view"] == YTD).unwrap();
-    assert_eq!(ytd["counters"]["files"], 4, "{done}");
+    assert_eq!(ytd["counters"]["files"], 5, "{done}");
     let after =
-        std::fs::read_to_string(project.join("data/shop/datamart/YearToDateSales/SHOP20/2015/01/part-00000.csv"));
+        std::fs::read_to_string(project.join("data/shop/datamart/YearToDateSales/SHOP10/2015/01/part-00000.csv"));
     assert_eq!(before.unwrap(), after.unwrap());
     assert_eq!(server.stop(), 0);
 }

@@ -14,6 +14,7 @@ use super::{coordinators, events, reload, runs, status, txlog, views, wire};
         status::health,
         views::list_views,
         views::pattern_views,
+        views::view_log,
         runs::materialize,
         views::invalidate,
         runs::runs,

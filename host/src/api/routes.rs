@@ -15,6 +15,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/health"),
     ("get", "/views"),
     ("get", "/views/{pattern}"),
+    ("get", "/views/{view}/log"),
     ("post", "/materialize/{pattern}"),
     ("post", "/invalidate/{pattern}"),
     ("get", "/runs"),

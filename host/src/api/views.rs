@@ -34,7 +34,30 @@ pub(super) async fn pattern_views(
     Path(pattern): Path,
     Query(query): Query<wire::ViewsQuery>,
 ) -> Result<Response, ApiError> {
+    // `/views/{view}/log` shares the route: a pattern ending in `/log` that
+    // names one view is that view's log.
+    if let Some(view) = pattern.strip_suffix("/log") {
+        within_limit(view)?;
+        if let Ok(ids) = state.handle.instantiate(view.to_string(), false).await
+            && let [id] = ids[..]
+        {
+            return view_log(&state, id).await.map(IntoResponse::into_response);
+        }
+    }
     views_of(&state, Some(pattern), query).await
+}
+
+#[utoipa::path(get, path = "/views/{view}/log", params(("view" = String, Path, description = "One view's URL path")),
+    responses((status = 200, body = wire::ViewLog), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+              (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn view_log(state: &AppState, id: u32) -> Result<Json<wire::ViewLog>, ApiError> {
+    let url = match state.table().views().get(id as usize) {
+        Some(row) => row.url.to_string(),
+        None => return Err(ApiError::new(StatusCode::NOT_FOUND, "the view is not held".to_string())),
+    };
+    let log = state.store.view_log(&url)?;
+    Ok(Json(wire::ViewLog::of(url, log)))
 }
 
 /// What a views request selects, checked before anything is done.

@@ -149,6 +149,54 @@ pub struct Invalidated {
     pub error: Option<String>,
 }
 
+/// `GET /views/{view}/log`: what the view's last transformations (up to
+/// three) logged and printed, oldest first.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+pub struct ViewLog {
+    pub view: String,
+    pub attempts: Vec<Attempt>,
+}
+
+/// One transformation of a view.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+pub struct Attempt {
+    pub run: String,
+    /// Its number in the run, from 1.
+    pub attempt: u32,
+    /// When it ended, RFC 3339, UTC.
+    pub time: String,
+    pub plugin: String,
+    /// `succeeded`, `no data`, or `failed: <the failure>`.
+    pub outcome: String,
+    /// `[level, message]` for each line it logged through the host.
+    pub lines: Vec<(String, String)>,
+    pub stdout: String,
+    pub stderr: String,
+    /// Bytes left out to keep the log bounded.
+    pub truncated_bytes: u64,
+}
+
+impl ViewLog {
+    pub fn of(view: String, log: crate::metastore::ViewLog) -> ViewLog {
+        let attempts = log
+            .attempts
+            .into_iter()
+            .map(|attempt| Attempt {
+                run: attempt.run,
+                attempt: attempt.attempt,
+                time: millis_text(attempt.time),
+                plugin: attempt.plugin,
+                outcome: attempt.outcome,
+                lines: attempt.lines.into_iter().map(|line| (line.level, line.message)).collect(),
+                stdout: attempt.stdout,
+                stderr: attempt.stderr,
+                truncated_bytes: attempt.truncated_bytes,
+            })
+            .collect();
+        ViewLog { view, attempts }
+    }
+}
+
 /// `GET /txlog/{pattern}`: one incremental view's transaction log.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
 pub struct TxLogView {

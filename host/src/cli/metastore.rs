@@ -47,7 +47,7 @@ pub(super) fn run(args: &MetastoreArgs) -> anyhow::Result<Status> {
             }
             let contents = Metastore::open(path)?.check()?;
             println!(
-                "metastore in {}: healthy; {} view types, {} views, {} runs, {} flows, {} events, {} listeners, {} coordinators, {} actions, {} transaction log records",
+                "metastore in {}: healthy; {} view types, {} views, {} runs, {} flows, {} events, {} listeners, {} coordinators, {} actions, {} transaction log records, {} views' logs",
                 path.display(),
                 contents.schemas,
                 contents.views,
@@ -57,7 +57,8 @@ pub(super) fn run(args: &MetastoreArgs) -> anyhow::Result<Status> {
                 contents.listeners,
                 contents.coordinators,
                 contents.actions,
-                contents.txlog
+                contents.txlog,
+                contents.logs
             );
         }
         Action::Backup { file } => {

@@ -11,6 +11,7 @@ mod coordinate;
 mod coordinators;
 mod demo;
 mod listeners;
+mod logs;
 mod metastore;
 mod plugins;
 mod reload;
@@ -111,6 +112,8 @@ enum Command {
     Views(catalog::ViewsArgs),
     /// Show the views one view depends on, their data paths and dataIn()
     Deps(catalog::DepsArgs),
+    /// Show what a view's last transformations logged and printed
+    Logs(logs::LogsArgs),
     /// Materialize views and their dependencies, transforming what is outdated
     Materialize(schedule::MaterializeArgs),
     /// Run the project's coordinators here until nothing more is due or ready (catch-up included)
@@ -191,6 +194,7 @@ impl Cli {
                 None => catalog::views(&args),
             },
             Command::Deps(args) => catalog::deps(&args),
+            Command::Logs(args) => logs::run(&args, server()?).await,
             Command::Materialize(args) => match server()? {
                 Some(server) => schedule::materialize_remote(&args, &server).await,
                 None => schedule::materialize(&args, &runtime()?).await,

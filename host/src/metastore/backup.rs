@@ -21,7 +21,7 @@ use super::runs::flow_key;
 use super::txlog::{entry_key, head_key, split_key};
 use super::{
     ActionRecord, CoordinatorRecord, Error, FlowRecord, ListenerRecord, LoggedEvent, Metastore, RunRecord, TxEntry,
-    TxHead, ViewRecord,
+    TxHead, ViewLog, ViewRecord,
 };
 
 /// A record (key and bytes) as the backup's lines.
@@ -86,6 +86,10 @@ enum Line {
     TxEntry {
         view: String,
         entry: TxEntry,
+    },
+    Log {
+        view: String,
+        record: ViewLog,
     },
     /// The sequence number the next event gets: the log may have been
     /// trimmed to nothing, so it does not follow from the events.
@@ -163,6 +167,7 @@ impl Metastore {
             Some((view, false)) => Ok(vec![Line::TxEntry { view, entry: decode(key, bytes)? }]),
             None => Err(Error::Corrupt { key: text(key), reason: "a transaction log key without its view".into() }),
         })?;
+        dump("logs", &self.logs, &|key, bytes| Ok(vec![Line::Log { view: text(key), record: decode(key, bytes)? }]))?;
         line(&Line::NextSequence { next: self.next_sequence()? })?;
         line(&Line::End { records })?;
         out.flush().map_err(|e| backup_error("writing the backup", e))?;
@@ -286,6 +291,7 @@ fn fill(store: &Metastore, input: impl BufRead) -> Result<u64, Error> {
             Line::TxEntry { view, entry } => {
                 batches.txlog.insert(entry_key(&view, &entry.source, &entry.path), encode(&entry))
             }
+            Line::Log { view, record } => batches.logs.insert(view.as_bytes(), encode(&record)),
             Line::NextSequence { next } => {
                 if next_sequence.is_some() {
                     return Err(at(number, "a second next_sequence".into()));
@@ -340,6 +346,7 @@ struct Batches {
     coordinators: sled::Batch,
     actions: sled::Batch,
     txlog: sled::Batch,
+    logs: sled::Batch,
     next_sequence: Option<u64>,
 }
 
@@ -362,6 +369,7 @@ impl Batches {
         store.coordinators.apply_batch(self.coordinators)?;
         store.actions.apply_batch(self.actions)?;
         store.txlog.apply_batch(self.txlog)?;
+        store.logs.apply_batch(self.logs)?;
         if let Some(next) = self.next_sequence {
             store.meta.insert(SEQUENCE_KEY, &next.to_be_bytes())?;
         }

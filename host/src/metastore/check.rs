@@ -44,6 +44,8 @@ pub struct Contents {
     pub actions: usize,
     /// Transaction log records: heads and entries.
     pub txlog: usize,
+    /// Views with their last transformations' logs.
+    pub logs: usize,
 }
 
 impl Metastore {
@@ -138,11 +140,12 @@ impl Metastore {
                 reason: "a key without its view".into(),
             }),
         })?;
+        decode_all("logs", &self.logs, &mut contents.logs, &one::<super::ViewLog>)?;
         Ok(contents)
     }
 
     /// Every tree with its name, `meta` first.
-    pub(super) fn trees(&self) -> [(&'static str, &sled::Tree); 10] {
+    pub(super) fn trees(&self) -> [(&'static str, &sled::Tree); 11] {
         [
             ("meta", &self.meta),
             ("schemas", &self.schemas),
@@ -154,6 +157,7 @@ impl Metastore {
             ("coordinators", &self.coordinators),
             ("actions", &self.actions),
             ("txlog", &self.txlog),
+            ("logs", &self.logs),
         ]
     }
 
@@ -301,7 +305,8 @@ mod tests {
                 listeners: 1,
                 coordinators: 0,
                 actions: 0,
-                txlog: 0
+                txlog: 0,
+                logs: 0
             }
         );
     }

@@ -10,7 +10,9 @@ use super::coordinators::action_key;
 use super::events::append;
 use super::format::{decode_counter, encode};
 use super::runs::flow_key;
-use super::{ActionRecord, CoordinatorRecord, Error, FlowRecord, Metastore, NewEvent, RunRecord, TxWrite, ViewRecord};
+use super::{
+    ActionRecord, CoordinatorRecord, Error, FlowRecord, Metastore, NewEvent, RunRecord, TxWrite, ViewLog, ViewRecord,
+};
 
 /// Everything one step of the scheduler writes, applied atomically.
 #[derive(Debug, Clone, Default)]
@@ -26,6 +28,8 @@ pub struct Commit {
     /// Incremental views' transaction log, written with the views'
     /// records that their transformations settled.
     pub txlog: Vec<TxWrite>,
+    /// (view URL path, its last attempts' logs).
+    pub logs: Vec<(String, ViewLog)>,
 }
 
 impl Commit {
@@ -37,6 +41,7 @@ impl Commit {
             && self.coordinators.is_empty()
             && self.actions.is_empty()
             && self.txlog.is_empty()
+            && self.logs.is_empty()
     }
 
     /// Appends `later`'s writes after this one's: applied as one commit,
@@ -49,6 +54,7 @@ impl Commit {
         self.coordinators.extend(later.coordinators);
         self.actions.extend(later.actions);
         self.txlog.extend(later.txlog);
+        self.logs.extend(later.logs);
     }
 }
 
@@ -65,9 +71,13 @@ impl Metastore {
             &self.coordinators,
             &self.actions,
             &self.txlog,
+            &self.logs,
         );
-        let result = trees.transaction(|(meta, views, runs, flows, events, coordinators, actions, txlog)| {
+        let result = trees.transaction(|(meta, views, runs, flows, events, coordinators, actions, txlog, logs)| {
             super::txlog::write(txlog, &commit.txlog)?;
+            for (view, log) in &commit.logs {
+                logs.insert(view.as_bytes(), encode(log))?;
+            }
             for (name, record) in &commit.coordinators {
                 coordinators.insert(name.as_bytes(), encode(record))?;
             }

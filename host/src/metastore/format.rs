@@ -84,6 +84,7 @@ impl Metastore {
                 coordinators: tree("coordinators")?,
                 actions: tree("actions")?,
                 txlog: tree("txlog")?,
+                logs: tree("logs")?,
                 commits_file: open_commits_file(dir).map_err(|e| open_error(&e))?,
                 appended: tokio::sync::watch::Sender::new(0),
                 db,

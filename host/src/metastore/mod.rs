@@ -6,7 +6,8 @@
 //! flags and last error; runs and their flow statuses; an append-only
 //! event log with gapless sequence numbers; each listener's cursor into
 //! that log, restart count and status; coordinators and their actions; and
-//! the transaction log of incremental views.
+//! the transaction log of incremental views; and what each view's last
+//! transformations logged.
 //!
 //! Invariants:
 //! - It is the only module that knows sled; no sled type leaves it.
@@ -33,6 +34,7 @@ mod coordinators;
 mod events;
 mod format;
 mod listeners;
+mod logs;
 mod runs;
 mod txlog;
 mod views;
@@ -44,6 +46,7 @@ pub use coordinators::{ActionRecord, CoordinatorRecord};
 pub use events::{ActionChange, LoggedEvent, NewEvent, TxLogChange};
 pub use format::FORMAT;
 pub use listeners::ListenerRecord;
+pub use logs::{AttemptLog, LoggedLine, ViewLog};
 pub use runs::{FlowRecord, RunRecord};
 pub use txlog::{CommitType, TxEntry, TxHead, TxWrite};
 pub use views::{FlagIdentity, SchemaChange, SeenFlag, ViewRecord};
@@ -94,6 +97,8 @@ pub struct Metastore {
     actions: sled::Tree,
     /// Incremental views' transaction log, keyed as `txlog.rs` says.
     txlog: sled::Tree,
+    /// Each view's last transformations' logs, by URL path.
+    logs: sled::Tree,
     /// Holds the count of durable commits (see `check.rs`).
     commits_file: std::fs::File,
     /// The next sequence number, announced after each durable commit.

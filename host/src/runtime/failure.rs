@@ -84,13 +84,15 @@ pub struct CallReport<T> {
     pub peak_memory: usize,
     pub stdout: Captured,
     pub stderr: Captured,
+    /// What the guest logged through the host, within its log budget.
+    pub log: Vec<super::sandbox::LogLine>,
 }
 
 impl<T> CallReport<T> {
     /// The same report with what the call returned made into another value.
     pub fn map<U>(self, f: impl FnOnce(T) -> U) -> CallReport<U> {
-        let CallReport { result, elapsed, cpu, peak_memory, stdout, stderr } = self;
-        CallReport { result: result.map(f), elapsed, cpu, peak_memory, stdout, stderr }
+        let CallReport { result, elapsed, cpu, peak_memory, stdout, stderr, log } = self;
+        CallReport { result: result.map(f), elapsed, cpu, peak_memory, stdout, stderr, log }
     }
 }
 
@@ -124,7 +126,7 @@ pub(super) async fn run<R, T>(
 /// Turns the raw result of a call into a report: classifies failures,
 /// collects captured output and logs it.
 fn report<R, T>(
-    store: &Store<Sandbox>,
+    store: &mut Store<Sandbox>,
     started: Instant,
     limits: Limits,
     result: Result<Result<R, Phase>, tokio::time::error::Elapsed>,
@@ -147,14 +149,9 @@ fn report<R, T>(
             tracing::info!(target: "trellis::plugin", plugin, stream, truncated_bytes = captured.truncated_bytes, "{}", captured.text.trim_end());
         }
     }
-    CallReport {
-        result,
-        elapsed: started.elapsed(),
-        cpu: sandbox.cpu_used(),
-        peak_memory: sandbox.limiter.peak(),
-        stdout,
-        stderr,
-    }
+    let (elapsed, cpu, peak_memory) = (started.elapsed(), sandbox.cpu_used(), sandbox.limiter.peak());
+    let log = store.data_mut().take_log();
+    CallReport { result, elapsed, cpu, peak_memory, stdout, stderr, log }
 }
 
 /// The guest was interrupted at its deadline.

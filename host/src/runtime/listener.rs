@@ -103,6 +103,7 @@ impl ListenerInstance {
                 peak_memory: self.store.data().limiter.peak(),
                 stdout: Captured::default(),
                 stderr: Captured::default(),
+                log: Vec::new(),
             };
         };
         let event = match event {

@@ -42,7 +42,7 @@ pub use limits::{CPU_WALL_CEILING, Clock, Limits};
 pub use listener::{ListenerEvent, ListenerInstance};
 pub use output::OutputLimit;
 pub use plugin::{Plugin, World};
-pub use sandbox::{GUEST_OUTPUT, GUEST_PREVIOUS, GUEST_STATE, guest_input};
+pub use sandbox::{GUEST_OUTPUT, GUEST_PREVIOUS, GUEST_STATE, LogLine, guest_input};
 pub use transform::{Increment, IncrementalOutcome, InputDelta, TransformInput, TransformOutcome, TransformRequest};
 
 /// The scheduling states listeners see.

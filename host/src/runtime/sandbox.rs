@@ -83,6 +83,14 @@ const HOSTCALL_BYTES: usize = 4 << 20;
 /// million.
 const HANDLE_LIMIT: usize = 256;
 
+/// One line a guest logged through the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    /// `trace`, `debug`, `info`, `warn` or `error`.
+    pub level: &'static str,
+    pub message: String,
+}
+
 pub(crate) struct Sandbox {
     wasi: WasiCtx,
     table: ResourceTable,
@@ -95,6 +103,8 @@ pub(crate) struct Sandbox {
     pub(crate) panic: Option<String>,
     log_budget: usize,
     pub(crate) dropped_log_messages: u64,
+    /// What the guest logged during the call in progress, in order.
+    logged: Vec<LogLine>,
     stdout: CaptureStream,
     stderr: CaptureStream,
     /// Held for the store's life: one of the runtime's store slots.
@@ -155,6 +165,7 @@ impl Sandbox {
             panic: None,
             log_budget: LOG_BUDGET,
             dropped_log_messages: 0,
+            logged: Vec::new(),
             stdout,
             stderr,
             _slot: slot,
@@ -202,6 +213,11 @@ impl Sandbox {
         (self.stdout.take(), self.stderr.take())
     }
 
+    /// What the guest logged since the last call's report.
+    pub(crate) fn take_log(&mut self) -> Vec<LogLine> {
+        std::mem::take(&mut self.logged)
+    }
+
     pub(crate) fn plugin(&self) -> &str {
         &self.plugin
     }
@@ -232,13 +248,29 @@ impl host::Host for Sandbox {
         }
         self.log_budget -= message.len();
         let plugin = &*self.plugin;
-        match level {
-            LogLevel::Trace => tracing::trace!(target: "trellis::plugin", plugin, "{message}"),
-            LogLevel::Debug => tracing::debug!(target: "trellis::plugin", plugin, "{message}"),
-            LogLevel::Info => tracing::info!(target: "trellis::plugin", plugin, "{message}"),
-            LogLevel::Warn => tracing::warn!(target: "trellis::plugin", plugin, "{message}"),
-            LogLevel::Error => tracing::error!(target: "trellis::plugin", plugin, "{message}"),
-        }
+        let level = match level {
+            LogLevel::Trace => {
+                tracing::trace!(target: "trellis::plugin", plugin, "{message}");
+                "trace"
+            }
+            LogLevel::Debug => {
+                tracing::debug!(target: "trellis::plugin", plugin, "{message}");
+                "debug"
+            }
+            LogLevel::Info => {
+                tracing::info!(target: "trellis::plugin", plugin, "{message}");
+                "info"
+            }
+            LogLevel::Warn => {
+                tracing::warn!(target: "trellis::plugin", plugin, "{message}");
+                "warn"
+            }
+            LogLevel::Error => {
+                tracing::error!(target: "trellis::plugin", plugin, "{message}");
+                "error"
+            }
+        };
+        self.logged.push(LogLine { level, message });
     }
 
     fn report_panic(&mut self, message: String) {

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 use super::Error;
 use super::publish::Staging;
@@ -105,6 +106,11 @@ pub enum TaskReport {
     },
     RetryDue {
         view: ViewId,
+    },
+    /// What a transformation logged and printed, sent before its end.
+    Logged {
+        view: ViewId,
+        log: Box<crate::metastore::AttemptLog>,
     },
 }
 
@@ -388,6 +394,7 @@ impl Scheduler {
                 run.tasks.remove(&view);
                 run.queue.push_back((view, Event::RetryDue));
             }
+            TaskReport::Logged { view, log } => self.record_log(view, *log),
             TaskReport::Started { view } => {
                 // Only plugins take permits, so only they report starting.
                 if let Transformation::Plugin { plugin, .. } = &self.lattice.view_type(view).transformation {
@@ -766,7 +773,8 @@ impl Scheduler {
                 run.view(id).attempts += 1;
                 let started = Arc::new(AtomicBool::new(false));
                 let full_refresh = run.full_refresh.as_ref().is_some_and(|selected| selected.contains(&id));
-                let task = self.start_transformation(id, run.reports.clone(), started.clone(), full_refresh);
+                let attempt = (run.id.clone(), run.view(id).attempts);
+                let task = self.start_transformation(id, run.reports.clone(), started.clone(), full_refresh, attempt);
                 run.tasks.insert(id, Task { abort: task.abort_handle(), started });
             }
             Action::ScheduleRetry => {
@@ -874,6 +882,23 @@ impl Scheduler {
         self.defer(Commit { txlog: vec![write], events: vec![event], ..Commit::default() });
     }
 
+    /// Keeps a transformation's log with the view's last ones (the next
+    /// commit writes it, with the view's record).
+    fn record_log(&mut self, id: ViewId, attempt: crate::metastore::AttemptLog) {
+        let url = self.slots[id.0 as usize].url.to_string();
+        let mut log = match self.store.view_log(&url) {
+            Ok(log) => log,
+            Err(e) => {
+                tracing::warn!(view = %url, "cannot read the view's log; it starts over: {e}");
+                Default::default()
+            }
+        };
+        log.attempts.push(attempt);
+        let over = log.attempts.len().saturating_sub(KEPT_ATTEMPTS);
+        log.attempts.drain(..over);
+        self.defer(Commit { logs: vec![(url, log)], ..Commit::default() });
+    }
+
     /// The dependencies with data, in declaration order: a transformation's
     /// inputs, materialized as `materialized` says (as they stand, or as a
     /// plan expects a run to leave them). SET_ONLY can mark a view
@@ -936,6 +961,7 @@ impl Scheduler {
         results: mpsc::UnboundedSender<TaskReport>,
         started: Arc<AtomicBool>,
         full_refresh: bool,
+        attempt: (Arc<str>, u32),
     ) -> tokio::task::JoinHandle<()> {
         let view_type = self.lattice.view_type(id);
         let done_flag = self.lattice.done_flag_path(id);
@@ -1008,13 +1034,23 @@ impl Scheduler {
             .then(|| self.txlog_spec(id, with_data.into_iter().map(|(_, input)| input).collect(), full_refresh));
         let flag = view_type.done_flag.clone();
         let staging = self.staging.clone();
+        // The plugin's lines on the host's log name the view they are for.
+        let span = tracing::info_span!(target: "trellis::plugin", "transform", view = %self.slots[id.0 as usize].url);
+        let declared = plugin_name.clone();
         let global = self.global.semaphore.clone();
         let local = self.per_plugin[plugin_name].semaphore.clone();
         tokio::spawn(async move {
             let (Ok(_global), Ok(_local)) = (global.acquire_owned().await, local.acquire_owned().await) else { return };
             started.store(true, Ordering::SeqCst);
             let _ = results.send(TaskReport::Started { view: id });
-            let result = run_plugin(&plugin, request_base, incremental, &staging, &data_path, &flag).await;
+            let mut printed = None;
+            let result = run_plugin(&plugin, request_base, incremental, &staging, &data_path, &flag, &mut printed)
+                .instrument(span)
+                .await;
+            if let Some(printed) = printed {
+                let log = attempt_log(&declared, attempt, printed, &result);
+                let _ = results.send(TaskReport::Logged { view: id, log: Box::new(log) });
+            }
             let _ = results.send(match result {
                 Ok((data, counters, txlog)) => {
                     TaskReport::Done { view: id, data, timestamp: now_millis(), counters, txlog: txlog.map(Box::new) }
@@ -1022,6 +1058,69 @@ impl Scheduler {
                 Err((class, message)) => TaskReport::Failed { view: id, class, message },
             });
         })
+    }
+}
+
+/// How many of a view's last transformations keep their logs.
+const KEPT_ATTEMPTS: usize = 3;
+/// What one attempt keeps of its log lines, stdout and stderr, each.
+const LOG_LINES_BYTES: usize = 32 << 10;
+const PRINTED_BYTES: usize = 16 << 10;
+
+/// What a call logged and printed.
+struct Printed {
+    lines: Vec<runtime::LogLine>,
+    stdout: runtime::Captured,
+    stderr: runtime::Captured,
+}
+
+/// One attempt's log, bounded: the first lines up to their budget, the
+/// beginnings of stdout and stderr, the rest counted.
+fn attempt_log(
+    plugin: &str,
+    (run, attempt): (Arc<str>, u32),
+    printed: Printed,
+    result: &Result<Produced, (FailureClass, String)>,
+) -> crate::metastore::AttemptLog {
+    let mut truncated = printed.stdout.truncated_bytes + printed.stderr.truncated_bytes;
+    let mut budget = LOG_LINES_BYTES;
+    let mut lines = Vec::new();
+    for line in printed.lines {
+        if line.message.len() > budget {
+            truncated += line.message.len() as u64;
+            budget = 0;
+            continue;
+        }
+        budget -= line.message.len();
+        lines.push(crate::metastore::LoggedLine { level: line.level.to_string(), message: line.message });
+    }
+    let mut cut = |mut text: String| {
+        if text.len() > PRINTED_BYTES {
+            let mut end = PRINTED_BYTES;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            truncated += (text.len() - end) as u64;
+            text.truncate(end);
+        }
+        text
+    };
+    let (stdout, stderr) = (cut(printed.stdout.text), cut(printed.stderr.text));
+    let outcome = match result {
+        Ok((true, ..)) => "succeeded".to_string(),
+        Ok((false, ..)) => "no data".to_string(),
+        Err((_, message)) => format!("failed: {message}"),
+    };
+    crate::metastore::AttemptLog {
+        run: run.to_string(),
+        attempt,
+        time: now_millis(),
+        plugin: plugin.to_string(),
+        outcome,
+        lines,
+        stdout,
+        stderr,
+        truncated_bytes: truncated,
     }
 }
 
@@ -1040,6 +1139,7 @@ async fn run_plugin(
     staging: &Staging,
     data_path: &std::path::Path,
     done_flag: &str,
+    printed: &mut Option<Printed>,
 ) -> Result<Produced, (FailureClass, String)> {
     // Staging and publishing are the host's own I/O: trouble there is not
     // the view's fault, and is retried until it passes.
@@ -1067,7 +1167,7 @@ async fn run_plugin(
             .await
             .map(|report| report.map(|outcome| runtime::IncrementalOutcome { outcome, commits: Vec::new() })),
     };
-    let report = match called {
+    let mut report = match called {
         Ok(report) => report,
         Err(e) => {
             staging.discard(&dir);
@@ -1076,6 +1176,11 @@ async fn run_plugin(
             return Err((FailureClass::Fatal, e.to_string()));
         }
     };
+    *printed = Some(Printed {
+        lines: std::mem::take(&mut report.log),
+        stdout: std::mem::take(&mut report.stdout),
+        stderr: std::mem::take(&mut report.stderr),
+    });
     let result = match report.result {
         Ok(runtime::IncrementalOutcome { outcome: TransformOutcome::Data { counters }, commits }) => {
             let marker = match prepared {

@@ -35,7 +35,15 @@ impl IncrementalTransformation for CsvAggregateIncremental {
         let all_incremental = incremental.deltas.iter().all(|delta| delta.incremental);
         let previous = match incremental.previous_output() {
             Some(previous) if incremental.can_merge() && all_incremental => previous,
-            _ => return Aggregation::full(request).map(IncrementalOutcome::from),
+            _ => {
+                let why = match &incremental.full_reason {
+                    Some(reason) => reason.as_str(),
+                    None if !all_incremental => "an input is read whole",
+                    None => "a file changed or went away since the last commit",
+                };
+                trellis_plugin_sdk::info!("read every input file: {why}");
+                return Aggregation::full(request).map(IncrementalOutcome::from);
+            }
         };
         let mut aggregation = Aggregation::new(request)?;
         let mut names: Vec<&str> = Vec::new();
@@ -47,6 +55,7 @@ impl IncrementalTransformation for CsvAggregateIncremental {
         for name in names {
             aggregation.add_files(&incremental.new_files(name)?)?;
         }
+        trellis_plugin_sdk::info!("merging {} new file(s) into the previous output", aggregation.files);
         if !aggregation.add_previous(previous)? {
             // The previous output is not this configuration's: start over.
             return Aggregation::full(request).map(IncrementalOutcome::from);

@@ -1,0 +1,71 @@
+//! `trellis logs VIEW`: what a view's last transformations logged and
+//! printed, from the metastore or from a server.
+
+use anyhow::Context;
+use chrono::Utc;
+use clap::Args;
+
+use super::Status;
+use super::catalog::{ProjectArgs, load};
+use super::remote::{self, Server};
+use crate::api::wire;
+use crate::lattice::{Lattice, Resolution};
+use crate::metastore::Metastore;
+
+#[derive(Debug, Args)]
+pub(super) struct LogsArgs {
+    #[command(flatten)]
+    project: ProjectArgs,
+    /// The view's URL path, e.g. shop.datamart/DailySales/SHOP10/2015/05/01
+    view: String,
+}
+
+pub(super) async fn run(args: &LogsArgs, server: Option<Server>) -> anyhow::Result<Status> {
+    let log = match server {
+        Some(server) => server.get(&format!("{}/log", remote::path("views", &args.view)), remote::NO_QUERY).await?,
+        None => {
+            let catalog = load(&args.project.project)?;
+            // The view's URL path as trellis writes it (values made canonical).
+            let mut lattice = Lattice::new(catalog.clone());
+            let resolution = Resolution { evaluation_time: Utc::now(), exists: &crate::lattice::on_disk };
+            let id = lattice.view(&args.view, &resolution)?;
+            let url = lattice.url_path(id);
+            let log = match catalog.settings.metastore.exists() {
+                true => {
+                    Metastore::open(&catalog.settings.metastore).context("opening the metastore")?.view_log(&url)?
+                }
+                false => Default::default(),
+            };
+            wire::ViewLog::of(url, log)
+        }
+    };
+    print_log(&log, args.project.json)
+}
+
+fn print_log(log: &wire::ViewLog, json: bool) -> anyhow::Result<Status> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(log)?);
+        return Ok(Status::Success);
+    }
+    if log.attempts.is_empty() {
+        println!("{}: no transformation logged yet", log.view);
+    }
+    for attempt in &log.attempts {
+        println!(
+            "{} [run {}] attempt {} of {} at {}: {}",
+            log.view, attempt.run, attempt.attempt, attempt.plugin, attempt.time, attempt.outcome
+        );
+        for (level, message) in &attempt.lines {
+            println!("  {level:<5} {message}");
+        }
+        for (stream, text) in [("stdout", &attempt.stdout), ("stderr", &attempt.stderr)] {
+            for line in text.lines() {
+                println!("  {stream} {line}");
+            }
+        }
+        if attempt.truncated_bytes > 0 {
+            println!("  ({} bytes left out)", attempt.truncated_bytes);
+        }
+    }
+    Ok(Status::Success)
+}
