@@ -76,12 +76,18 @@ impl IncrementalRequest {
     /// that are new since the last commit. Inputs read whole
     /// (`incremental = false`) give all their files.
     pub fn new_files(&self, name: &str) -> Result<Vec<InputFile>, Failure> {
-        self.files_where(name, |delta| &delta.new_files)
+        self.files_where(|input| input.name == name, |delta| &delta.new_files)
+    }
+
+    /// The new data files of every input, inputs in request order, as
+    /// [`Request::input_files`] gives all of them.
+    pub fn new_input_files(&self) -> Result<Vec<InputFile>, Failure> {
+        self.files_where(|_| true, |delta| &delta.new_files)
     }
 
     /// The data files of inputs named `name` that changed since the last commit.
     pub fn changed_files(&self, name: &str) -> Result<Vec<InputFile>, Failure> {
-        self.files_where(name, |delta| &delta.changed_files)
+        self.files_where(|input| input.name == name, |delta| &delta.changed_files)
     }
 
     /// The commit recorded with the previous output for the input of view
@@ -102,10 +108,14 @@ impl IncrementalRequest {
             && self.deltas.iter().all(|delta| delta.changed_files.is_empty() && delta.removed_files.is_empty())
     }
 
-    fn files_where(&self, name: &str, list: impl Fn(&InputDelta) -> &Vec<String>) -> Result<Vec<InputFile>, Failure> {
+    fn files_where(
+        &self,
+        keep: impl Fn(&crate::Input) -> bool,
+        list: impl Fn(&InputDelta) -> &Vec<String>,
+    ) -> Result<Vec<InputFile>, Failure> {
         let mut found = Vec::new();
         for (input, delta) in self.request.inputs.iter().zip(&self.deltas) {
-            if input.name != name {
+            if !keep(input) {
                 continue;
             }
             if !delta.incremental {

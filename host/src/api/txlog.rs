@@ -40,9 +40,6 @@ pub(super) async fn reset(
 ) -> Result<(StatusCode, Json<wire::TxLogReset>), ApiError> {
     within_limit(&pattern)?;
     let done = state.handle.reset_txlog(pattern, query.source).await?;
-    let refused: Vec<wire::Refusal> =
-        done.refused.into_iter().map(|(view, reason)| wire::Refusal { view, reason }).collect();
-    let status = if refused.is_empty() { StatusCode::OK } else { StatusCode::CONFLICT };
-    let error = refused.first().map(|first| format!("{} left alone: {}", first.view, first.reason));
+    let (status, refused, error) = super::views::refusals(done.refused);
     Ok((status, Json(wire::TxLogReset { reset: done.reset, refused, error })))
 }

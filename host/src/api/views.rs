@@ -41,7 +41,7 @@ pub(super) async fn pattern_views(
         if let Ok(ids) = state.handle.instantiate(view.to_string(), false).await
             && let [id] = ids[..]
         {
-            return view_log(&state, id).await.map(IntoResponse::into_response);
+            return view_log(&state, id).map(IntoResponse::into_response);
         }
     }
     views_of(&state, Some(pattern), query).await
@@ -51,7 +51,7 @@ pub(super) async fn pattern_views(
     responses((status = 200, body = wire::ViewLog), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
               (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
-pub(super) async fn view_log(state: &AppState, id: u32) -> Result<Json<wire::ViewLog>, ApiError> {
+pub(super) fn view_log(state: &AppState, id: u32) -> Result<Json<wire::ViewLog>, ApiError> {
     let url = match state.table().views().get(id as usize) {
         Some(row) => row.url.to_string(),
         None => return Err(ApiError::new(StatusCode::NOT_FOUND, "the view is not held".to_string())),
@@ -198,8 +198,15 @@ pub(super) async fn invalidate(
     within_limit(&pattern)?;
     let dependencies = query.dependencies.unwrap_or(false);
     let done = state.handle.invalidate(pattern, dependencies).await?;
+    let (status, refused, error) = refusals(done.refused);
+    Ok((status, Json(wire::Invalidated { invalidated: done.invalidated, refused, error })))
+}
+
+/// Views an invalidation (or a transaction log's reset, which invalidates)
+/// left alone: 409 when there are any, with the first named in one line.
+pub(super) fn refusals(refused: Vec<(String, String)>) -> (StatusCode, Vec<wire::Refusal>, Option<String>) {
     let refused: Vec<wire::Refusal> =
-        done.refused.into_iter().map(|(view, reason)| wire::Refusal { view, reason }).collect();
+        refused.into_iter().map(|(view, reason)| wire::Refusal { view, reason }).collect();
     let (status, error) = match refused.len() {
         0 => (StatusCode::OK, None),
         n => (
@@ -212,7 +219,7 @@ pub(super) async fn invalidate(
             )),
         ),
     };
-    Ok((status, Json(wire::Invalidated { invalidated: done.invalidated, refused, error })))
+    (status, refused, error)
 }
 
 #[utoipa::path(get, path = "/plan/{pattern}", params(("pattern" = String, Path, description = "A view pattern")),

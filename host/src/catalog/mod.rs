@@ -256,6 +256,16 @@ pub enum Transformation {
     },
 }
 
+impl Transformation {
+    /// The plugin that transforms, or none for external data.
+    pub fn plugin(&self) -> Option<&str> {
+        match self {
+            Transformation::External => None,
+            Transformation::Plugin { plugin, .. } => Some(plugin),
+        }
+    }
+}
+
 /// A file of the project that is part of a transformation's logic, read
 /// once when the project is loaded (so that every version checksum of one
 /// process is over the same contents).

@@ -214,7 +214,7 @@ impl Cli {
                 Some(server) => schedule::plan_remote(&args, &server).await,
                 None => schedule::plan(&args, &runtime()?).await,
             },
-            Command::Txlog(args) => txlog::run(&args, &runtime()?, server()?).await,
+            Command::Txlog(args) => txlog::run(&args, runtime, server()?).await,
             Command::Bench(args) => bench::bench(&args, &runtime()?).await,
             Command::Runs(args) => match server()? {
                 Some(server) => catalog::runs_remote(&args, &server).await,

@@ -40,7 +40,13 @@ enum TxLogAction {
     },
 }
 
-pub(super) async fn run(args: &TxLogArgs, runtime: &Runtime, server: Option<Server>) -> anyhow::Result<Status> {
+/// `runtime` starts the plugin engine; only an embedded listing needs it
+/// (to say whether each view's plugin can merge).
+pub(super) async fn run(
+    args: &TxLogArgs,
+    runtime: impl FnOnce() -> anyhow::Result<Runtime>,
+    server: Option<Server>,
+) -> anyhow::Result<Status> {
     match (&args.action, server) {
         (None, Some(server)) => {
             let views: Vec<wire::TxLogView> = match &args.pattern {
@@ -51,7 +57,7 @@ pub(super) async fn run(args: &TxLogArgs, runtime: &Runtime, server: Option<Serv
         }
         (None, None) => {
             let catalog = load(&args.project.project)?;
-            let plugins = Arc::new(Plugins::load(runtime, &catalog).await);
+            let plugins = Arc::new(Plugins::load(&runtime()?, &catalog).await);
             let mut scheduler = Scheduler::open(catalog, plugins).await.context("opening the scheduler")?;
             let views = scheduler.txlog(args.pattern.as_deref())?;
             print_logs(&views.into_iter().map(wire::TxLogView::from).collect::<Vec<_>>(), args.project.json)

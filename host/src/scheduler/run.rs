@@ -1030,7 +1030,7 @@ impl Scheduler {
         };
         let data_path = self.lattice.data_path(id);
         // Incremental only where the type says so and the plugin can.
-        let incremental = (view_type.incremental && plugin.is_incremental())
+        let incremental = (self.merges(id) == Some(true))
             .then(|| self.txlog_spec(id, with_data.into_iter().map(|(_, input)| input).collect(), full_refresh));
         let flag = view_type.done_flag.clone();
         let staging = self.staging.clone();
@@ -1147,14 +1147,15 @@ async fn run_plugin(
     request.output_dir = dir.clone();
     let prepared = match incremental {
         Some(spec) => {
-            let prepared = tokio::task::spawn_blocking(move || txlog::prepare(&spec).map(|prepared| (spec, prepared)))
+            let checked = tokio::task::spawn_blocking(move || txlog::prepare(&spec).map(|prepared| (spec, prepared)))
                 .await
-                .map_err(|e| (FailureClass::Host, format!("the manifest check stopped: {e}")))?;
-            match prepared {
+                .map_err(|e| format!("the manifest check stopped: {e}"))
+                .and_then(|checked| checked.map_err(|e| format!("cannot list an input for the manifest check: {e}")));
+            match checked {
                 Ok(prepared) => Some(prepared),
-                Err(e) => {
+                Err(message) => {
                     staging.discard(&dir);
-                    return Err((FailureClass::Host, format!("cannot list an input for the manifest check: {e}")));
+                    return Err((FailureClass::Host, message));
                 }
             }
         }
@@ -1181,8 +1182,9 @@ async fn run_plugin(
         stdout: std::mem::take(&mut report.stdout),
         stderr: std::mem::take(&mut report.stderr),
     });
-    let result = match report.result {
+    match report.result {
         Ok(runtime::IncrementalOutcome { outcome: TransformOutcome::Data { counters }, commits }) => {
+            // An incremental view's commit goes into the output it describes.
             let marker = match prepared {
                 Some((spec, prepared)) => match txlog::write_marker(&spec, prepared, &commits, &dir, now_millis()) {
                     Ok(marker) => Some(marker),
@@ -1193,21 +1195,16 @@ async fn run_plugin(
                 },
                 None => None,
             };
-            Ok((TransformOutcome::Data { counters }, marker))
-        }
-        Ok(runtime::IncrementalOutcome { outcome, .. }) => Ok((outcome, None)),
-        Err(failure) => Err(failure),
-    };
-    match result {
-        Ok((TransformOutcome::Data { counters }, marker)) => match staging.publish(&dir, data_path, done_flag) {
-            // No counters returned is none to keep, not an empty set.
-            Ok(()) => Ok((true, (!counters.is_empty()).then(|| counters_of(&counters)), marker)),
-            Err(e) => {
-                staging.discard(&dir);
-                Err((FailureClass::Host, format!("cannot publish to {}: {e}", data_path.display())))
+            match staging.publish(&dir, data_path, done_flag) {
+                // No counters returned is none to keep, not an empty set.
+                Ok(()) => Ok((true, (!counters.is_empty()).then(|| counters_of(&counters)), marker)),
+                Err(e) => {
+                    staging.discard(&dir);
+                    Err((FailureClass::Host, format!("cannot publish to {}: {e}", data_path.display())))
+                }
             }
-        },
-        Ok((TransformOutcome::NoData, _)) => {
+        }
+        Ok(runtime::IncrementalOutcome { outcome: TransformOutcome::NoData, .. }) => {
             staging.discard(&dir);
             Ok((false, None, None))
         }

@@ -708,15 +708,13 @@ impl Scheduler {
     /// manifest check now (inputs that will be rematerialized first count
     /// as they stand).
     fn plan_increment(&self, id: ViewId, materialized: impl Fn(ViewId) -> bool) -> String {
-        let view_type = self.lattice.view_type(id);
-        let Transformation::Plugin { plugin, .. } = &view_type.transformation else { return String::new() };
-        let can =
-            self.transformations.as_ref().is_some_and(|t| t.plugins.get(plugin).is_ok_and(|p| p.is_incremental()));
-        if !view_type.incremental {
-            return String::new();
-        }
-        if !can {
-            return format!("; incremental, but {plugin} does not export transform-incremental: reads everything");
+        match self.merges(id) {
+            None => return String::new(),
+            Some(false) => {
+                let plugin = self.lattice.view_type(id).transformation.plugin().unwrap_or_default();
+                return format!("; incremental, but {plugin} does not export transform-incremental: reads everything");
+            }
+            Some(true) => {}
         }
         let inputs = self.inputs_with_data(id, materialized).into_iter().map(|(_, input)| input).collect();
         match super::txlog::prepare(&self.txlog_spec(id, inputs, false)) {
@@ -729,6 +727,19 @@ impl Scheduler {
             },
             Err(e) => format!("; incremental: cannot list an input ({e})"),
         }
+    }
+
+    /// Whether a view of a type declared incremental runs incrementally:
+    /// whether its plugin exports `transform-incremental` (taken to, when
+    /// the scheduler was opened without plugins). `None` for a view whose
+    /// type is not declared incremental.
+    pub(super) fn merges(&self, id: ViewId) -> Option<bool> {
+        let view_type = self.lattice.view_type(id);
+        if !view_type.incremental {
+            return None;
+        }
+        let plugin = view_type.transformation.plugin()?;
+        Some(self.transformations.as_ref().is_none_or(|t| t.plugins.get(plugin).is_ok_and(|p| p.is_incremental())))
     }
 
     /// The transaction logs of the incremental views `pattern` addresses,
@@ -751,19 +762,10 @@ impl Scheduler {
         };
         let mut views = Vec::new();
         for id in addressed {
-            let view_type = self.lattice.view_type(id);
-            if !view_type.incremental {
-                continue;
-            }
-            let runs_incrementally = match (&view_type.transformation, &self.transformations) {
-                (Transformation::Plugin { plugin, .. }, Some(t)) => {
-                    t.plugins.get(plugin).is_ok_and(|plugin| plugin.is_incremental())
-                }
-                _ => true,
-            };
+            let Some(merges) = self.merges(id) else { continue };
             let url = self.slots[id.0 as usize].url.to_string();
             views.push(TxLogView {
-                incremental: runs_incrementally,
+                incremental: merges,
                 head: self.store.tx_head(&url)?,
                 entries: self.store.tx_entries(&url)?,
                 view: url,

@@ -244,16 +244,13 @@ fn full_reason(spec: &Spec, marker: Option<&Marker>) -> Option<String> {
 pub fn prepare(spec: &Spec) -> io::Result<Prepared> {
     let marker = read_marker(&spec.data_path);
     let full = full_reason(spec, marker.as_ref());
-    let generation = [
-        marker.as_ref().map_or(0, |m| m.generation),
-        spec.head.generation,
-        spec.head.reset_through,
-        spec.head.reset_sources.values().copied().max().unwrap_or(0),
-    ]
-    .into_iter()
-    .max()
-    .unwrap_or(0)
-        + 1;
+    let marked = marker.as_ref().map_or(0, |m| m.generation);
+    let resets = spec.head.reset_sources.values().copied().max().unwrap_or(0);
+    let generation = marked.max(spec.head.generation).max(spec.head.reset_through).max(resets) + 1;
+    // A source reset through the marker's generation is read again.
+    let reset = |marked_input: &MarkedInput| {
+        spec.head.reset_sources.get(&marked_input.source).is_some_and(|&through| marked <= through)
+    };
     let previous: HashMap<&str, &MarkedInput> = match (&full, &marker) {
         (None, Some(marker)) => marker.inputs.iter().map(|input| (input.input.as_str(), input)).collect(),
         _ => HashMap::new(),
@@ -266,9 +263,6 @@ pub fn prepare(spec: &Spec) -> io::Result<Prepared> {
             continue;
         }
         let now = manifest(&input.dir)?;
-        let reset = |marked: &MarkedInput| {
-            spec.head.reset_sources.get(&marked.source).is_some_and(|&through| marker_generation(&marker) <= through)
-        };
         let delta = match previous.get(input.input.as_str()) {
             Some(marked) if !reset(marked) => {
                 let (new, changed, removed) = compare(&marked.manifest, &now);
@@ -309,10 +303,6 @@ pub fn prepare(spec: &Spec) -> io::Result<Prepared> {
         generation,
         new_files,
     })
-}
-
-fn marker_generation(marker: &Option<Marker>) -> u64 {
-    marker.as_ref().map_or(0, |m| m.generation)
 }
 
 /// The marker of a successful call, written into its staging directory,

@@ -46,15 +46,7 @@ impl IncrementalTransformation for CsvAggregateIncremental {
             }
         };
         let mut aggregation = Aggregation::new(request)?;
-        let mut names: Vec<&str> = Vec::new();
-        for input in &request.inputs {
-            if !names.contains(&input.name.as_str()) {
-                names.push(&input.name);
-            }
-        }
-        for name in names {
-            aggregation.add_files(&incremental.new_files(name)?)?;
-        }
+        aggregation.add_files(&incremental.new_input_files()?)?;
         trellis_plugin_sdk::info!("merging {} new file(s) into the previous output", aggregation.files);
         if !aggregation.add_previous(previous)? {
             // The previous output is not this configuration's: start over.
