@@ -137,7 +137,7 @@ impl fmt::Display for ViewState {
 
 /// A view's status within one run (Spark Declarative Pipelines' flow
 /// states). It belongs to that run only.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum FlowStatus {
     Queued,

@@ -38,6 +38,11 @@ impl App {
 
     /// With a limit on the views the server holds, as `serve --max-views` sets it.
     async fn with_capacity(project: &Project, token: Option<&str>, capacity: Capacity) -> App {
+        App::with_settings(project, token, capacity, true).await
+    }
+
+    /// Listening on loopback or not.
+    async fn with_settings(project: &Project, token: Option<&str>, capacity: Capacity, loopback: bool) -> App {
         let catalog = project.catalog("v1");
         let plugins = Arc::new(trellis::plugins::Plugins::load(runtime(), &catalog).await);
         let mut scheduler = open(&catalog).await;
@@ -57,7 +62,7 @@ impl App {
             settings: Settings {
                 token: token.map(str::to_string),
                 request_timeout: Duration::from_secs(60),
-                loopback: true,
+                loopback,
             },
             shutdown,
             started: now_millis(),
@@ -396,4 +401,58 @@ async fn a_failed_view_s_log_keeps_its_last_three_attempts() {
     // A pattern ending in `log` that is not one view is a views request.
     let (status, _) = app.call(Method::GET, "/views/t.bad/Broken/2015/01/e(01,02)/log", Some(TOKEN)).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+/// The web UI: its shell and assets hold no data and are served without a
+/// token wherever the server listens; its fragments are reads like the
+/// API's, so off loopback they need the token; a fragment escapes what it
+/// shows, and its bad input gets the API's one-line errors.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_ui_s_shell_is_open_and_its_fragments_are_authorized_reads() {
+    let project = Project::new(&[1, 2]);
+    let app = App::with_settings(&project, Some(TOKEN), Capacity::default(), false).await;
+    for (path, kind) in [("/", "text/html"), ("/ui/app.js", "text/javascript"), ("/ui/style.css", "text/css")] {
+        let (status, headers, body) = app.send(request(Method::GET, path, None, Body::empty())).await;
+        assert_eq!(status, StatusCode::OK, "{path}");
+        assert!(headers[header::CONTENT_TYPE].to_str().unwrap().starts_with(kind), "{path}: {headers:?}");
+        assert!(!body.is_empty());
+    }
+    let (_, error) = app.error(Method::GET, "/ui/overview", None, StatusCode::UNAUTHORIZED).await;
+    assert_eq!(error, "this request needs `Authorization: Bearer <token>` (the server's TRELLIS_TOKEN)");
+    let (status, headers, body) = app.send(request(Method::GET, "/ui/overview", Some(TOKEN), Body::empty())).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(headers[header::CONTENT_TYPE].to_str().unwrap().starts_with("text/html"));
+    assert_eq!(headers[header::CACHE_CONTROL], "no-store");
+    assert!(String::from_utf8_lossy(&body).contains("0 views held."), "{}", String::from_utf8_lossy(&body));
+
+    // What a user typed is shown escaped.
+    let hostile = "/ui/views?pattern=t.mart/Daily/2015/01/e(01,02)&filter=%3Cscript%3Ealert(1)%3C/script%3E";
+    let (status, _, body) = app.send(request(Method::GET, hostile, Some(TOKEN), Body::empty())).await;
+    let body = String::from_utf8_lossy(&body);
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(!body.contains("<script>") && body.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "{body}");
+
+    for (uri, status, expected) in [
+        (
+            "/ui/view/t.mart/Daily/2015/01/e(01,02)",
+            StatusCode::NOT_FOUND,
+            "t.mart/Daily/2015/01/e(01,02) is not one view but a pattern of 2; its views are listed at #/views",
+        ),
+        ("/ui/view/t.mart/Nope/2015/01/01", StatusCode::NOT_FOUND, ""),
+        ("/ui/runs/nope", StatusCode::NOT_FOUND, "no run `nope` (GET /runs lists them)"),
+        ("/ui/views?filter=(", StatusCode::BAD_REQUEST, ""),
+        ("/ui/views?status=sleeping", StatusCode::BAD_REQUEST, ""),
+    ] {
+        let (_, error) = app.error(Method::GET, uri, Some(TOKEN), status).await;
+        assert!(expected.is_empty() || error == expected, "{uri}: {error}");
+    }
+
+    // A view's page: its state, its dependency, and its graph's boxes
+    // linking to their pages.
+    let (status, _, body) =
+        app.send(request(Method::GET, "/ui/view/t.mart/Daily/2015/01/01", Some(TOKEN), Body::empty())).await;
+    let body = String::from_utf8_lossy(&body);
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.contains(r##"href="#/view/t.raw/In/2015/01/01""##), "{body}");
+    assert!(body.contains("<svg class=\"graph\""), "{body}");
 }

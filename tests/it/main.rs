@@ -8,6 +8,7 @@ mod support;
 
 mod accounts;
 mod api;
+mod browser;
 mod cli;
 mod coordinators;
 mod crash;

@@ -9,7 +9,8 @@
 //!   suspend, resume, kill and rerun;
 //! - `reload`: `POST /reload`, the project loaded again;
 //! - `openapi`: `/openapi.json`, derived from the handlers and `wire`;
-//! - `wire`: the JSON both the server and the remote CLI speak.
+//! - `wire`: the JSON both the server and the remote CLI speak;
+//! - `ui`: the web UI at `/`, HTML fragments over the same reads.
 //!
 //! Invariant: **the only module that imports axum.** It holds no scheduling
 //! logic: writes go to the service as requests, reads come from the
@@ -27,6 +28,7 @@ mod runs;
 mod serve;
 mod status;
 mod txlog;
+mod ui;
 mod views;
 pub mod wire;
 
@@ -211,10 +213,12 @@ const INSTANTIATING: &[&str] = &["/views/{*pattern}", "/plan/{*pattern}", "/txlo
 async fn authorize(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
     let Some(token) = &state.settings.token else { return next.run(request).await };
     let mutating = request.method() != axum::http::Method::GET && request.method() != axum::http::Method::HEAD;
-    let instantiating = request
-        .extensions()
-        .get::<axum::extract::MatchedPath>()
-        .is_some_and(|matched| INSTANTIATING.contains(&matched.as_str()));
+    let matched = request.extensions().get::<axum::extract::MatchedPath>().map(|matched| matched.as_str());
+    if !mutating && matched.is_some_and(|matched| ui::PUBLIC.contains(&matched)) {
+        return next.run(request).await;
+    }
+    let instantiating =
+        matched.is_some_and(|matched| INSTANTIATING.contains(&matched) || ui::INSTANTIATING.contains(&matched));
     if !mutating && !instantiating && state.settings.loopback {
         return next.run(request).await;
     }

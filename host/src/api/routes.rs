@@ -69,6 +69,7 @@ pub(super) fn routes() -> Router<Arc<AppState>> {
         .route("/txlog", get(txlog::all))
         .route("/txlog/{*pattern}", get(txlog::pattern))
         .route("/reset-txlog/{*pattern}", post(txlog::reset))
+        .merge(super::ui::routes())
         .fallback(not_found)
 }
 

@@ -60,7 +60,7 @@ pub(super) fn status_of(record: &RunRecord, table: &Table, server_started: i64) 
 }
 
 /// A run as the API shows it, with what the service says of its progress.
-fn run_of(record: RunRecord, table: &Table, server_started: i64) -> wire::Run {
+pub(super) fn run_of(record: RunRecord, table: &Table, server_started: i64) -> wire::Run {
     wire::Run {
         status: status_of(&record, table, server_started),
         id: record.id,
@@ -94,7 +94,7 @@ pub(super) fn unknown_run(id: &str) -> ApiError {
 }
 
 /// A run with its flows, its failures' errors and its views' flags, as recorded.
-fn run_detail(state: &AppState, id: &str) -> Result<wire::RunDetail, ApiError> {
+pub(super) fn run_detail(state: &AppState, id: &str) -> Result<wire::RunDetail, ApiError> {
     let record = state.store.run(id)?.ok_or_else(|| unknown_run(id))?;
     let idle = record.idle;
     let attempts = record.attempts.clone();

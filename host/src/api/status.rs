@@ -22,6 +22,11 @@ pub(super) async fn health(State(state): Shared) -> Json<wire::Health> {
 
 #[utoipa::path(get, path = "/transformations", responses((status = 200, body = wire::Transformations)))]
 pub(super) async fn transformations(State(state): Shared) -> Json<wire::Transformations> {
+    Json(transformations_of(&state))
+}
+
+/// The transformations running, the permits and the memory budget.
+pub(super) fn transformations_of(state: &AppState) -> wire::Transformations {
     let running = state
         .table()
         .running
@@ -40,10 +45,10 @@ pub(super) async fn transformations(State(state): Shared) -> Json<wire::Transfor
         peak_reserved_bytes: usage.peak_reserved as u64,
         waiting: usage.waiting as u64,
     };
-    Json(wire::Transformations { running, permits, memory })
+    wire::Transformations { running, permits, memory }
 }
 
-fn listener_status(state: &AppState) -> Result<Vec<wire::Listener>, ApiError> {
+pub(super) fn listener_status(state: &AppState) -> Result<Vec<wire::Listener>, ApiError> {
     let statuses = listeners::status(&state.catalog, &state.store).map_err(listener_error)?;
     Ok(statuses
         .into_iter()

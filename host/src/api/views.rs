@@ -90,6 +90,24 @@ const DEFAULT_PAGE: usize = 1000;
 const MAX_PAGE: usize = 10_000;
 
 async fn views_of(state: &AppState, pattern: Option<String>, query: wire::ViewsQuery) -> Result<Response, ApiError> {
+    Ok(match listing(state, pattern, query).await? {
+        Listing::Page(page) => Json(page).into_response(),
+        Listing::Overview(overview) => Json(overview).into_response(),
+    })
+}
+
+/// What a views request answers: a page, or the counts per state.
+pub(super) enum Listing {
+    Page(wire::ViewsPage),
+    Overview(wire::Overview),
+}
+
+/// The views a request selects, as `GET /views` and the UI's table both show them.
+pub(super) async fn listing(
+    state: &AppState,
+    pattern: Option<String>,
+    query: wire::ViewsQuery,
+) -> Result<Listing, ApiError> {
     let selection = Selection::of(&query)?;
     let limit = query.limit.unwrap_or(DEFAULT_PAGE);
     if !(1..=MAX_PAGE).contains(&limit) {
@@ -124,7 +142,7 @@ async fn views_of(state: &AppState, pattern: Option<String>, query: wire::ViewsQ
                 .filter(|(_, n)| *n > 0)
                 .map(|(s, n)| (s.as_str().to_string(), n))
                 .collect();
-            return Ok(Json(wire::Overview { overview, total: table.views().len() }).into_response());
+            return Ok(Listing::Overview(wire::Overview { overview, total: table.views().len() }));
         }
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         let mut total = 0;
@@ -132,22 +150,11 @@ async fn views_of(state: &AppState, pattern: Option<String>, query: wire::ViewsQ
             *counts.entry(row.state.as_str().to_string()).or_default() += 1;
             total += 1;
         }
-        return Ok(Json(wire::Overview { overview: counts, total }).into_response());
+        return Ok(Listing::Overview(wire::Overview { overview: counts, total }));
     }
     // What depends on what, over every view held: a view's dependents are
     // not among the views its pattern instantiates.
-    let dependents: Option<std::collections::HashMap<u32, Vec<u32>>> = (query.dependents == Some(true)).then(|| {
-        let mut map: std::collections::HashMap<u32, Vec<u32>> = std::collections::HashMap::new();
-        for (index, row) in table.views().iter().enumerate() {
-            for &dependency in &row.dependencies {
-                let theirs = map.entry(dependency).or_default();
-                if theirs.last() != Some(&(index as u32)) {
-                    theirs.push(index as u32);
-                }
-            }
-        }
-        map
-    });
+    let dependents = (query.dependents == Some(true)).then(|| super::ui::dependents_of(table.views()));
     let start = query.cursor.unwrap_or(0);
     let mut views = Vec::new();
     let mut next = None;
@@ -160,28 +167,35 @@ async fn views_of(state: &AppState, pattern: Option<String>, query: wire::ViewsQ
             next = Some(position);
             break;
         }
-        let dependencies = (query.dependencies == Some(true)).then(|| {
-            row.dependencies.iter().filter_map(|&d| table.views().get(d as usize)).map(|d| d.url.to_string()).collect()
-        });
-        views.push(wire::View {
-            view: row.url.to_string(),
-            view_type: row.view_type.to_string(),
-            state: row.state,
-            timestamp: row.timestamp,
-            incomplete: row.incomplete,
-            errors: row.errors,
-            invalidation_pending: row.invalidation_pending,
-            last_error: row.last_error.clone(),
-            counters: row.counters.clone(),
-            data_path: row.data_path.display().to_string(),
-            dependencies,
-            dependents: dependents.as_ref().map(|map| {
-                let ids = map.get(&(index as u32)).map(Vec::as_slice).unwrap_or_default();
-                ids.iter().filter_map(|&d| table.views().get(d as usize)).map(|d| d.url.to_string()).collect()
-            }),
-        });
+        views.push(view_of(table.views(), index, query.dependencies == Some(true), dependents.as_ref()));
     }
-    Ok(Json(wire::ViewsPage { views, next }).into_response())
+    Ok(Listing::Page(wire::ViewsPage { views, next }))
+}
+
+/// The view at `index` of the table's `views` as the API shows it, with its
+/// dependencies and its dependents when asked for.
+pub(super) fn view_of(
+    views: &[ViewRow],
+    index: usize,
+    dependencies: bool,
+    dependents: Option<&std::collections::HashMap<u32, Vec<u32>>>,
+) -> wire::View {
+    let row = &views[index];
+    let urls = |ids: &[u32]| ids.iter().filter_map(|&d| views.get(d as usize)).map(|d| d.url.to_string()).collect();
+    wire::View {
+        view: row.url.to_string(),
+        view_type: row.view_type.to_string(),
+        state: row.state,
+        timestamp: row.timestamp,
+        incomplete: row.incomplete,
+        errors: row.errors,
+        invalidation_pending: row.invalidation_pending,
+        last_error: row.last_error.clone(),
+        counters: row.counters.clone(),
+        data_path: row.data_path.display().to_string(),
+        dependencies: dependencies.then(|| urls(&row.dependencies)),
+        dependents: dependents.map(|map| urls(map.get(&(index as u32)).map(Vec::as_slice).unwrap_or_default())),
+    }
 }
 
 #[utoipa::path(post, path = "/invalidate/{pattern}",

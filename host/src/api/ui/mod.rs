@@ -1,0 +1,269 @@
+//! The web UI that `trellis serve` answers at `/`: a page shell and its
+//! script and style, compiled into the binary, and the HTML fragments the
+//! script fetches for each page (`/ui/...`), with the bearer token when
+//! the server has one.
+//!
+//! - `pages`: the fragments' markup (maud), from the API's `wire` types;
+//! - `graph`: a view's neighbourhood, laid out and drawn as SVG;
+//! - `assets/`: `index.html`, `app.js` (routing, the live `/events`
+//!   stream, actions, the token prompt) and `style.css`.
+//!
+//! Invariant: the UI reads what the JSON API reads, through the same
+//! functions (`views::listing`, `runs::run_detail`, `status::*`), and acts
+//! only through the API's own endpoints, from the page script, so it can
+//! show or do nothing the API does not. The shell and assets hold no data
+//! and are served without a token; every fragment is authorized as the
+//! API's reads are.
+
+mod graph;
+mod pages;
+
+use std::collections::BTreeMap;
+use std::path::Path as FsPath;
+
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+
+use super::extract::{Path, Query, Shared};
+use super::views::{Listing, listing, view_of};
+use super::{ApiError, AppState, runs, status, wire};
+use crate::model::FlowStatus;
+use crate::scheduler::service::{CoordinatorAnswer, CoordinatorOperation};
+
+pub(super) use graph::dependents_of;
+
+const INDEX: &str = include_str!("assets/index.html");
+const SCRIPT: &str = include_str!("assets/app.js");
+const STYLE: &str = include_str!("assets/style.css");
+
+/// Paths served without a token wherever the server listens: the shell
+/// and its assets, which hold no data.
+pub(super) const PUBLIC: &[&str] = &["/", "/ui/app.js", "/ui/style.css"];
+
+/// Fragments that address views by pattern, which the server instantiates
+/// to answer: authorized as the API's instantiating reads are.
+pub(super) const INSTANTIATING: &[&str] = &["/ui/views", "/ui/view/{*view}"];
+
+pub(super) fn routes() -> axum::Router<std::sync::Arc<AppState>> {
+    use axum::routing::get;
+    axum::Router::new()
+        .route("/", get(index))
+        .route("/ui/app.js", get(script))
+        .route("/ui/style.css", get(style))
+        .route("/ui/overview", get(overview))
+        .route("/ui/views", get(views))
+        .route("/ui/view/{*view}", get(view))
+        .route("/ui/runs", get(runs_page))
+        .route("/ui/runs/{id}", get(run_page))
+        .route("/ui/events", get(events))
+}
+
+/// Assets change with the binary: a client may keep them a while, but
+/// asks again after an upgrade within minutes.
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, "max-age=300")], body).into_response()
+}
+
+async fn index() -> Response {
+    ([(header::CACHE_CONTROL, "no-cache")], Html(INDEX)).into_response()
+}
+
+async fn script() -> Response {
+    asset("text/javascript; charset=utf-8", SCRIPT)
+}
+
+async fn style() -> Response {
+    asset("text/css; charset=utf-8", STYLE)
+}
+
+/// A fragment: never cached, since it is the live state.
+fn fragment(markup: maud::Markup) -> Response {
+    ([(header::CACHE_CONTROL, "no-store")], Html(markup.into_string())).into_response()
+}
+
+fn now() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+async fn overview(State(state): Shared) -> Result<Response, ApiError> {
+    let transformations = status::transformations_of(&state);
+    let listeners = status::listener_status(&state)?;
+    let coordinators = match state.handle.coordinators(CoordinatorOperation::Statuses).await {
+        Ok(CoordinatorAnswer::Statuses(statuses)) => statuses,
+        _ => Vec::new(),
+    };
+    let (counts, total, current_run, pending, queued_ids) = {
+        let table = state.table();
+        (
+            table.overview(),
+            table.views().len(),
+            table.current_run.clone(),
+            table.current_run_pending,
+            table.queued_runs.clone(),
+        )
+    };
+    let record = |id: &str| -> Result<Option<wire::Run>, ApiError> {
+        Ok(state.store.run(id)?.map(|record| runs::run_of(record, &state.table(), state.started)))
+    };
+    let current = match current_run {
+        Some(id) => record(&id)?.map(|run| pages::CurrentRun { run, pending }),
+        None => None,
+    };
+    let mut queued = Vec::new();
+    for id in &queued_ids {
+        queued.extend(record(id)?);
+    }
+    let page = pages::Overview { counts, total, current, queued, transformations, listeners, coordinators, now: now() };
+    Ok(fragment(pages::overview(&page)))
+}
+
+async fn views(State(state): Shared, Query(selection): Query<pages::ViewsSelection>) -> Result<Response, ApiError> {
+    let query = wire::ViewsQuery {
+        status: selection.status,
+        filter: selection.filter.clone().filter(|f| !f.is_empty()),
+        issue: selection.issue,
+        limit: Some(pages::VIEWS_PER_PAGE),
+        cursor: selection.cursor,
+        ..Default::default()
+    };
+    let pattern = selection.pattern.clone().filter(|p| !p.trim().is_empty());
+    // The UI's query never asks for counts, so the answer is a page.
+    let Listing::Page(page) = listing(&state, pattern, query).await? else {
+        return Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "the views were counted, not listed"));
+    };
+    Ok(fragment(pages::views(&selection, &page)))
+}
+
+async fn view(State(state): Shared, Path(url): Path) -> Result<Response, ApiError> {
+    super::extract::within_limit(&url)?;
+    let ids = state.handle.instantiate(url.clone(), false).await?;
+    let [id] = ids[..] else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("{url} is not one view but a pattern of {}; its views are listed at #/views", ids.len()),
+        ));
+    };
+    let (view, dependencies, neighbourhood) = {
+        let table = state.table();
+        let views = table.views();
+        let Some(row) = views.get(id as usize) else {
+            return Err(ApiError::new(StatusCode::NOT_FOUND, format!("{url} is not held")));
+        };
+        let dependencies = row
+            .dependencies
+            .iter()
+            .filter_map(|&d| views.get(d as usize))
+            .map(|d| (d.url.to_string(), d.state, d.timestamp))
+            .collect::<Vec<_>>();
+        (view_of(views, id as usize, false, None), dependencies, graph::neighbourhood(views, id))
+    };
+    let version_checksum = state.store.view(&view.view)?.and_then(|record| record.version_checksum);
+    let (files, more_files) = published_files(FsPath::new(&view.data_path));
+    let log = super::views::view_log(&state, id)?.0;
+    let page = pages::ViewPage {
+        version_checksum,
+        dependencies,
+        files,
+        more_files,
+        log,
+        graph: graph::svg(&neighbourhood, pages::view_link),
+        hidden_upstream: neighbourhood.hidden_upstream,
+        hidden_downstream: neighbourhood.hidden_downstream,
+        view,
+    };
+    Ok(fragment(pages::view(&page)))
+}
+
+/// Files listed on a view's page at most.
+const FILES_SHOWN: usize = 50;
+
+/// The files under a view's data directory (relative paths and sizes,
+/// sorted, the first `FILES_SHOWN`), and how many more there are.
+fn published_files(root: &FsPath) -> (Vec<(String, u64)>, usize) {
+    let mut files = Vec::new();
+    let mut more = 0;
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(directory) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&directory) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() => pending.push(path),
+                Ok(_) if files.len() < FILES_SHOWN * 4 => {
+                    let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
+                    let relative = path.strip_prefix(root).unwrap_or(&path).display().to_string();
+                    files.push((relative, size));
+                }
+                Ok(_) => more += 1,
+                Err(_) => {}
+            }
+        }
+    }
+    files.sort();
+    if files.len() > FILES_SHOWN {
+        more += files.len() - FILES_SHOWN;
+        files.truncate(FILES_SHOWN);
+    }
+    (files, more)
+}
+
+/// Runs listed on the runs page: the latest.
+const RUNS_SHOWN: usize = 50;
+
+async fn runs_page(State(state): Shared) -> Result<Response, ApiError> {
+    let mut records = state.store.runs()?;
+    records.sort_by(|a, b| b.started.cmp(&a.started).then_with(|| b.id.cmp(&a.id)));
+    let more = records.len().saturating_sub(RUNS_SHOWN);
+    records.truncate(RUNS_SHOWN);
+    let mut summaries = Vec::new();
+    for record in records {
+        let mut counts: BTreeMap<FlowStatus, usize> = BTreeMap::new();
+        for (_, flow) in state.store.flow_records(&record.id)? {
+            *counts.entry(flow.status).or_default() += 1;
+        }
+        let run = runs::run_of(record, &state.table(), state.started);
+        summaries.push(pages::RunSummary { run, counts });
+    }
+    Ok(fragment(pages::runs(&summaries, more, now())))
+}
+
+#[derive(serde::Deserialize)]
+struct RunQuery {
+    status: Option<FlowStatus>,
+}
+
+async fn run_page(
+    State(state): Shared,
+    Path(id): Path,
+    Query(query): Query<RunQuery>,
+) -> Result<Response, ApiError> {
+    let detail = runs::run_detail(&state, &id)?;
+    Ok(fragment(pages::run(&detail, query.status, now())))
+}
+
+/// Events shown when the events page opens; later ones arrive live.
+const EVENTS_SHOWN: u64 = 100;
+
+async fn events(State(state): Shared) -> Result<Response, ApiError> {
+    let next = state.store.next_sequence()?;
+    let from = next.saturating_sub(EVENTS_SHOWN).max(state.store.first_sequence()?);
+    let events = state.store.events_from(from, EVENTS_SHOWN as usize)?;
+    let mut response = fragment(pages::events(&events));
+    // Where the page's stream goes on from, so that none is shown twice or missed.
+    if let Ok(value) = header::HeaderValue::from_str(&next.to_string()) {
+        response.headers_mut().insert("x-trellis-next-sequence", value);
+    }
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every state has a colour in the style sheet.
+    #[test]
+    fn every_state_has_a_colour() {
+        for state in crate::model::ViewState::ALL {
+            assert!(super::STYLE.contains(&format!(".state-{} ", state.as_str())), "{state:?} has no colour");
+        }
+    }
+}
