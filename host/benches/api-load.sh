@@ -4,6 +4,9 @@
 #! packages), with the bench lattice instantiated and a run transforming
 #! throughout. Usage: host/benches/api-load.sh [SHOPS] [DIR]
 #! (135 shops x 365 days = 99,821 views; DIR defaults to /dev/shm/trellis-api-load).
+#! With UI=1, the web UI's fragments instead: the overview, a page of 100
+#! views, and a view's page with its graph (a Monthly view: 30 days
+#! upstream, capped at 20 drawn, and MonthlyTotal downstream).
 set -euo pipefail
 shops=${1:-135}
 dir=${2:-/dev/shm/trellis-api-load}
@@ -36,7 +39,15 @@ churn=$!
 until curl -s "$url/metrics" | grep -q '^trellis_transformations_running [1-9]'; do sleep 0.2; done
 
 transformed() { curl -s "$url/metrics" | sed -n 's/^trellis_transformations_total{outcome="succeeded"} //p'; }
-for target in "views?overview=true" "views?limit=100&cursor=50000"; do
+targets=("views?overview=true" "views?limit=100&cursor=50000")
+if [ "${UI:-}" = 1 ]; then
+  monthly=$(curl -s "$url/views?filter=%5Ebench.mart/Monthly/&limit=1" | sed 's/.*"view":"\([^"]*\)".*/\1/')
+  targets=("ui/overview" "ui/views?cursor=50000" "ui/view/$monthly")
+  for asset in "" ui/app.js ui/style.css ui/overview; do
+    echo "page weight: /$asset $(curl -s "$url/$asset" | wc -c) bytes"
+  done
+fi
+for target in "${targets[@]}"; do
   before=$(transformed)
   echo "== GET /$target"
   wrk -t2 -c64 -d30s --latency "$url/$target"

@@ -59,11 +59,7 @@ impl App {
             plugins,
             plugin_statuses: Vec::new(),
             permits,
-            settings: Settings {
-                token: token.map(str::to_string),
-                request_timeout: Duration::from_secs(60),
-                loopback,
-            },
+            settings: Settings { token: token.map(str::to_string), request_timeout: Duration::from_secs(60), loopback },
             shutdown,
             started: now_millis(),
             reloader: None,

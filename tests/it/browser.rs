@@ -283,7 +283,11 @@ async fn the_ui_shows_what_the_api_says_and_a_run_started_from_it_live() {
         )
         .await;
     for (state, n) in shown.as_object().unwrap() {
-        assert_eq!(n.as_u64().unwrap(), counts["overview"][state].as_u64().unwrap_or(0), "{state}: {shown} vs {counts}");
+        assert_eq!(
+            n.as_u64().unwrap(),
+            counts["overview"][state].as_u64().unwrap_or(0),
+            "{state}: {shown} vs {counts}"
+        );
     }
     assert!(browser.text("main").await.contains(&format!("{} views held.", counts["total"])));
     browser.screenshot(&shots, "overview").await;

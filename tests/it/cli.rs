@@ -400,3 +400,39 @@ view = "a.raw/In"
     // External data is only looked at: no attempts.
     assert_eq!(attempts("a.raw/In"), Some(serde_json::Value::Null), "{detail}");
 }
+
+/// Lineage both ways on the sample shop: `deps --downstream` finds what
+/// depends on a raw day among the views the metastore records, with the
+/// steps between, and `deps --dot` draws a pattern's closure.
+#[test]
+fn deps_shows_lineage_downstream_and_as_a_dot_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = crate::support::demo(dir.path());
+    let downstream =
+        run(trellis().args(["deps", "--downstream", "shop.raw/Orders/SHOP10/2015/05/03", "-p"]).arg(&project));
+    assert_eq!(downstream.code, 0, "{}", downstream.stderr);
+    expect![[r#"
+        shop.raw/Orders/SHOP10/2015/05/03: 4 views downstream (of 98 recorded views of the types that depend on its type)
+          1  shop.datamart/DailySales/SHOP10/2015/05/03
+          1  shop.datamart/YearToDateSales/SHOP10/2015/01
+          2  shop.datamart/MonthlySales/SHOP10/2015/05
+          3  shop.datamart/MonthlyTotal/2015/05
+    "#]]
+    .assert_eq(&downstream.stdout);
+    let top = run(trellis()
+        .args(["deps", "--downstream", "--json", "shop.datamart/MonthlyTotal/2015/05", "-p"])
+        .arg(&project));
+    let top: serde_json::Value = serde_json::from_str(&top.stdout).unwrap();
+    assert_eq!(top["downstream"], serde_json::json!([]), "{top}");
+
+    let dot = run(trellis().args(["deps", "--dot", "shop.datamart/MonthlySales/SHOP10/2015/05", "-p"]).arg(&project));
+    assert_eq!(dot.code, 0, "{}", dot.stderr);
+    assert!(dot.stdout.starts_with("digraph"), "{}", dot.stdout);
+    assert!(
+        dot.stdout.contains(
+            r#""shop.datamart/DailySales/SHOP10/2015/05/31" -> "shop.datamart/MonthlySales/SHOP10/2015/05";"#
+        ),
+        "{}",
+        dot.stdout
+    );
+}

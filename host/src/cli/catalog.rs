@@ -63,6 +63,10 @@ pub(super) struct DepsArgs {
     /// (an edge from each dependency to its dependent)
     #[arg(long, conflicts_with = "json")]
     dot: bool,
+    /// List the views that depend on VIEW, transitively, with how many steps away:
+    /// of the views the metastore records, and what they depend on
+    #[arg(long, conflicts_with = "dot")]
+    downstream: bool,
 }
 
 /// Loads the project; on problems, prints each on its own line (file and
@@ -598,6 +602,9 @@ pub(super) fn deps(args: &DepsArgs) -> anyhow::Result<Status> {
         return Ok(Status::Success);
     }
     let id = lattice.view(&args.view, &resolution)?;
+    if args.downstream {
+        return downstream(args, &catalog, &mut lattice, &resolution, id);
+    }
     let view_type = lattice.view_type(id);
     let groups = lattice.dependencies_by_declaration(id);
     let by_name: Vec<(&str, Vec<ViewId>)> =
@@ -653,6 +660,99 @@ pub(super) fn deps(args: &DepsArgs) -> anyhow::Result<Status> {
         for (key, value) in config {
             println!("    {key} = {value}");
         }
+    }
+    Ok(Status::Success)
+}
+
+/// `deps --downstream VIEW`. A dependency's expression maps a dependent to
+/// its inputs, not back, so the views that may depend on VIEW are taken
+/// from what the metastore records (every view materialized, failed or
+/// found without data once) of the types that reach VIEW's type; each is
+/// instantiated with its closure, and the edges read backwards from VIEW.
+fn downstream(
+    args: &DepsArgs,
+    catalog: &Catalog,
+    lattice: &mut Lattice,
+    resolution: &Resolution<'_>,
+    id: ViewId,
+) -> anyhow::Result<Status> {
+    // The types with a path of dependencies to VIEW's type.
+    let target = lattice.view_type(id).name.clone();
+    let mut reaching: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut grown = true;
+    while grown {
+        grown = false;
+        for view_type in catalog.types() {
+            if reaching.contains(&view_type.name) {
+                continue;
+            }
+            let depends = view_type.dependencies.iter().any(|dependency| {
+                let name = &catalog.get(dependency.target).name;
+                *name == target || reaching.contains(name)
+            });
+            if depends {
+                reaching.insert(view_type.name.clone());
+                grown = true;
+            }
+        }
+    }
+    let mut known = 0usize;
+    if !reaching.is_empty() && catalog.settings.metastore.exists() {
+        let store = Metastore::open(&catalog.settings.metastore).context("deps --downstream reads the metastore")?;
+        for record in store.views_with_prefix("") {
+            let (url, _) = record?;
+            let of_reaching = reaching.iter().any(|name| {
+                url.strip_prefix(name.as_str()).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+            });
+            // A record the project no longer describes is not downstream of anything.
+            if of_reaching && lattice.view(&url, resolution).is_ok() {
+                known += 1;
+            }
+        }
+    }
+    let mut dependents: std::collections::HashMap<ViewId, Vec<ViewId>> = std::collections::HashMap::new();
+    for view in lattice.ids() {
+        for &dependency in lattice.dependencies(view) {
+            dependents.entry(dependency).or_default().push(view);
+        }
+    }
+    let mut distance: std::collections::HashMap<ViewId, usize> = std::collections::HashMap::from([(id, 0)]);
+    let mut order = Vec::new();
+    let mut frontier = vec![id];
+    let mut steps = 0;
+    while !frontier.is_empty() {
+        steps += 1;
+        let mut next = Vec::new();
+        for view in frontier {
+            for &dependent in dependents.get(&view).map(Vec::as_slice).unwrap_or_default() {
+                if let std::collections::hash_map::Entry::Vacant(slot) = distance.entry(dependent) {
+                    slot.insert(steps);
+                    order.push((steps, lattice.url_path(dependent)));
+                    next.push(dependent);
+                }
+            }
+        }
+        frontier = next;
+    }
+    order.sort();
+    let url = lattice.url_path(id);
+    if args.project.json {
+        let value = serde_json::json!({
+            "view": url,
+            "downstream": order.iter().map(|(steps, view)| serde_json::json!({ "view": view, "distance": steps })).collect::<Vec<_>>(),
+            "recorded_candidates": known,
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(Status::Success);
+    }
+    let types = if reaching.is_empty() {
+        "no view type depends on its type".to_string()
+    } else {
+        format!("of {known} recorded view{} of the types that depend on its type", plural(known))
+    };
+    println!("{url}: {} view{} downstream ({types})", order.len(), plural(order.len()));
+    for (steps, view) in &order {
+        println!("  {steps}  {view}");
     }
     Ok(Status::Success)
 }

@@ -233,11 +233,7 @@ struct RunQuery {
     status: Option<FlowStatus>,
 }
 
-async fn run_page(
-    State(state): Shared,
-    Path(id): Path,
-    Query(query): Query<RunQuery>,
-) -> Result<Response, ApiError> {
+async fn run_page(State(state): Shared, Path(id): Path, Query(query): Query<RunQuery>) -> Result<Response, ApiError> {
     let detail = runs::run_detail(&state, &id)?;
     Ok(fragment(pages::run(&detail, query.status, now())))
 }
