@@ -361,6 +361,7 @@ impl Service {
     /// answered between two steps even while the run has work queued; a run
     /// with work queued does not wait for its tasks.
     async fn next_event(&mut self) -> Wakeup {
+        self.publish_coordinators();
         let busy = self.run.as_ref().is_some_and(Run::has_work);
         let grace = self.closing.filter(|_| self.run.as_ref().is_some_and(|run| !run.is_stopping()));
         let closing = self.closing.is_some();
@@ -620,6 +621,18 @@ impl Service {
         // Resumed, or actions to run again: they may go now.
         self.tick()?;
         Ok(answer)
+    }
+
+    /// The coordinators as they stand, into the table when they changed, so
+    /// that readers (the web UI's overview) need not wait for the loop.
+    fn publish_coordinators(&mut self) {
+        let Some(coordination) = &self.coordination else { return };
+        let statuses = coordination.statuses();
+        self.scheduler.with_table(|table| {
+            if table.coordinators != statuses {
+                table.coordinators = statuses;
+            }
+        });
     }
 
     fn publish_queue(&self) {

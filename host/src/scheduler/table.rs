@@ -78,6 +78,8 @@ pub struct Table {
     /// Transformations running (holding their permits), by view.
     pub running: BTreeMap<u32, Running>,
     pub counters: Counters,
+    /// The coordinators as the loop last saw them, between two of its steps.
+    pub coordinators: Vec<super::coordinate::CoordinatorStatus>,
     /// Views per state, kept as rows change: an overview costs nothing.
     counts: [usize; ViewState::ALL.len()],
 }

@@ -53,9 +53,6 @@ pub fn dependents_of(views: &[ViewRow]) -> HashMap<u32, Vec<u32>> {
 
 /// The neighbourhood of `center` among `views`.
 pub fn neighbourhood(views: &[ViewRow], center: u32) -> Neighbourhood {
-    // Only the view's own downstream cone is walked, but finding dependents
-    // needs the inverse of every row's dependencies.
-    let dependents = dependents_of(views);
     let mut included: HashMap<u32, usize> = HashMap::new();
     let mut nodes = Vec::new();
     let mut add = |id: u32, level: i32, nodes: &mut Vec<Node>| {
@@ -70,25 +67,29 @@ pub fn neighbourhood(views: &[ViewRow], center: u32) -> Neighbourhood {
         let mut frontier = vec![center];
         let mut drawn = 0;
         for depth in 1..=DEPTH as i32 {
+            // Upstream, the frontier's dependencies; downstream, one pass
+            // over every row's dependencies finds the frontier's dependents
+            // (no inverse of the whole lattice is built for one page).
+            let neighbours: Vec<u32> = if direction < 0 {
+                frontier.iter().flat_map(|&id| views[id as usize].dependencies.iter().copied()).collect()
+            } else {
+                let frontier: HashSet<u32> = frontier.iter().copied().collect();
+                (0..views.len() as u32)
+                    .filter(|&id| views[id as usize].dependencies.iter().any(|d| frontier.contains(d)))
+                    .collect()
+            };
             let mut next = Vec::new();
-            for id in frontier {
-                let neighbours: &[u32] = if direction < 0 {
-                    &views[id as usize].dependencies
-                } else {
-                    dependents.get(&id).map(Vec::as_slice).unwrap_or_default()
-                };
-                for &neighbour in neighbours {
-                    if (neighbour as usize) >= views.len() || !seen.insert(neighbour) {
-                        continue;
-                    }
-                    if drawn == PER_SIDE {
-                        hidden[side] += 1;
-                        continue;
-                    }
-                    drawn += 1;
-                    add(neighbour, direction * depth, &mut nodes);
-                    next.push(neighbour);
+            for neighbour in neighbours {
+                if (neighbour as usize) >= views.len() || !seen.insert(neighbour) {
+                    continue;
                 }
+                if drawn == PER_SIDE {
+                    hidden[side] += 1;
+                    continue;
+                }
+                drawn += 1;
+                add(neighbour, direction * depth, &mut nodes);
+                next.push(neighbour);
             }
             frontier = next;
         }

@@ -29,7 +29,6 @@ use super::extract::{Path, Query, Shared};
 use super::views::{Listing, listing, view_of};
 use super::{ApiError, AppState, runs, status, wire};
 use crate::model::FlowStatus;
-use crate::scheduler::service::{CoordinatorAnswer, CoordinatorOperation};
 
 pub(super) use graph::dependents_of;
 
@@ -89,13 +88,12 @@ fn now() -> i64 {
 async fn overview(State(state): Shared) -> Result<Response, ApiError> {
     let transformations = status::transformations_of(&state);
     let listeners = status::listener_status(&state)?;
-    let coordinators = match state.handle.coordinators(CoordinatorOperation::Statuses).await {
-        Ok(CoordinatorAnswer::Statuses(statuses)) => statuses,
-        _ => Vec::new(),
-    };
-    let (counts, total, current_run, pending, queued_ids) = {
+    // From the table, not asked of the service: the overview must not wait
+    // behind a run's step.
+    let (coordinators, counts, total, current_run, pending, queued_ids) = {
         let table = state.table();
         (
+            table.coordinators.clone(),
             table.overview(),
             table.views().len(),
             table.current_run.clone(),
@@ -137,7 +135,13 @@ async fn views(State(state): Shared, Query(selection): Query<pages::ViewsSelecti
 
 async fn view(State(state): Shared, Path(url): Path) -> Result<Response, ApiError> {
     super::extract::within_limit(&url)?;
-    let ids = state.handle.instantiate(url.clone(), false).await?;
+    // A view held is found in the table, without waiting for the service
+    // (which answers between two steps of a run); others are instantiated.
+    let held = state.table().views().iter().position(|row| *row.url == *url).map(|index| index as u32);
+    let ids = match held {
+        Some(id) => vec![id],
+        None => state.handle.instantiate(url.clone(), false).await?,
+    };
     let [id] = ids[..] else {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
