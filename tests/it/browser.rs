@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 
-use crate::support::{Daily, Server};
+use crate::server::finished;
+use crate::support::{Daily, Server, open_gates};
 
 /// Where Debian puts them.
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -173,12 +174,6 @@ view = "b.raw/In"
     project
 }
 
-fn open_gates(project: &Path) {
-    for entry in std::fs::read_dir(project.join("data/raw/2015/01")).unwrap() {
-        std::fs::write(entry.unwrap().path().join("GO"), "").unwrap();
-    }
-}
-
 async fn api(method: reqwest::Method, url: &str, token: Option<&str>) -> (u16, Value) {
     let mut request = reqwest::Client::new().request(method, url);
     if let Some(token) = token {
@@ -187,18 +182,6 @@ async fn api(method: reqwest::Method, url: &str, token: Option<&str>) -> (u16, V
     let response = request.send().await.unwrap();
     let status = response.status().as_u16();
     (status, response.json().await.unwrap_or(Value::Null))
-}
-
-async fn finished(url: &str, run: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (_, detail) = api(reqwest::Method::GET, &format!("{url}/runs/{run}"), None).await;
-        if detail["run"]["status"] == "finished" {
-            return;
-        }
-        assert!(Instant::now() < deadline, "run {run} did not finish: {detail}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// The run the page's status line says was started.

@@ -569,7 +569,7 @@ async fn materialize_and_wait(url: &str, pattern: &str) -> Value {
 }
 
 /// Waits for run `id` to finish and returns its detail.
-async fn finished(url: &str, id: &str) -> Value {
+pub(crate) async fn finished(url: &str, id: &str) -> Value {
     eventually("the run to end", async || {
         let (_, detail) = get(&format!("{url}/runs/{id}")).await;
         (detail["run"]["status"] == "finished").then_some(detail)
