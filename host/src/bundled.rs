@@ -22,14 +22,15 @@ macro_rules! sample {
 }
 
 /// The sample plugins: three transformations (one incremental), a checksum
-/// and two listeners.
-pub const SAMPLES: [Sample; 6] = [
+/// and three listeners.
+pub const SAMPLES: [Sample; 7] = [
     sample!("csv-aggregate", "csv_aggregate"),
     sample!("csv-aggregate-incremental", "csv_aggregate_incremental"),
     sample!("concat", "concat"),
     sample!("sql-checksum", "sql_checksum"),
     sample!("jsonl-listener", "jsonl_listener"),
     sample!("stats-listener", "stats_listener"),
+    sample!("webhook-listener", "webhook_listener"),
 ];
 
 /// A transformation that does nothing and reports data: what `trellis

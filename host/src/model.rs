@@ -371,9 +371,84 @@ impl TryFrom<String> for Termination {
     }
 }
 
+/// A host a listener may reach over HTTP, as its `allow_http` lists it:
+/// `name` (the scheme's default port, 80 or 443) or `name:port`. Names
+/// compare without case; an IPv6 address is written in brackets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowedHost {
+    host: String,
+    port: Option<u16>,
+}
+
+impl std::str::FromStr for AllowedHost {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<AllowedHost, String> {
+        let form = "write a host as `name` or `name:port`, such as `hooks.example.com` or `127.0.0.1:8080`";
+        if text.contains("://") {
+            return Err(format!("`{text}` is a URL; {form}"));
+        }
+        if text.contains(['@', '/', '?', '#', '*']) || text.is_empty() {
+            return Err(format!("`{text}` is not a host; {form}"));
+        }
+        let authority: http::uri::Authority = text.parse().map_err(|e| format!("`{text}`: {e}; {form}"))?;
+        if authority.as_str().ends_with(':')
+            || (text.contains(':') && authority.port().is_none() && !text.ends_with(']'))
+        {
+            return Err(format!("`{text}` has no valid port; {form}"));
+        }
+        Ok(AllowedHost { host: authority.host().to_ascii_lowercase(), port: authority.port_u16() })
+    }
+}
+
+impl AllowedHost {
+    /// Whether a request to `host` on `port` (the URL's, or its scheme's
+    /// default) may go out.
+    pub fn admits(&self, host: &str, port: u16, default_port: u16) -> bool {
+        self.host.eq_ignore_ascii_case(host) && self.port.unwrap_or(default_port) == port
+    }
+}
+
+impl fmt::Display for AllowedHost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.port {
+            Some(port) => write!(f, "{}:{port}", self.host),
+            None => f.write_str(&self.host),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_allowed_host_admits_its_own_port_or_its_scheme_s_default() {
+        let named: AllowedHost = "Hooks.Example.com".parse().unwrap();
+        assert!(named.admits("hooks.example.com", 443, 443));
+        assert!(named.admits("hooks.example.com", 80, 80));
+        assert!(!named.admits("hooks.example.com", 8443, 443));
+        assert!(!named.admits("example.com", 443, 443));
+        assert!(!named.admits("evil-hooks.example.com", 443, 443));
+        let local: AllowedHost = "127.0.0.1:8080".parse().unwrap();
+        assert!(local.admits("127.0.0.1", 8080, 80) && !local.admits("127.0.0.1", 80, 80));
+        assert!(!local.admits("localhost", 8080, 80));
+        let v6: AllowedHost = "[::1]:9000".parse().unwrap();
+        assert!(v6.admits("[::1]", 9000, 80));
+        assert_eq!(v6.to_string(), "[::1]:9000");
+        for bad in [
+            "https://hooks.example.com",
+            "user@host",
+            "host/path",
+            "",
+            "host:",
+            "host:http",
+            "*.example.com",
+            "host:99999",
+        ] {
+            assert!(bad.parse::<AllowedHost>().is_err(), "{bad}");
+        }
+    }
 
     /// Each name is spelled once, by serde; these are the strings the API
     /// and the metastore have always written.

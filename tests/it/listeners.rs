@@ -579,3 +579,133 @@ fn log_of(scheduler: &trellis::scheduler::Scheduler) -> Vec<u64> {
     let store = scheduler.metastore();
     store.events_from(0, usize::MAX).unwrap().into_iter().map(|e| e.sequence).collect()
 }
+
+/// What a webhook received: the request's method, path and body.
+#[derive(Debug)]
+struct Posted {
+    method: String,
+    path: String,
+    body: serde_json::Value,
+}
+
+/// An HTTP server on 127.0.0.1 that answers 200 to every request and
+/// hands each over: what the webhook listener posts to.
+fn webhook_server() -> (std::net::SocketAddr, std::sync::mpsc::Receiver<Posted>) {
+    use http_body_util::BodyExt;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let address = listener.local_addr().unwrap();
+    let (posted, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            loop {
+                let Ok((socket, _)) = listener.accept().await else { return };
+                let posted = posted.clone();
+                let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                    let posted = posted.clone();
+                    async move {
+                        let method = request.method().to_string();
+                        let path = request.uri().path().to_string();
+                        let bytes = request.into_body().collect().await?.to_bytes();
+                        let body = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
+                        let _ = posted.send(Posted { method, path, body });
+                        Ok::<_, hyper::Error>(hyper::Response::new(http_body_util::Full::new(bytes::Bytes::new())))
+                    }
+                });
+                let io = hyper_util::rt::TokioIo::new(socket);
+                tokio::spawn(hyper::server::conn::http1::Builder::new().serve_connection(io, service));
+            }
+        });
+    });
+    (address, received)
+}
+
+#[test]
+fn the_webhook_listener_posts_failed_views_to_its_allowed_host_and_no_other() {
+    let (address, posted) = webhook_server();
+    let port = address.port();
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("project");
+    let allowed = format!("allow_http = [\"127.0.0.1:{port}\"]");
+    // The same server under another name: a request to it would arrive,
+    // so only the allow list keeps it out.
+    let listeners = format!(
+        r#"
+[events]
+drain = "60s"
+
+[[listener]]
+name = "alert"
+plugin = "webhook"
+config = {{ url = "http://127.0.0.1:{port}/hook?team=data" }}
+{allowed}
+
+[[listener]]
+name = "elsewhere"
+plugin = "webhook"
+config = {{ url = "http://localhost:{port}/elsewhere" }}
+{allowed}
+max_retries = 0
+"#
+    );
+    Daily::new("w", "hostile_panic", 2)
+        .plugins(&["webhook_listener"], "webhook = \"plugins/webhook_listener.wasm\"\n")
+        .tail(&listeners)
+        .write(&dir);
+    let result = run_within(
+        trellis().args(["materialize", "-p"]).arg(&dir).args(["-v", "w.mart/Out/rymd(20150101-20150102)"]),
+        Duration::from_secs(300),
+    );
+    assert_ne!(result.code, 0, "both views fail: {}{}", result.stdout, result.stderr);
+
+    // The drain waited for both listeners: everything posted has arrived.
+    let received: Vec<Posted> = posted.try_iter().collect();
+    assert_eq!(received.len(), 2, "one post per failed view: {received:?}");
+    let mut views = BTreeSet::new();
+    for post in &received {
+        assert_eq!((post.method.as_str(), post.path.as_str()), ("POST", "/hook"), "{post:?}");
+        let view = post.body["view"].as_str().unwrap();
+        views.insert(view.to_string());
+        assert_eq!(post.body["state"], "failed");
+        let run = post.body["run"].as_str().expect("the run it failed in");
+        let error = post.body["error"].as_str().unwrap();
+        assert!(error.contains("deliberate panic while materializing"), "{error}");
+        let text = post.body["text"].as_str().unwrap();
+        assert!(text.starts_with(&format!("trellis: {view} is failed in run {run}: ")), "{text}");
+    }
+    assert_eq!(views, BTreeSet::from(["w.mart/Out/2015/01/01".to_string(), "w.mart/Out/2015/01/02".to_string()]));
+
+    let refused = status(&dir, "elsewhere");
+    assert_eq!(refused["state"], "disabled", "{refused}");
+    let error = refused["last_error"].as_str().unwrap();
+    assert!(
+        error.contains(&format!(
+            "posting to http://localhost:{port}/elsewhere was refused: add `localhost:{port}` to this listener's allow_http"
+        )),
+        "{error}"
+    );
+    assert_eq!(status(&dir, "alert")["state"], "enabled");
+}
+
+#[test]
+fn an_allow_http_entry_that_is_not_a_host_is_refused_where_it_is_written() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("project");
+    let listeners = "\n[[listener]]\nname = \"alert\"\nplugin = \"webhook\"\nconfig = { url = \"https://hooks.example.com/x\" }\nallow_http = [\"hooks.example.com\", \"https://hooks.example.com/x\"]\n";
+    Daily::new("w", "trivial", 1)
+        .plugins(&["webhook_listener"], "webhook = \"plugins/webhook_listener.wasm\"\n")
+        .tail(listeners)
+        .write(&dir);
+    let result = run(trellis().args(["validate", "-p"]).arg(&dir));
+    assert_eq!(result.code, 2, "{}", result.stdout);
+    let line = result.stderr.lines().find(|l| l.contains("allow_http")).unwrap_or_else(|| panic!("{}", result.stderr));
+    assert!(
+        line.contains(
+            "listener `alert`: allow_http `https://hooks.example.com/x` is a URL; write a host as `name` or `name:port`"
+        ),
+        "{line}"
+    );
+    assert!(line.contains("trellis.toml:"), "says where: {line}");
+}

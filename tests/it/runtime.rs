@@ -174,7 +174,7 @@ fn transition(sequence: u64, view: &str, previous: ViewState, current: ViewState
 async fn the_jsonl_listener_appends_one_line_per_event_in_its_state_directory() {
     let plugin = load("jsonl_listener").await;
     let state = tempfile::tempdir().unwrap();
-    let (mut listener, started) = plugin.start_listener(&[], Some(state.path())).await.unwrap();
+    let (mut listener, started) = plugin.start_listener(&[], Some(state.path()), &[]).await.unwrap();
     assert!(started.result.is_ok(), "{:?}", started.result);
     let events = [
         transition(1, "shop/Daily/SHOP10/2015/05/01", ViewState::Waiting, ViewState::Transforming),
@@ -197,7 +197,7 @@ async fn the_jsonl_listener_appends_one_line_per_event_in_its_state_directory() 
 #[tokio::test]
 async fn a_listener_without_its_state_directory_fails_to_start_and_stays_dead() {
     let plugin = load("jsonl_listener").await;
-    let (mut listener, started) = plugin.start_listener(&[], None).await.unwrap();
+    let (mut listener, started) = plugin.start_listener(&[], None, &[]).await.unwrap();
     let failure = started.result.unwrap_err();
     assert_eq!(failure.kind, FailureKind::Fatal);
     assert!(failure.message.starts_with("cannot open /state/events.jsonl: "), "{}", failure.message);
@@ -261,7 +261,7 @@ async fn the_jsonl_listener_repairs_a_line_left_half_written() {
     let plugin = load("jsonl_listener").await;
     let state = tempfile::tempdir().unwrap();
     std::fs::write(state.path().join("events.jsonl"), "{\"sequence\":1,\"vi").unwrap();
-    let (mut listener, started) = plugin.start_listener(&[], Some(state.path())).await.unwrap();
+    let (mut listener, started) = plugin.start_listener(&[], Some(state.path()), &[]).await.unwrap();
     assert!(started.result.is_ok());
     let event = transition(2, "v", ViewState::Receive, ViewState::Waiting);
     assert!(listener.on_event(&event).await.result.is_ok());
@@ -299,7 +299,7 @@ async fn hostile_listener(
     let plugin = plugin.with_limits(Limits { deadline, ..plugin.limits() });
     let state = tempfile::tempdir().unwrap();
     let config: Vec<(String, String)> = config.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    let (listener, started) = plugin.start_listener(&config, Some(state.path())).await.unwrap();
+    let (listener, started) = plugin.start_listener(&config, Some(state.path()), &[]).await.unwrap();
     assert!(started.result.is_ok(), "{:?}", started.result);
     (listener, state)
 }

@@ -57,6 +57,8 @@ pub struct ListenerDecl {
     pub max_retries: Option<u32>,
     /// The first restart's delay; it doubles with each failure in a row.
     pub backoff: Duration,
+    /// The hosts it may reach over HTTP (WASI HTTP); none unless listed.
+    pub allow_http: Vec<crate::model::AllowedHost>,
     pub line: usize,
 }
 

@@ -15,6 +15,7 @@ use tokio::sync::watch;
 
 use crate::catalog::{Catalog, ListenerDecl};
 use crate::metastore::{ListenerRecord, LoggedEvent, Metastore};
+use crate::model::AllowedHost;
 use crate::plugins::Plugins;
 use crate::runtime::{FailureKind, ListenerEvent, ListenerInstance, Plugin};
 
@@ -47,7 +48,12 @@ pub(super) struct CursorState {
 /// What a listener delivers to.
 enum Target {
     Monitor,
-    Plugin { plugin: Result<Plugin, String>, config: Vec<(String, String)>, state_dir: PathBuf },
+    Plugin {
+        plugin: Result<Plugin, String>,
+        config: Vec<(String, String)>,
+        state_dir: PathBuf,
+        allow_http: Vec<AllowedHost>,
+    },
 }
 
 enum Instance {
@@ -158,7 +164,7 @@ impl Supervisor {
             Some(decl) => {
                 let plugin = plugins.listener(decl).cloned();
                 let state_dir = state_dir(catalog, &decl.name);
-                Target::Plugin { plugin, config: decl.config.clone(), state_dir }
+                Target::Plugin { plugin, config: decl.config.clone(), state_dir, allow_http: decl.allow_http.clone() }
             }
         };
         let record = record_of(&store, &name)?;
@@ -345,14 +351,14 @@ impl Supervisor {
     }
 
     async fn start_instance(&self) -> Result<Instance, String> {
-        let Target::Plugin { plugin, config, state_dir } = &self.target else {
+        let Target::Plugin { plugin, config, state_dir, allow_http } = &self.target else {
             return Ok(Instance::Monitor);
         };
         let plugin = plugin.as_ref().map_err(Clone::clone)?;
         std::fs::create_dir_all(state_dir)
             .map_err(|e| format!("cannot create its state directory {}: {e}", state_dir.display()))?;
         let (instance, report) =
-            plugin.start_listener(config, Some(state_dir)).await.map_err(|e| one_line(&e.to_string()))?;
+            plugin.start_listener(config, Some(state_dir), allow_http).await.map_err(|e| one_line(&e.to_string()))?;
         report.result.map_err(|f| one_line(&format!("start failed: {} ({:?})", f.message, f.kind)))?;
         Ok(Instance::Plugin(Box::new(instance)))
     }

@@ -157,6 +157,9 @@ impl Runtime {
         // All of WASI is linked, because a Rust guest's std imports much of
         // it; what WASI may touch is decided per store by its WasiCtx.
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| Error::Engine(e.to_string()))?;
+        // Outgoing HTTP is linked for every plugin, and refused for every
+        // host but those a listener's store is granted (runtime/http.rs).
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(|e| Error::Engine(e.to_string()))?;
         bindings::host::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |sandbox| sandbox)
             .map_err(|e| Error::Engine(e.to_string()))?;
 

@@ -12,6 +12,7 @@ use super::failure::{Phase, run};
 use super::plugin::Pre;
 use super::sandbox::{GUEST_STATE, Grant, Sandbox};
 use super::{CallReport, Captured, Error, Failure, FailureKind, Plugin, ViewState, World, bindings};
+use crate::model::AllowedHost;
 
 /// A scheduling event as listeners receive it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -35,11 +36,13 @@ pub enum ListenerEvent {
 
 impl Plugin {
     /// Starts a listener instance with its configuration and, if given, its
-    /// own state directory granted read-write at `/state`.
+    /// own state directory granted read-write at `/state`; it may send HTTP
+    /// requests to `allow_http`'s hosts and to no other.
     pub async fn start_listener(
         &self,
         config: &[(String, String)],
         state_dir: Option<&Path>,
+        allow_http: &[AllowedHost],
     ) -> Result<(ListenerInstance, CallReport<()>), Error> {
         let Pre::Listener(pre) = &self.inner.pre else {
             return Err(self.wrong_world(World::Listener));
@@ -49,6 +52,7 @@ impl Plugin {
             .into_iter()
             .collect();
         let mut store = self.store(&grants, false).await?;
+        store.data_mut().allow_http(allow_http);
         let call = async |store: &mut Store<Sandbox>| {
             let instance = pre.instantiate_async(&mut *store).await.map_err(Phase::Instantiate)?;
             let started = instance

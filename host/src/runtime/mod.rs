@@ -24,6 +24,7 @@ mod cpu;
 mod describe;
 mod engine;
 mod failure;
+mod http;
 mod limits;
 mod listener;
 mod output;

@@ -12,13 +12,16 @@ use tokio::sync::OwnedSemaphorePermit;
 use wasmtime::component::ResourceTable;
 use wasmtime::{Engine, Store, UpdateDeadline};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::Error;
 use super::bindings::{LogLevel, host};
 use super::budget::Reservation;
 use super::capture::{CaptureStream, Captured};
 use super::cpu::CpuMeter;
+use super::http::HttpGrant;
 use super::limits::{CAPTURE_LIMIT, Clock, Limits, MemoryLimiter};
+use crate::model::AllowedHost;
 
 /// A directory made visible to the guest.
 #[derive(Debug, Clone)]
@@ -93,6 +96,9 @@ pub struct LogLine {
 
 pub(crate) struct Sandbox {
     wasi: WasiCtx,
+    http: WasiHttpCtx,
+    /// The hosts it may reach over HTTP: none unless [`Sandbox::allow_http`].
+    http_grant: HttpGrant,
     table: ResourceTable,
     pub(crate) limiter: MemoryLimiter,
     /// When the call in progress is interrupted, armed by [`Sandbox::arm`].
@@ -157,6 +163,8 @@ impl Sandbox {
         table.set_max_capacity(HANDLE_LIMIT + grants.len());
         let sandbox = Sandbox {
             wasi: wasi.build(),
+            http: WasiHttpCtx::new(),
+            http_grant: HttpGrant::new(plugin.clone(), &[]),
             table,
             limiter: MemoryLimiter::new(limits.memory),
             deadline: Deadline::Wall(Instant::now() + limits.clamped().deadline),
@@ -221,11 +229,22 @@ impl Sandbox {
     pub(crate) fn plugin(&self) -> &str {
         &self.plugin
     }
+
+    /// Lets the guest send HTTP requests to `hosts`, and to no other.
+    pub(crate) fn allow_http(&mut self, hosts: &[AllowedHost]) {
+        self.http_grant = HttpGrant::new(self.plugin.clone(), hosts);
+    }
 }
 
 impl WasiView for Sandbox {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+impl WasiHttpView for Sandbox {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView { ctx: &mut self.http, table: &mut self.table, hooks: &mut self.http_grant }
     }
 }
 

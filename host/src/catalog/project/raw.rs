@@ -337,6 +337,8 @@ pub(super) struct RawListener {
     pub(super) config: BTreeMap<String, toml::Value>,
     pub(super) max_retries: Option<Spanned<i64>>,
     pub(super) backoff: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) allow_http: Vec<Spanned<String>>,
 }
 
 #[derive(Deserialize, Default)]

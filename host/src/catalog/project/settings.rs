@@ -230,12 +230,20 @@ impl Checker<'_> {
                     ),
                 }
             }
+            let mut allow_http = Vec::new();
+            for host in &listener.allow_http {
+                match host.get_ref().parse() {
+                    Ok(host) => allow_http.push(host),
+                    Err(reason) => self.error(host.span().start, format!("listener `{name}`: allow_http {reason}")),
+                }
+            }
             listeners.push(ListenerDecl {
                 name: name.clone(),
                 plugin: plugin.clone(),
                 config,
                 max_retries,
                 backoff,
+                allow_http,
                 line: self.lines.line(at),
             });
         }
