@@ -118,7 +118,7 @@ pub fn status(catalog: &Catalog, store: &Metastore) -> Result<Vec<Status>, Error
     let mut statuses = Vec::new();
     for (name, decl) in declared(catalog) {
         let record = record_of(store, &name)?;
-        let oldest = store.events_from(record.cursor, 1)?.first().map(|event| now - event.event.time);
+        let oldest = store.first_event_time(record.cursor)?.map(|time| now - time);
         let state = match (&record.disabled, &record.unavailable) {
             (Some(reason), _) => State::Disabled(reason.clone()),
             (None, Some(reason)) => State::Unavailable(reason.clone()),

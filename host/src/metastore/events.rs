@@ -141,14 +141,18 @@ impl Metastore {
         self.reading("events", || self.read_events_from(from, limit))
     }
 
+    /// The key of the chunk that holds `from`, if any, else `from`'s: where
+    /// reading from `from` on starts.
+    fn chunk_holding(&self, from: u64) -> Result<sled::IVec, Error> {
+        match self.events.range(..=from.to_be_bytes()).next_back() {
+            Some(entry) => Ok(entry?.0),
+            None => Ok(sled::IVec::from(&from.to_be_bytes())),
+        }
+    }
+
     fn read_events_from(&self, from: u64, limit: usize) -> Result<Vec<LoggedEvent>, Error> {
-        // Start with the chunk that holds `from`, if any.
-        let start = match self.events.range(..=from.to_be_bytes()).next_back() {
-            Some(entry) => entry?.0,
-            None => sled::IVec::from(&from.to_be_bytes()),
-        };
         let mut found = Vec::new();
-        for entry in self.events.range(start..) {
+        for entry in self.events.range(self.chunk_holding(from)?..) {
             let (key, bytes) = entry?;
             let chunk: Vec<LoggedEvent> = decode(&key, &bytes)?;
             found.extend(chunk.into_iter().filter(|event| event.sequence >= from).take(limit - found.len()));
@@ -157,6 +161,28 @@ impl Metastore {
             }
         }
         Ok(found)
+    }
+
+    /// When the first event kept from `from` on happened (milliseconds
+    /// since the Unix epoch): what a listener's status shows of its lag,
+    /// read without building the events of the chunk it is in.
+    pub fn first_event_time(&self, from: u64) -> Result<Option<i64>, Error> {
+        /// An event with all but its sequence number and time skipped.
+        #[derive(Deserialize)]
+        struct Stamp {
+            sequence: u64,
+            time: i64,
+        }
+        self.reading("events", || {
+            for entry in self.events.range(self.chunk_holding(from)?..) {
+                let (key, bytes) = entry?;
+                let chunk: Vec<Stamp> = decode(&key, &bytes)?;
+                if let Some(stamp) = chunk.into_iter().find(|stamp| stamp.sequence >= from) {
+                    return Ok(Some(stamp.time));
+                }
+            }
+            Ok(None)
+        })
     }
 
     /// The sequence number of the oldest event kept, or the next one when

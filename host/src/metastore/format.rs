@@ -30,12 +30,14 @@ pub(super) fn decode<T: DeserializeOwned>(key: &[u8], bytes: &[u8]) -> Result<T,
     let key = String::from_utf8_lossy(key).into_owned();
     let corrupt = |reason: String| Error::Corrupt { key: key.clone(), reason };
     // The format first: a record of another version is reported as such,
-    // not as whatever field it happens to lack.
-    let stored: Stored<serde_json::Value> = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
+    // not as whatever field it happens to lack. The record is only
+    // delimited then (not built as a `Value`), and parsed once, as `T`.
+    let stored: Stored<&serde_json::value::RawValue> =
+        serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
     if stored.format != FORMAT {
         return Err(corrupt(format!("format {}, expected {FORMAT}", stored.format)));
     }
-    serde_json::from_value(stored.record).map_err(|e| corrupt(e.to_string()))
+    serde_json::from_str(stored.record.get()).map_err(|e| corrupt(e.to_string()))
 }
 
 /// A counter of the `meta` tree (commits made, the next sequence number):
