@@ -47,11 +47,14 @@ if [ "${UI:-}" = 1 ]; then
     echo "page weight: /$asset $(curl -s "$url/$asset" | wc -c) bytes"
   done
 fi
+# TARGETS="listeners transformations" measures those paths instead.
+[ -n "${TARGETS:-}" ] && read -ra targets <<< "$TARGETS"
+seconds=${SECONDS_EACH:-30}
 for target in "${targets[@]}"; do
   before=$(transformed)
   echo "== GET /$target"
-  wrk -t2 -c64 -d30s --latency "$url/$target"
+  wrk -t2 -c64 -d"${seconds}s" --latency "$url/$target"
   after=$(transformed)
-  echo "transformations during the load: $((after - before)) ($(( (after - before) / 30 ))/s)"
+  echo "transformations during the load: $((after - before)) ($(( (after - before) / seconds ))/s)"
   echo "health: $(curl -s "$url/health")"
 done

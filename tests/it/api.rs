@@ -63,6 +63,7 @@ impl App {
             shutdown,
             started: now_millis(),
             reloader: None,
+            listener_snapshot: Default::default(),
         });
         App { router: trellis::api::router(state), store, _shutdown: shutdown_sender }
     }
@@ -451,4 +452,11 @@ async fn the_ui_s_shell_is_open_and_its_fragments_are_authorized_reads() {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert!(body.contains(r##"href="#/view/t.raw/In/2015/01/01""##), "{body}");
     assert!(body.contains("<svg class=\"graph\""), "{body}");
+    // Its log is a part of its own, loaded by the page, and as guarded.
+    assert!(body.contains(r#"data-load="/ui/view-log/t.mart/Daily/2015/01/01""#), "{body}");
+    app.error(Method::GET, "/ui/view-log/t.mart/Daily/2015/01/01", None, StatusCode::UNAUTHORIZED).await;
+    let (status, _, log) =
+        app.send(request(Method::GET, "/ui/view-log/t.mart/Daily/2015/01/01", Some(TOKEN), Body::empty())).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(String::from_utf8_lossy(&log).contains("No transformation has run for it yet."));
 }

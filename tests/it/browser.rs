@@ -278,6 +278,8 @@ async fn the_ui_shows_what_the_api_says_and_a_run_started_from_it_live() {
     // A failed view's page shows its error and its transformation's log.
     browser.goto(&format!("{url}/#/view/{BROKEN}")).await;
     browser.until("the failed view's page", "return document.querySelector('#last-error') ? true : null").await;
+    // The log comes on its own, after the page.
+    browser.until("the view's log", "return document.querySelector('#view-log [data-load]') ? null : true").await;
     browser.screenshot(&shots, "failed-view").await;
     let error = browser.text("#last-error").await;
     assert!(error.contains("deliberate panic while materializing b.bad/Broken/2015/01/01"), "{error}");

@@ -90,6 +90,8 @@ pub struct AppState {
     /// fields above (catalog, plugins, their statuses, permits) stay those
     /// of the start: listeners are not reloaded.
     pub reloader: Option<crate::scheduler::Reloader>,
+    /// The listeners' statuses as the UI's overview last read them.
+    pub listener_snapshot: status::ListenerSnapshot,
 }
 
 impl AppState {

@@ -48,7 +48,7 @@ pub(super) async fn materialize(
 pub(super) fn status_of(record: &RunRecord, table: &Table, server_started: i64) -> RunStatus {
     if record.termination.is_some() {
         RunStatus::Finished
-    } else if table.current_run.as_deref() == Some(&record.id) {
+    } else if table.current_run.as_ref().is_some_and(|run| run.id == record.id) {
         RunStatus::Running
     } else if table.queued_runs.contains(&record.id) || record.started >= server_started {
         // A run of this server that is in neither is between being

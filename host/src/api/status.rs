@@ -2,6 +2,8 @@
 //! permits, listeners (and re-enabling one), plugins, the Prometheus
 //! metrics, and the API's own description.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -17,7 +19,11 @@ use crate::scheduler::service::{CoordinatorAnswer, CoordinatorOperation};
 #[utoipa::path(get, path = "/health", responses((status = 200, body = wire::Health)))]
 pub(super) async fn health(State(state): Shared) -> Json<wire::Health> {
     let table = state.table();
-    Json(wire::Health { status: "ok".into(), current_run: table.current_run.clone(), views: table.views().len() })
+    Json(wire::Health {
+        status: "ok".into(),
+        current_run: table.current_run.as_ref().map(|run| run.id.clone()),
+        views: table.views().len(),
+    })
 }
 
 #[utoipa::path(get, path = "/transformations", responses((status = 200, body = wire::Transformations)))]
@@ -46,6 +52,57 @@ pub(super) fn transformations_of(state: &AppState) -> wire::Transformations {
         waiting: usage.waiting as u64,
     };
     wire::Transformations { running, permits, memory }
+}
+
+/// How old the overview's listener statuses may be before they are read
+/// again.
+const SNAPSHOT_AGE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The listeners' statuses for the UI's overview, read from the metastore
+/// at most every [`SNAPSHOT_AGE`] and off the request's path: a metastore
+/// read waits while a commit applies (sled excludes every reader for a
+/// batch), and a large commit (100,000 views invalidated) takes a second.
+/// `GET /listeners` reads them afresh.
+#[derive(Default)]
+pub struct ListenerSnapshot {
+    taken: std::sync::Mutex<Option<(std::time::Instant, Arc<Vec<wire::Listener>>)>>,
+    refreshing: std::sync::atomic::AtomicBool,
+}
+
+impl ListenerSnapshot {
+    /// Read again on the next request, as after a listener is enabled.
+    pub(super) fn forget(&self) {
+        *self.taken.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+}
+
+/// The snapshot, read now if there is none; an old one is shown while a
+/// blocking task reads the next.
+pub(super) async fn listener_snapshot(state: &Arc<AppState>) -> Result<Arc<Vec<wire::Listener>>, ApiError> {
+    use std::sync::atomic::Ordering;
+    let snapshot = &state.listener_snapshot;
+    let taken = snapshot.taken.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    match taken {
+        Some((at, statuses)) => {
+            if at.elapsed() > SNAPSHOT_AGE && !snapshot.refreshing.swap(true, Ordering::AcqRel) {
+                let state = state.clone();
+                tokio::task::spawn_blocking(move || {
+                    if let Ok(statuses) = listener_status(&state) {
+                        let fresh = (std::time::Instant::now(), Arc::new(statuses));
+                        *state.listener_snapshot.taken.lock().unwrap_or_else(|p| p.into_inner()) = Some(fresh);
+                    }
+                    state.listener_snapshot.refreshing.store(false, Ordering::Release);
+                });
+            }
+            Ok(statuses)
+        }
+        None => {
+            let statuses = Arc::new(listener_status(state)?);
+            *snapshot.taken.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some((std::time::Instant::now(), statuses.clone()));
+            Ok(statuses)
+        }
+    }
 }
 
 pub(super) fn listener_status(state: &AppState) -> Result<Vec<wire::Listener>, ApiError> {
@@ -85,6 +142,7 @@ pub(super) async fn list_listeners(State(state): Shared) -> Result<Json<Vec<wire
     security(("bearer" = [])))]
 pub(super) async fn enable_listener(State(state): Shared, Path(name): Path) -> Result<Json<wire::Enabled>, ApiError> {
     let was_disabled = listeners::enable(&state.catalog, &state.store, &name).map_err(listener_error)?;
+    state.listener_snapshot.forget();
     // Listeners read their records when they start: a restart of all of
     // them (each from its stored cursor) brings this one back. It runs as a
     // task of its own, so that a request timing out or a client hanging up

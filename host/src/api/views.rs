@@ -12,7 +12,7 @@ use super::extract::{Path, Query, Shared, within_limit};
 use super::wire::{self, ErrorBody};
 use super::{ApiError, AppState};
 use crate::model::{Issue, ViewState};
-use crate::scheduler::table::ViewRow;
+use crate::scheduler::table::{Table, ViewRow};
 
 #[utoipa::path(get, path = "/views", params(wire::ViewsQuery),
     responses((status = 200, description = "A page of views, or with `overview` their counts per state", body = wire::ViewsPage),
@@ -152,9 +152,6 @@ pub(super) async fn listing(
         }
         return Ok(Listing::Overview(wire::Overview { overview: counts, total }));
     }
-    // What depends on what, over every view held: a view's dependents are
-    // not among the views its pattern instantiates.
-    let dependents = (query.dependents == Some(true)).then(|| super::ui::dependents_of(table.views()));
     let start = query.cursor.unwrap_or(0);
     let mut views = Vec::new();
     let mut next = None;
@@ -167,19 +164,16 @@ pub(super) async fn listing(
             next = Some(position);
             break;
         }
-        views.push(view_of(table.views(), index, query.dependencies == Some(true), dependents.as_ref()));
+        views.push(view_of(&table, index, query.dependencies == Some(true), query.dependents == Some(true)));
     }
     Ok(Listing::Page(wire::ViewsPage { views, next }))
 }
 
 /// The view at `index` of the table's `views` as the API shows it, with its
-/// dependencies and its dependents when asked for.
-pub(super) fn view_of(
-    views: &[ViewRow],
-    index: usize,
-    dependencies: bool,
-    dependents: Option<&std::collections::HashMap<u32, Vec<u32>>>,
-) -> wire::View {
+/// dependencies and its dependents (among every view held, not only those
+/// its pattern instantiates) when asked for.
+pub(super) fn view_of(table: &Table, index: usize, dependencies: bool, dependents: bool) -> wire::View {
+    let views = table.views();
     let row = &views[index];
     let urls = |ids: &[u32]| ids.iter().filter_map(|&d| views.get(d as usize)).map(|d| d.url.to_string()).collect();
     wire::View {
@@ -194,7 +188,7 @@ pub(super) fn view_of(
         counters: row.counters.clone(),
         data_path: row.data_path.display().to_string(),
         dependencies: dependencies.then(|| urls(&row.dependencies)),
-        dependents: dependents.map(|map| urls(map.get(&(index as u32)).map(Vec::as_slice).unwrap_or_default())),
+        dependents: dependents.then(|| urls(table.dependents(index as u32))),
     }
 }
 

@@ -89,6 +89,7 @@ pub(super) async fn serve(args: &ServeArgs, token: Option<String>, runtime: &Run
         shutdown,
         started: chrono::Utc::now().timestamp_millis(),
         reloader: Some(reloader.clone()),
+        listener_snapshot: Default::default(),
     });
     if token.is_none() {
         tracing::warn!("no token: anyone who can reach {address} can materialize, invalidate and stop runs");

@@ -21,6 +21,7 @@ use super::Error;
 use super::publish::Staging;
 use super::record::{self, previous_stable};
 use super::state::{Progress, Scheduler, Standing, flag_identity, new_event, now_millis};
+use super::table::CurrentRun;
 use super::table::Running;
 use super::transition::{Action, Event, FailureClass, Freshness, Mode, Reason, Settled, retry_delay, transition};
 use super::txlog;
@@ -283,7 +284,13 @@ impl Scheduler {
         if let Some(announce) = &mut self.run_started {
             announce(&id);
         }
-        self.with_table(|table| table.current_run = Some(id.to_string()));
+        let current = CurrentRun {
+            id: id.to_string(),
+            pattern: record.pattern.clone(),
+            mode: record.mode.clone(),
+            started: record.started,
+        };
+        self.with_table(|table| table.current_run = Some(current));
         self.stamp_floor = now_millis().max(self.last_stamp + 1);
         // Every change made before this run was asked for is seen by it.
         if let Some(memo) = &mut self.memo {

@@ -456,7 +456,7 @@ impl Scheduler {
             memo.rewire(id, &previous, self.lattice.dependencies(id));
         }
         let dependencies: Box<[u32]> = self.lattice.dependencies(id).iter().map(|d| d.0).collect();
-        self.with_table(|table| table.row_mut(id.0 as usize).dependencies = dependencies);
+        self.with_table(|table| table.set_dependencies(id.0 as usize, dependencies));
         true
     }
 
@@ -609,6 +609,7 @@ impl Scheduler {
                     invalidation_pending: record.condition().invalidation_pending,
                     last_error: record.last_error.clone(),
                     counters: record.counters.clone(),
+                    version_checksum: record.version_checksum.as_deref().map(Arc::from),
                     dependencies: self.lattice.dependencies(id).iter().map(|d| d.0).collect(),
                     data_path: self.lattice.data_path(id),
                 });
@@ -625,6 +626,9 @@ impl Scheduler {
             }
             if row.counters != record.counters {
                 row.counters = record.counters.clone();
+            }
+            if row.version_checksum.as_deref() != record.version_checksum.as_deref() {
+                row.version_checksum = record.version_checksum.as_deref().map(Arc::from);
             }
         }
     }

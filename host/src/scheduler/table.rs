@@ -5,12 +5,13 @@
 //!
 //! Invariant: only the scheduler's loop writes it, and only what it has
 //! committed (or, for in-flight states, what it has applied); the counts
-//! per state always match the rows (rows change only through `push` and
-//! `set_state`). A reader holds the lock for one request's scan (a few ms
+//! per state, the index by URL and the dependents always match the rows
+//! (states and dependencies change only through `set_state` and
+//! `set_dependencies`). A reader holds the lock for one request's scan (a few ms
 //! for a filtered scan of 100k rows), the loop for one batch of rows. It
 //! knows nothing of HTTP.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 
 use crate::model::{ViewCondition, ViewState};
@@ -29,6 +30,8 @@ pub struct ViewRow {
     pub last_error: Option<String>,
     /// What its transformation returned when it was last materialized.
     pub counters: Option<crate::model::Counters>,
+    /// The version checksum it was last materialized with.
+    pub version_checksum: Option<Arc<str>>,
     /// Indexes of its dependencies in [`Table::views`].
     pub dependencies: Box<[u32]>,
     pub data_path: std::path::PathBuf,
@@ -65,12 +68,24 @@ pub struct Running {
     pub since: i64,
 }
 
+/// What stays the same of the run executing while it runs: the overview
+/// shows it from here, without reading the run's record, which grows with
+/// every view the run transforms.
+#[derive(Debug, Clone)]
+pub struct CurrentRun {
+    pub id: String,
+    pub pattern: String,
+    pub mode: String,
+    /// Milliseconds since the Unix epoch.
+    pub started: i64,
+}
+
 #[derive(Debug, Default)]
 pub struct Table {
     /// By lattice index: a view's index never changes.
     views: Vec<ViewRow>,
     /// The run the loop is executing.
-    pub current_run: Option<String>,
+    pub current_run: Option<CurrentRun>,
     /// Views of the current run not settled yet.
     pub current_run_pending: usize,
     /// Runs accepted and waiting for the current one, in order.
@@ -82,6 +97,11 @@ pub struct Table {
     pub coordinators: Vec<super::coordinate::CoordinatorStatus>,
     /// Views per state, kept as rows change: an overview costs nothing.
     counts: [usize; ViewState::ALL.len()],
+    /// Each view's index by its URL path, and what depends on it (the
+    /// inverse of the rows' `dependencies`), kept as rows are added and
+    /// rewired: a view's page finds both without a pass over every row.
+    by_url: HashMap<Arc<str>, u32>,
+    dependents: Vec<Vec<u32>>,
 }
 
 impl Table {
@@ -90,9 +110,44 @@ impl Table {
         &self.views
     }
 
-    /// A row to update, other than its state (`set_state` keeps the counts).
+    /// A row to update, other than its state (`set_state` keeps the
+    /// counts) and its dependencies (`set_dependencies` keeps the inverse).
     pub fn row_mut(&mut self, index: usize) -> &mut ViewRow {
         &mut self.views[index]
+    }
+
+    /// The index of the view at `url`, if it is held.
+    pub fn index_of(&self, url: &str) -> Option<u32> {
+        self.by_url.get(url).copied()
+    }
+
+    /// The indexes of the views that depend on the view at `index`.
+    pub fn dependents(&self, index: u32) -> &[u32] {
+        self.dependents.get(index as usize).map_or(&[], Vec::as_slice)
+    }
+
+    /// Rewires a view (a `latest()` dependency moved on).
+    pub fn set_dependencies(&mut self, index: usize, dependencies: Box<[u32]>) {
+        let old = std::mem::replace(&mut self.views[index].dependencies, dependencies);
+        for dependency in old.iter() {
+            if let Some(theirs) = self.dependents.get_mut(*dependency as usize) {
+                theirs.retain(|&d| d as usize != index);
+            }
+        }
+        let new = self.views[index].dependencies.clone();
+        self.add_dependents(index as u32, &new);
+    }
+
+    fn add_dependents(&mut self, index: u32, dependencies: &[u32]) {
+        for &dependency in dependencies {
+            if self.dependents.len() <= dependency as usize {
+                self.dependents.resize_with(dependency as usize + 1, Vec::new);
+            }
+            let theirs = &mut self.dependents[dependency as usize];
+            if !theirs.contains(&index) {
+                theirs.push(index);
+            }
+        }
     }
 
     /// How many views are in each state, every state included.
@@ -102,8 +157,12 @@ impl Table {
 
     /// Adds a row for a new view (its state counted from now on).
     pub fn push(&mut self, row: ViewRow) {
+        let index = self.views.len() as u32;
         self.counts[row.state as usize] += 1;
+        self.by_url.insert(row.url.clone(), index);
+        let dependencies = row.dependencies.clone();
         self.views.push(row);
+        self.add_dependents(index, &dependencies);
     }
 
     /// Drops every view's row (a reload rebuilds the lattice: indexes start
@@ -111,6 +170,8 @@ impl Table {
     pub fn clear_views(&mut self) {
         self.views.clear();
         self.counts = [0; ViewState::ALL.len()];
+        self.by_url.clear();
+        self.dependents.clear();
     }
 
     /// Changes a view's state, keeping the counts.

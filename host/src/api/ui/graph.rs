@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
 use crate::model::ViewState;
-use crate::scheduler::table::ViewRow;
+use crate::scheduler::table::Table;
 
 /// Levels drawn upstream and downstream of the view.
 pub const DEPTH: usize = 2;
@@ -37,22 +37,9 @@ pub struct Node {
     pub level: i32,
 }
 
-/// Every view's dependents, over the rows given (the table's index order).
-pub fn dependents_of(views: &[ViewRow]) -> HashMap<u32, Vec<u32>> {
-    let mut map: HashMap<u32, Vec<u32>> = HashMap::new();
-    for (index, row) in views.iter().enumerate() {
-        for &dependency in &row.dependencies {
-            let theirs = map.entry(dependency).or_default();
-            if theirs.last() != Some(&(index as u32)) {
-                theirs.push(index as u32);
-            }
-        }
-    }
-    map
-}
-
-/// The neighbourhood of `center` among `views`.
-pub fn neighbourhood(views: &[ViewRow], center: u32) -> Neighbourhood {
+/// The neighbourhood of `center` among the table's views.
+pub fn neighbourhood(table: &Table, center: u32) -> Neighbourhood {
+    let views = table.views();
     let mut included: HashMap<u32, usize> = HashMap::new();
     let mut nodes = Vec::new();
     let mut add = |id: u32, level: i32, nodes: &mut Vec<Node>| {
@@ -67,16 +54,10 @@ pub fn neighbourhood(views: &[ViewRow], center: u32) -> Neighbourhood {
         let mut frontier = vec![center];
         let mut drawn = 0;
         for depth in 1..=DEPTH as i32 {
-            // Upstream, the frontier's dependencies; downstream, one pass
-            // over every row's dependencies finds the frontier's dependents
-            // (no inverse of the whole lattice is built for one page).
             let neighbours: Vec<u32> = if direction < 0 {
                 frontier.iter().flat_map(|&id| views[id as usize].dependencies.iter().copied()).collect()
             } else {
-                let frontier: HashSet<u32> = frontier.iter().copied().collect();
-                (0..views.len() as u32)
-                    .filter(|&id| views[id as usize].dependencies.iter().any(|d| frontier.contains(d)))
-                    .collect()
+                frontier.iter().flat_map(|&id| table.dependents(id).iter().copied()).collect()
             };
             let mut next = Vec::new();
             for neighbour in neighbours {
@@ -218,7 +199,14 @@ fn escape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scheduler::table::ViewRow;
     use std::sync::Arc;
+
+    fn table(rows: Vec<ViewRow>) -> Table {
+        let mut table = Table::default();
+        rows.into_iter().for_each(|row| table.push(row));
+        table
+    }
 
     fn row(url: &str, state: ViewState, dependencies: &[u32]) -> ViewRow {
         ViewRow {
@@ -231,6 +219,7 @@ mod tests {
             invalidation_pending: false,
             last_error: None,
             counters: None,
+            version_checksum: None,
             dependencies: dependencies.into(),
             data_path: Default::default(),
         }
@@ -240,7 +229,7 @@ mod tests {
     /// c reaches two levels each way, and every edge between them is drawn.
     #[test]
     fn neighbourhood_reaches_two_levels_each_way() {
-        let views = vec![
+        let views = table(vec![
             row("a", ViewState::Materialized, &[]),
             row("b", ViewState::Materialized, &[0]),
             row("c", ViewState::Failed, &[1, 5]),
@@ -248,7 +237,7 @@ mod tests {
             row("e", ViewState::Waiting, &[3]),
             row("f", ViewState::NoData, &[]),
             row("g", ViewState::Waiting, &[4]),
-        ];
+        ]);
         let graph = neighbourhood(&views, 2);
         let mut drawn: Vec<(&str, i32)> = graph.nodes.iter().map(|n| (n.url.as_str(), n.level)).collect();
         drawn.sort();
@@ -262,6 +251,25 @@ mod tests {
         assert_eq!(svg.matches("<path class=\"edge\"").count(), 5);
     }
 
+    /// The table keeps who depends on whom as views are added and
+    /// rewired, in whatever order dependencies and dependents come.
+    #[test]
+    fn dependents_follow_a_rewired_view() {
+        let mut views = table(vec![
+            row("latest", ViewState::Materialized, &[1]),
+            row("day/1", ViewState::Materialized, &[]),
+            row("day/2", ViewState::Materialized, &[]),
+        ]);
+        assert_eq!((views.dependents(1), views.dependents(2)), (&[0][..], &[][..]));
+        views.set_dependencies(0, [2].into());
+        assert_eq!((views.dependents(1), views.dependents(2)), (&[][..], &[0][..]));
+        assert_eq!(views.index_of("day/2"), Some(2));
+        assert_eq!(views.index_of("day/3"), None);
+        let graph = neighbourhood(&views, 2);
+        let drawn: Vec<(&str, i32)> = graph.nodes.iter().map(|n| (n.url.as_str(), n.level)).collect();
+        assert_eq!(drawn, [("day/2", 0), ("latest", 1)]);
+    }
+
     /// Past the cap, views are counted rather than drawn.
     #[test]
     fn a_wide_fan_is_capped_and_counted() {
@@ -269,7 +277,7 @@ mod tests {
         for i in 1..=100 {
             views.push(row(&format!("day/{i}"), ViewState::Materialized, &[]));
         }
-        let graph = neighbourhood(&views, 0);
+        let graph = neighbourhood(&table(views), 0);
         assert_eq!(graph.nodes.len(), 1 + PER_SIDE);
         assert_eq!(graph.hidden_upstream, 100 - PER_SIDE);
         assert_eq!(graph.hidden_downstream, 0);

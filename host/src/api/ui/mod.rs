@@ -30,8 +30,6 @@ use super::views::{Listing, listing, view_of};
 use super::{ApiError, AppState, runs, status, wire};
 use crate::model::FlowStatus;
 
-pub(super) use graph::dependents_of;
-
 const INDEX: &str = include_str!("assets/index.html");
 const SCRIPT: &str = include_str!("assets/app.js");
 const STYLE: &str = include_str!("assets/style.css");
@@ -42,7 +40,7 @@ pub(super) const PUBLIC: &[&str] = &["/", "/ui/app.js", "/ui/style.css"];
 
 /// Fragments that address views by pattern, which the server instantiates
 /// to answer: authorized as the API's instantiating reads are.
-pub(super) const INSTANTIATING: &[&str] = &["/ui/views", "/ui/view/{*view}"];
+pub(super) const INSTANTIATING: &[&str] = &["/ui/views", "/ui/view/{*view}", "/ui/view-log/{*view}"];
 
 pub(super) fn routes() -> axum::Router<std::sync::Arc<AppState>> {
     use axum::routing::get;
@@ -53,6 +51,7 @@ pub(super) fn routes() -> axum::Router<std::sync::Arc<AppState>> {
         .route("/ui/overview", get(overview))
         .route("/ui/views", get(views))
         .route("/ui/view/{*view}", get(view))
+        .route("/ui/view-log/{*view}", get(view_log))
         .route("/ui/runs", get(runs_page))
         .route("/ui/runs/{id}", get(run_page))
         .route("/ui/events", get(events))
@@ -87,7 +86,7 @@ fn now() -> i64 {
 
 async fn overview(State(state): Shared) -> Result<Response, ApiError> {
     let transformations = status::transformations_of(&state);
-    let listeners = status::listener_status(&state)?;
+    let listeners = status::listener_snapshot(&state).await?;
     // From the table, not asked of the service: the overview must not wait
     // behind a run's step.
     let (coordinators, counts, total, current_run, pending, queued_ids) = {
@@ -104,10 +103,7 @@ async fn overview(State(state): Shared) -> Result<Response, ApiError> {
     let record = |id: &str| -> Result<Option<wire::Run>, ApiError> {
         Ok(state.store.run(id)?.map(|record| runs::run_of(record, &state.table(), state.started)))
     };
-    let current = match current_run {
-        Some(id) => record(&id)?.map(|run| pages::CurrentRun { run, pending }),
-        None => None,
-    };
+    let current = current_run.map(|run| pages::CurrentRun { run, pending });
     let mut queued = Vec::new();
     for id in &queued_ids {
         queued.extend(record(id)?);
@@ -133,22 +129,31 @@ async fn views(State(state): Shared, Query(selection): Query<pages::ViewsSelecti
     Ok(fragment(pages::views(&selection, &page)))
 }
 
-async fn view(State(state): Shared, Path(url): Path) -> Result<Response, ApiError> {
-    super::extract::within_limit(&url)?;
-    // A view held is found in the table, without waiting for the service
-    // (which answers between two steps of a run); others are instantiated.
-    let held = state.table().views().iter().position(|row| *row.url == *url).map(|index| index as u32);
+/// The one view at `url`: found in the table if it is held, without
+/// waiting for the service (which answers between two steps of a run),
+/// else instantiated.
+async fn one_view(state: &AppState, url: &str) -> Result<u32, ApiError> {
+    super::extract::within_limit(url)?;
+    let held = state.table().index_of(url);
     let ids = match held {
         Some(id) => vec![id],
-        None => state.handle.instantiate(url.clone(), false).await?,
+        None => state.handle.instantiate(url.to_string(), false).await?,
     };
-    let [id] = ids[..] else {
-        return Err(ApiError::new(
+    match ids[..] {
+        [id] => Ok(id),
+        _ => Err(ApiError::new(
             StatusCode::NOT_FOUND,
             format!("{url} is not one view but a pattern of {}; its views are listed at #/views", ids.len()),
-        ));
-    };
-    let (view, dependencies, neighbourhood) = {
+        )),
+    }
+}
+
+/// A view's page. Everything on it comes from the table and the file
+/// system but its log, which the page loads on its own (`view_log`): a
+/// metastore read waits while a large commit applies, and the page must not.
+async fn view(State(state): Shared, Path(url): Path) -> Result<Response, ApiError> {
+    let id = one_view(&state, &url).await?;
+    let (view, dependencies, neighbourhood, version_checksum) = {
         let table = state.table();
         let views = table.views();
         let Some(row) = views.get(id as usize) else {
@@ -160,23 +165,28 @@ async fn view(State(state): Shared, Path(url): Path) -> Result<Response, ApiErro
             .filter_map(|&d| views.get(d as usize))
             .map(|d| (d.url.to_string(), d.state, d.timestamp))
             .collect::<Vec<_>>();
-        (view_of(views, id as usize, false, None), dependencies, graph::neighbourhood(views, id))
+        let version_checksum = row.version_checksum.as_deref().map(str::to_string);
+        (view_of(&table, id as usize, false, false), dependencies, graph::neighbourhood(&table, id), version_checksum)
     };
-    let version_checksum = state.store.view(&view.view)?.and_then(|record| record.version_checksum);
     let (files, more_files) = published_files(FsPath::new(&view.data_path));
-    let log = super::views::view_log(&state, id)?.0;
     let page = pages::ViewPage {
         version_checksum,
         dependencies,
         files,
         more_files,
-        log,
         graph: graph::svg(&neighbourhood, pages::view_link),
         hidden_upstream: neighbourhood.hidden_upstream,
         hidden_downstream: neighbourhood.hidden_downstream,
         view,
     };
     Ok(fragment(pages::view(&page)))
+}
+
+/// The log section of a view's page.
+async fn view_log(State(state): Shared, Path(url): Path) -> Result<Response, ApiError> {
+    let id = one_view(&state, &url).await?;
+    let log = super::views::view_log(&state, id)?.0;
+    Ok(fragment(pages::view_log(&log)))
 }
 
 /// Files listed on a view's page at most.

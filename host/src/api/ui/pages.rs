@@ -65,13 +65,13 @@ pub struct Overview {
     pub current: Option<CurrentRun>,
     pub queued: Vec<wire::Run>,
     pub transformations: wire::Transformations,
-    pub listeners: Vec<wire::Listener>,
+    pub listeners: std::sync::Arc<Vec<wire::Listener>>,
     pub coordinators: Vec<CoordinatorStatus>,
     pub now: i64,
 }
 
 pub struct CurrentRun {
-    pub run: wire::Run,
+    pub run: crate::scheduler::table::CurrentRun,
     /// Views of the run not settled yet.
     pub pending: usize,
 }
@@ -143,7 +143,7 @@ pub fn overview(page: &Overview) -> Markup {
             @if page.listeners.is_empty() { p { "No listeners are configured." } } @else {
                 table #listeners {
                     thead { tr { th scope="col" { "Listener" } th scope="col" { "State" } th scope="col" { "Behind" } th scope="col" { "Delivered" } th scope="col" { "Last error" } th { } } }
-                    tbody { @for listener in &page.listeners {
+                    tbody { @for listener in page.listeners.iter() {
                         @let kind = wire_name(&listener.state);
                         tr {
                             td { (listener.name) }
@@ -294,7 +294,6 @@ pub struct ViewPage {
     /// more there are past those listed.
     pub files: Vec<(String, u64)>,
     pub more_files: usize,
-    pub log: wire::ViewLog,
     pub graph: String,
     pub hidden_upstream: usize,
     pub hidden_downstream: usize,
@@ -357,7 +356,15 @@ pub fn view(page: &ViewPage) -> Markup {
         }
         section aria-labelledby="log-heading" #view-log {
             h2 #log-heading { "Last transformation's log" }
-            @match page.log.attempts.last() {
+            div data-load={ "/ui/view-log/" (utf8_percent_encode(&view.view, IN_LINK)) } aria-live="polite" { p { "Loading the log…" } }
+        }
+    }
+}
+
+/// The log of a view's last transformation, for its page.
+pub fn view_log(log: &wire::ViewLog) -> Markup {
+    html! {
+            @match log.attempts.last() {
                 None => { p { "No transformation has run for it yet." } }
                 Some(attempt) => {
                     p { "Run " a href=(run_link(&attempt.run)) { (attempt.run) } ", attempt " (attempt.attempt) ", "
@@ -370,7 +377,6 @@ pub fn view(page: &ViewPage) -> Markup {
                     @if attempt.truncated_bytes > 0 { p { (attempt.truncated_bytes) " bytes were cut off." } }
                 }
             }
-        }
     }
 }
 

@@ -92,6 +92,31 @@ async function render(focus) {
   if (next !== null) eventsShownUntil = Number(next);
   markCurrentNav();
   if (focus) (main.querySelector("h1") || main).focus();
+  loadParts(url);
+}
+
+// Parts of a page that come on their own (a view's log): the page is shown
+// without waiting for them.
+async function loadParts(url) {
+  for (const part of main.querySelectorAll("[data-load]")) {
+    let response;
+    try {
+      response = await call("GET", part.dataset.load);
+    } catch (error) {
+      response = null;
+    }
+    if (rendering !== url) return;
+    if (response && response.ok) {
+      part.innerHTML = await response.text();
+    } else {
+      part.innerHTML = "";
+      const p = document.createElement("p");
+      p.className = "error";
+      p.textContent = response ? await errorOf(response) : "Could not load this part of the page.";
+      part.appendChild(p);
+    }
+    part.removeAttribute("data-load");
+  }
 }
 
 function markCurrentNav() {
