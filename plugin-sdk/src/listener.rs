@@ -37,6 +37,24 @@ impl ListenerError {
 }
 
 impl ViewState {
+    /// Every state, in the order of the contract.
+    pub const ALL: [ViewState; 8] = [
+        ViewState::Receive,
+        ViewState::Invalidated,
+        ViewState::NoData,
+        ViewState::Waiting,
+        ViewState::Transforming,
+        ViewState::Materialized,
+        ViewState::Retrying,
+        ViewState::Failed,
+    ];
+
+    /// The state named `name` as trellis prints it (`as_str`), e.g. from
+    /// a listener's configuration.
+    pub fn from_name(name: &str) -> Option<ViewState> {
+        ViewState::ALL.into_iter().find(|state| state.as_str() == name)
+    }
+
     /// The state's name as trellis prints it, e.g. `no-data`.
     pub fn as_str(&self) -> &'static str {
         match self {

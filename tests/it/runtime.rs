@@ -411,3 +411,33 @@ async fn a_plugin_whose_cap_exceeds_the_memory_budget_is_refused_not_left_waitin
     let error = trivial.transform(&request(&[], out.path(), &[])).await.err().unwrap();
     assert_eq!(error.to_string(), "trivial's memory cap of 512 MiB exceeds the memory budget of 100 MiB");
 }
+
+#[tokio::test]
+async fn the_webhook_listener_refuses_a_configuration_it_cannot_work_with_at_start() {
+    let plugin = load("webhook_listener").await;
+    let config = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    };
+    for (pairs, expected) in [
+        (&[][..], "config `url` is required"),
+        (
+            &[("url", "ftp://hooks.example.com/x")][..],
+            "config `url` `ftp://hooks.example.com/x`: the scheme must be http:// or https://",
+        ),
+        (
+            &[("url", "https://hooks.example.com/x"), ("states", "failed,broken")][..],
+            "config `states`: `broken` is not a state; states are receive, invalidated, no-data, waiting, transforming, materialized, retrying, failed",
+        ),
+        (
+            &[("url", "https://hooks.example.com/x"), ("timeout", "0")][..],
+            "config `timeout`: `0` is not a number of seconds from 1 to 3600",
+        ),
+    ] {
+        let (_, started) = plugin.start_listener(&config(pairs), None, &[]).await.unwrap();
+        let failure = started.result.unwrap_err();
+        assert_eq!((failure.kind, failure.message.as_str()), (FailureKind::Fatal, expected));
+    }
+    let good = config(&[("url", "https://hooks.example.com/x"), ("states", "failed, retrying"), ("timeout", "5")]);
+    let (listener, started) = plugin.start_listener(&good, None, &[]).await.unwrap();
+    assert!(started.result.is_ok() && listener.is_alive(), "{:?}", started.result);
+}

@@ -95,18 +95,8 @@ impl Listener for WebhookListener {
 export_listener!(WebhookListener);
 
 fn state_named(name: &str) -> Result<ViewState, ListenerError> {
-    const STATES: [ViewState; 8] = [
-        ViewState::Receive,
-        ViewState::Invalidated,
-        ViewState::NoData,
-        ViewState::Waiting,
-        ViewState::Transforming,
-        ViewState::Materialized,
-        ViewState::Retrying,
-        ViewState::Failed,
-    ];
-    STATES.into_iter().find(|state| state.as_str() == name).ok_or_else(|| {
-        let names: Vec<&str> = STATES.iter().map(ViewState::as_str).collect();
+    ViewState::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = ViewState::ALL.iter().map(ViewState::as_str).collect();
         ListenerError::fatal(format!("config `states`: `{name}` is not a state; states are {}", names.join(", ")))
     })
 }
