@@ -449,7 +449,18 @@ impl Kind {
 
 fn parse_parameter(lexemes: &[Lexeme], col: usize) -> Result<Vec<Vec<String>>, PatternError> {
     let (name, name_col, inner, close_col) = match shape(lexemes, col)? {
-        Shape::Plain(value) => return Ok(vec![vec![text(value)]]),
+        Shape::Plain(value) => {
+            // `*` would otherwise be a value like any other, and a run of
+            // `DailySales/*/2015/05/01` materialize a shop named `*`.
+            if let Some(star) = value.iter().find(|l| l.ch == '*') {
+                return Err(error(
+                    star.col,
+                    "`*` is not a wildcard in a view pattern; name the values with e(SHOP10,SHOP20) \
+                     or a range such as rymd(20150501-20150531) (see docs/view-patterns.md)",
+                ));
+            }
+            return Ok(vec![vec![text(value)]]);
+        }
         Shape::Form { name, name_col, inner, close_col, .. } => (name, name_col, inner, close_col),
     };
     if name == "null" {
@@ -1552,6 +1563,14 @@ mod tests {
 
     #[test]
     fn value_errors() {
+        check(
+            "shop.datamart/DailySales/*/2015/05/01",
+            expect![[r#"
+                shop.datamart/DailySales/*/2015/05/01
+                                         ^
+                column 26: `*` is not a wildcard in a view pattern; name the values with e(SHOP10,SHOP20) or a range such as rymd(20150501-20150531) (see docs/view-patterns.md)
+            "#]],
+        );
         check(
             "p/V/i(abc)",
             expect![[r#"
