@@ -10,6 +10,11 @@ pub fn wire_name(value: &impl serde::Serialize) -> String {
     serde_json::to_value(value).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
 }
 
+/// `n` and the noun that goes with it: `1 event`, `2 events`.
+pub fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// The variant written `text` (the inverse of `wire_name`), for names that
 /// arrive as bare text rather than inside JSON, such as a Server-Sent
 /// Event's kind.
@@ -97,10 +102,11 @@ impl ViewCondition {
         self.state == wanted || (wanted == ViewState::Invalidated && self.invalidation_pending)
     }
 
-    /// The rule of the issue filter (`?issue=`).
+    /// The rule of the issue filter (`?issue=`): a failed view has
+    /// errors, as does one materialized while some dependencies had failed.
     pub fn has(&self, issue: Issue) -> bool {
         match issue {
-            Issue::Errors => self.errors,
+            Issue::Errors => self.errors || self.state == ViewState::Failed,
             Issue::Incomplete => self.incomplete,
         }
     }
@@ -198,7 +204,7 @@ pub enum StopEffect {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Issue {
-    /// A dependency failed.
+    /// It failed, or a dependency failed.
     Errors,
     /// A dependency had no data.
     Incomplete,
@@ -321,14 +327,16 @@ impl Termination {
     }
 }
 
-const FAILED_VIEWS: (&str, &str) = ("completed with ", " failed views");
+const COMPLETED_WITH: &str = "completed with ";
 const FAILED: &str = "failed: ";
 
 impl fmt::Display for Termination {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Termination::Completed => f.write_str("completed"),
-            Termination::CompletedWithFailures(n) => write!(f, "{}{n}{}", FAILED_VIEWS.0, FAILED_VIEWS.1),
+            Termination::CompletedWithFailures(n) => {
+                write!(f, "{COMPLETED_WITH}{}", plural(*n, "failed view", "failed views"))
+            }
             Termination::Stopped => f.write_str("stopped by request"),
             Termination::StoppedByShutdown => f.write_str("stopped: the server shut down before the run finished"),
             Termination::Dequeued => f.write_str("stopped by request before it started"),
@@ -363,8 +371,9 @@ impl TryFrom<String> for Termination {
         if let Some(reason) = text.strip_prefix(FAILED) {
             return Ok(Termination::Failed(reason.to_string()));
         }
-        text.strip_prefix(FAILED_VIEWS.0)
-            .and_then(|rest| rest.strip_suffix(FAILED_VIEWS.1))
+        // "1 failed views" is how records before the grammar was fixed say it.
+        text.strip_prefix(COMPLETED_WITH)
+            .and_then(|rest| rest.strip_suffix(" failed views").or_else(|| rest.strip_suffix(" failed view")))
             .and_then(|n| n.parse().ok())
             .map(Termination::CompletedWithFailures)
             .ok_or_else(|| format!("`{text}` is not how a run ends"))
@@ -475,6 +484,8 @@ mod tests {
         assert!(!pending.is_in(ViewState::Failed));
         let plain = ViewCondition { state: ViewState::Materialized, errors: true, ..Default::default() };
         assert!(!plain.is_in(ViewState::Invalidated) && plain.has(Issue::Errors) && !plain.has(Issue::Incomplete));
+        let failed = ViewCondition { state: ViewState::Failed, ..Default::default() };
+        assert!(failed.has(Issue::Errors) && !failed.has(Issue::Incomplete), "a failed view has errors");
         assert_eq!(pending.flags_text(), " (invalidation pending)");
         assert_eq!(plain.flags_text(), " (errors)");
         assert_eq!(ViewCondition::default().flags_text(), "");
@@ -485,6 +496,7 @@ mod tests {
         let all = [
             Termination::Completed,
             Termination::CompletedWithFailures(3),
+            Termination::CompletedWithFailures(1),
             Termination::Stopped,
             Termination::StoppedByShutdown,
             Termination::Dequeued,
@@ -497,6 +509,10 @@ mod tests {
             assert_eq!(serde_json::from_str::<Termination>(&text).unwrap(), termination, "{text}");
         }
         assert!(Termination::try_from("finished somehow".to_string()).is_err());
+        assert_eq!(Termination::CompletedWithFailures(1).to_string(), "completed with 1 failed view");
+        // As records written before the grammar was fixed say it.
+        let old: Termination = serde_json::from_str("\"completed with 1 failed views\"").unwrap();
+        assert_eq!(old, Termination::CompletedWithFailures(1));
     }
 }
 

@@ -137,7 +137,7 @@ async fn a_run_keeps_its_own_account_of_how_it_ended_and_what_failed_in_it() {
 
     // `runs ID` of the first run shows its own error, not the view's record now.
     let text = ok(cli(&project, &["runs", &first]), "runs ID");
-    assert!(text.starts_with(&format!("run {first} (DEFAULT, {OUT}): completed with 1 failed views\n")), "{text}");
+    assert!(text.starts_with(&format!("run {first} (DEFAULT, {OUT}): completed with 1 failed view\n")), "{text}");
     let failure = format!("  TERMINATED_WITH_ERROR  {OUT}\n    error: ");
     assert!(text.contains(&failure) && text.contains("lots"), "{text}");
     let text = ok(cli(&project, &["runs", &second]), "runs ID");
@@ -151,7 +151,7 @@ async fn a_run_keeps_its_own_account_of_how_it_ended_and_what_failed_in_it() {
     let server = Server::start(&project, &[], &[]);
     let listed = get(&format!("{}/runs", server.url)).await;
     assert_eq!(listed[0]["ended"]["kind"], "completed_with_failures", "{listed}");
-    assert_eq!(listed[0]["termination"], "completed with 1 failed views", "{listed}");
+    assert_eq!(listed[0]["termination"], "completed with 1 failed view", "{listed}");
     let detail = get(&format!("{}/runs/{first}", server.url)).await;
     assert_eq!(detail["run"]["ended"]["failed_views"], 1, "{detail}");
     let error = detail["failures"][0]["error"].as_str().unwrap_or_else(|| panic!("{detail}"));

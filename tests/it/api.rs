@@ -381,6 +381,13 @@ async fn a_failed_view_s_log_keeps_its_last_three_attempts() {
         finished(&app.store, &run).await;
         runs.push(run);
     }
+    // A failed view has errors: the issue filter finds it, with its reason.
+    let (status, with_errors) = app.call(Method::GET, "/views?issue=errors", Some(TOKEN)).await;
+    assert_eq!(status, StatusCode::OK, "{with_errors}");
+    let listed: Vec<&str> =
+        with_errors["views"].as_array().unwrap().iter().map(|v| v["view"].as_str().unwrap()).collect();
+    assert_eq!(listed, [broken], "{with_errors}");
+    assert!(with_errors["views"][0]["last_error"].as_str().unwrap().contains("deliberate panic"), "{with_errors}");
     let (status, log) = app.call(Method::GET, &format!("/views/{broken}/log"), Some(TOKEN)).await;
     assert_eq!(status, StatusCode::OK, "{log}");
     let attempts = log["attempts"].as_array().unwrap();

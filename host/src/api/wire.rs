@@ -33,7 +33,7 @@ pub struct ViewsQuery {
     pub status: Option<ViewState>,
     /// Only views whose URL path matches this regular expression.
     pub filter: Option<String>,
-    /// Only views with this issue: `errors` (a dependency failed) or
+    /// Only views with this issue: `errors` (it failed, or a dependency failed) or
     /// `incomplete` (a dependency had no data).
     #[param(value_type = Option<String>)]
     pub issue: Option<Issue>,

@@ -270,6 +270,7 @@ pub(super) fn views(args: &ViewsArgs) -> anyhow::Result<Status> {
             condition: record.condition(),
             data_path: lattice.data_path(id).display().to_string(),
             counters: record.counters,
+            last_error: record.last_error,
         });
     }
     print_views(&select(args, rows), args)
@@ -309,6 +310,7 @@ pub(super) async fn views_remote(args: &ViewsArgs, server: &Server) -> anyhow::R
             view: view.view,
             data_path: view.data_path,
             counters: view.counters,
+            last_error: view.last_error,
         })
         .collect();
     print_views(&Listing::Views(rows), args)
@@ -322,6 +324,8 @@ struct ViewRow {
     data_path: String,
     /// What its transformation returned when it last materialized it.
     counters: Option<Counters>,
+    /// Why its last transformation failed.
+    last_error: Option<String>,
 }
 
 /// What `trellis views` prints: views, or their counts per state.
@@ -380,6 +384,9 @@ fn print_views(listing: &Listing, args: &ViewsArgs) -> anyhow::Result<Status> {
                     if let Some(counters) = &row.counters {
                         value["counters"] = serde_json::json!(counters);
                     }
+                    if let Some(error) = &row.last_error {
+                        value["last_error"] = serde_json::json!(error);
+                    }
                     value
                 })
                 .collect();
@@ -388,8 +395,15 @@ fn print_views(listing: &Listing, args: &ViewsArgs) -> anyhow::Result<Status> {
         Listing::Views(rows) => {
             for row in rows {
                 let c = &row.condition;
+                // A failed view says why, on its own line's end, as one line.
+                let error = match (&row.last_error, c.state) {
+                    (Some(error), ViewState::Failed) => {
+                        format!("  error: {}", error.split_whitespace().collect::<Vec<_>>().join(" "))
+                    }
+                    _ => String::new(),
+                };
                 println!(
-                    "{}  {}{}  {}{}",
+                    "{}  {}{}  {}{}{error}",
                     row.view,
                     c.state,
                     c.flags_text(),

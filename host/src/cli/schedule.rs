@@ -95,7 +95,7 @@ pub(super) async fn materialize(args: &MaterializeArgs, runtime: &Runtime) -> an
         reporter.set_position(progress.settled as u64);
         let lag = match listener_lag.as_ref().map_or(0, |lag| lag()) {
             0 => String::new(),
-            behind => format!(", listeners {behind} events behind"),
+            behind => format!(", listeners {} behind", crate::model::plural(behind as usize, "event", "events")),
         };
         reporter.set_message(format!("({} running{lag})", progress.running));
     });

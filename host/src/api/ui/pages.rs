@@ -14,6 +14,7 @@ use percent_encoding::{AsciiSet, CONTROLS, NON_ALPHANUMERIC, utf8_percent_encode
 
 use super::super::wire;
 use crate::metastore::LoggedEvent;
+use crate::model::plural;
 use crate::model::{FlowStatus, ViewState, wire_name};
 use crate::scheduler::coordinate::CoordinatorStatus;
 
@@ -44,10 +45,6 @@ fn duration(ms: i64) -> String {
         s if s < 3600.0 => format!("{} min {:02} s", (s / 60.0) as u64, (s % 60.0) as u64),
         s => format!("{} h {:02} min", (s / 3600.0) as u64, ((s % 3600.0) / 60.0) as u64),
     }
-}
-
-fn plural(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 fn state_badge(state: ViewState) -> Markup {
