@@ -84,7 +84,7 @@ fn remote_commands_print_what_embedded_commands_print() {
     assert_eq!(ok(with_token(&["invalidate", "-v", DAILY]), "invalidate"), format!("invalidated {DAILY}\n"));
     // The first run of this server, as the embedded one below is the
     // first of its process.
-    let remote_summary = ok(with_token(&["materialize", "-v", PATTERN, "--wait"]), "materialize --wait");
+    let remote_summary = ok(with_token(&["materialize", "-v", PATTERN, "--wait", "--verbose"]), "materialize --wait");
     assert!(remote_summary.contains(&format!("SUCCESSFUL             {DAILY}\n")), "{remote_summary}");
 
     // Without --wait the run is only accepted (the token from the environment this time).
@@ -92,11 +92,20 @@ fn remote_commands_print_what_embedded_commands_print() {
         run(cli().env("TRELLIS_TOKEN", TOKEN).env("TRELLIS_SERVER", &server.url).args(["materialize", "-v", PATTERN])),
         "materialize",
     );
-    let run_id = accepted
+    let (first_line, follow_up) = accepted.split_once('\n').unwrap_or_else(|| panic!("{accepted}"));
+    let run_id = first_line
         .strip_prefix("run ")
-        .and_then(|rest| rest.strip_suffix(" accepted\n"))
+        .and_then(|rest| rest.strip_suffix(" accepted"))
         .unwrap_or_else(|| panic!("{accepted}"))
         .to_string();
+    // It says how to follow the run, with the server it was sent to.
+    assert_eq!(
+        follow_up,
+        format!(
+            "see how it stands with `trellis --server {} runs {run_id}`; add --wait to follow a run to its end\n",
+            server.url
+        )
+    );
     eventually("the accepted run ends", || {
         let detail: serde_json::Value =
             serde_json::from_str(&ok(remote(&server, &["runs", &run_id, "--json"]), "runs ID")).unwrap();
@@ -193,7 +202,7 @@ fn remote_commands_print_what_embedded_commands_print() {
     // What materialize --wait printed is what an embedded materialize of
     // the same invalidation prints.
     assert_eq!(embedded(&project, &["invalidate", "-v", DAILY]).stdout, format!("invalidated {DAILY}\n"));
-    assert_eq!(ok(embedded(&project, &["materialize", "-v", PATTERN]), "materialize"), remote_summary);
+    assert_eq!(ok(embedded(&project, &["materialize", "-v", PATTERN, "--verbose"]), "materialize"), remote_summary);
 }
 
 #[test]
@@ -244,7 +253,8 @@ fn a_remote_run_is_followed_queued_behind_refused_and_stopped() {
     assert!(refused.stderr.starts_with(&format!("refused {}: ", running[0])), "{}", refused.stderr);
 
     let queued = ok(remote(&server, &["materialize", "-v", "g.mart/Out/2015/01/01"]), "materialize");
-    let second = queued.strip_suffix(" accepted (queued behind 1 run)\n").and_then(|s| s.strip_prefix("run "));
+    let first_line = queued.lines().next().unwrap_or_default();
+    let second = first_line.strip_suffix(" accepted (queued behind 1 run)").and_then(|s| s.strip_prefix("run "));
     let second = second.unwrap_or_else(|| panic!("{queued}"));
     assert_eq!(
         ok(remote(&server, &["stop", second]), "stop queued"),

@@ -83,6 +83,7 @@ pub fn trellis() -> Command {
     command
 }
 
+#[derive(Debug)]
 pub struct Run {
     pub code: i32,
     pub stdout: String,

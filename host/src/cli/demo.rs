@@ -14,7 +14,6 @@ use clap::Args;
 use super::Status;
 use crate::bundled::SAMPLES;
 use crate::catalog;
-use crate::model::FlowStatus;
 use crate::runtime::Runtime;
 use crate::scheduler::{Mode, RunSummary, Scheduler};
 use crate::session::Session;
@@ -124,13 +123,7 @@ $ trellis coordinate -p {} --now {COORDINATOR_NOW}",
 async fn two_runs(scheduler: &mut Scheduler, dir: &Path) -> anyhow::Result<(RunSummary, RunSummary)> {
     println!("\n$ trellis materialize -v {PATTERN}");
     let first = scheduler.materialize(PATTERN, Mode::Default).await?;
-    println!(
-        "{} views: {} materialized or found without data, {} failed; {} incomplete (days without orders)",
-        first.views(),
-        first.count(FlowStatus::Successful),
-        first.failures.len(),
-        first.incomplete.len()
-    );
+    println!("{}; {} incomplete (days without orders)", super::schedule::counts_line(&first), first.incomplete.len());
     for (view, error) in &first.failures {
         println!("failed: {view}: {error}");
     }
@@ -143,12 +136,7 @@ async fn two_runs(scheduler: &mut Scheduler, dir: &Path) -> anyhow::Result<(RunS
 
     println!("\n$ trellis materialize -v {PATTERN}   # again: nothing changed");
     let second = scheduler.materialize(PATTERN, Mode::Default).await?;
-    println!(
-        "{} views: {} transformed, {} up to date",
-        second.views(),
-        second.count(FlowStatus::Successful),
-        second.count(FlowStatus::Idle)
-    );
+    println!("{}", super::schedule::counts_line(&second));
     Ok((first, second))
 }
 
@@ -189,7 +177,7 @@ async fn year_to_date(scheduler: &mut Scheduler, dir: &Path) -> anyhow::Result<R
     }
     println!("\n$ trellis materialize -v {PATTERN}   # the month takes the late orders too");
     let month = scheduler.materialize(PATTERN, Mode::Default).await?;
-    println!("{} views: {} transformed", month.views(), month.count(FlowStatus::Successful));
+    println!("{}", super::schedule::counts_line(&month));
     for (view, error) in second.failures.iter().chain(&month.failures) {
         println!("failed: {view}: {error}");
     }

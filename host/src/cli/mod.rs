@@ -253,14 +253,20 @@ impl Cli {
         matches!(self.command, Command::Serve(_))
     }
 
-    /// Logs go to stderr. `TRELLIS_LOG` takes a tracing filter; by default
-    /// plugins' own messages are shown at info and trellis's at warn (a
-    /// server's at info, but for the monitor's line per state change, which
-    /// `TRELLIS_LOG=info` turns on). `serve --log-format json` writes JSON lines.
+    /// Logs go to stderr. `TRELLIS_LOG` takes a tracing filter. By default
+    /// trellis's own are shown at warn, and plugins' messages at info only
+    /// where a plugin's author or a curious user looks at them: `plugins`
+    /// commands and `materialize --verbose` (every view keeps its plugin's
+    /// lines in its log, for `trellis logs`). A server logs at info, but
+    /// for the monitor's line per state change, which `TRELLIS_LOG=info`
+    /// turns on; `serve --log-format json` writes JSON lines. Colour only
+    /// on a terminal, and never with `NO_COLOR` set (no-color.org).
     pub fn init_logging(&self) {
         let (json, default) = match &self.command {
             Command::Serve(args) => (args.log_format == "json", "info,trellis::monitor=warn"),
-            _ => (false, "warn,trellis::plugin=info"),
+            Command::Plugins(_) => (false, "warn,trellis::plugin=info"),
+            Command::Materialize(args) if args.verbose => (false, "warn,trellis::plugin=info"),
+            _ => (false, "warn"),
         };
         let filter = tracing_subscriber::EnvFilter::try_from_env("TRELLIS_LOG")
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
@@ -268,9 +274,16 @@ impl Cli {
         if json {
             builder.json().init();
         } else {
-            builder.with_target(false).init();
+            builder.with_target(false).with_ansi(colour_on_stderr()).init();
         }
     }
+}
+
+/// Whether what goes to stderr may carry colour codes.
+fn colour_on_stderr() -> bool {
+    use std::io::IsTerminal;
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|value| !value.is_empty());
+    std::io::stderr().is_terminal() && !no_color
 }
 
 /// Parses `KEY=VALUE` (configuration) arguments.

@@ -34,6 +34,10 @@ pub(super) struct MaterializeArgs {
     /// an embedded materialize always does
     #[arg(long)]
     wait: bool,
+    /// List every view the run visited with its flow status, and show plugins' log lines
+    /// (by default only the views with trouble and the counts are printed)
+    #[arg(long)]
+    pub(super) verbose: bool,
 }
 
 #[derive(Debug, Args)]
@@ -133,7 +137,7 @@ pub(super) async fn materialize(args: &MaterializeArgs, runtime: &Runtime) -> an
             return Err(e.into());
         }
     };
-    print_summary(&summary, args.project.json)?;
+    print_summary(&summary, args.project.json, args.verbose)?;
     // Then listeners get a moment to catch up; what they miss now they
     // receive from their cursor next time. A stopped run does not wait.
     let drain =
@@ -194,7 +198,13 @@ pub(super) async fn materialize_remote(args: &MaterializeArgs, server: &Server) 
                 0 => String::new(),
                 n => format!(" (queued behind {n} run{})", if n == 1 { "" } else { "s" }),
             };
-            println!("run {} accepted{queued}", accepted.run);
+            let run = &accepted.run;
+            println!("run {run} accepted{queued}");
+            // Where to look next, with the server named as it was here.
+            let server = server.base();
+            println!(
+                "see how it stands with `trellis --server {server} runs {run}`; add --wait to follow a run to its end"
+            );
         }
         return Ok(Status::Success);
     }
@@ -213,7 +223,7 @@ pub(super) async fn materialize_remote(args: &MaterializeArgs, server: &Server) 
     bar.finish_and_clear();
     followed?;
     let summary = summary_of(catalog::run_detail(server, &accepted.run).await?);
-    print_summary(&summary, args.project.json)?;
+    print_summary(&summary, args.project.json, args.verbose)?;
     Ok(outcome(&summary))
 }
 
@@ -256,7 +266,11 @@ fn summary_of(detail: wire::RunDetail) -> RunSummary {
     }
 }
 
-fn print_summary(summary: &RunSummary, json: bool) -> anyhow::Result<()> {
+/// A run's summary. In text, the views with trouble (failed, canceled,
+/// incomplete, with errors) and the counts per flow status; `--verbose` lists every
+/// view visited first: a year of a small shop is thousands of lines that
+/// bury what needs attention. JSON always has every flow.
+fn print_summary(summary: &RunSummary, json: bool, verbose: bool) -> anyhow::Result<()> {
     if json {
         let value = serde_json::json!({
             "run": summary.id,
@@ -269,7 +283,10 @@ fn print_summary(summary: &RunSummary, json: bool) -> anyhow::Result<()> {
         });
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
-        for (view, status) in &summary.flows {
+        // Failed views get their own lines below, with why; canceled ones
+        // are the rest of what was transformed with trouble.
+        let shown = |status: &FlowStatus| verbose || *status == FlowStatus::Canceled;
+        for (view, status) in summary.flows.iter().filter(|(_, status)| shown(status)) {
             println!("{:<22} {view}", wire_name(status));
         }
         for view in &summary.incomplete {
@@ -281,26 +298,31 @@ fn print_summary(summary: &RunSummary, json: bool) -> anyhow::Result<()> {
         for (view, error) in &summary.failures {
             eprintln!("failed: {view}: {error}");
         }
-        let counts: Vec<String> = [
-            FlowStatus::Successful,
-            FlowStatus::Idle,
-            FlowStatus::TerminatedWithError,
-            FlowStatus::Skipped,
-            FlowStatus::Canceled,
-            FlowStatus::Excluded,
-        ]
-        .into_iter()
-        .map(|status| (status, summary.count(status)))
-        .filter(|(_, n)| *n > 0)
-        .map(|(status, n)| format!("{n} {}", wire_name(&status).to_lowercase()))
-        .collect();
-        let n = summary.views();
-        println!("{n} view{}: {}", if n == 1 { "" } else { "s" }, counts.join(", "));
+        println!("{}", counts_line(summary));
         if summary.termination.is_stopped() {
             println!("run {} {}", summary.id, summary.termination);
         }
     }
     Ok(())
+}
+
+/// `8 views: 6 successful, 2 idle`: a run's views counted by flow status,
+/// in the words every command and the API use for them.
+pub(super) fn counts_line(summary: &RunSummary) -> String {
+    let counts: Vec<String> = [
+        FlowStatus::Successful,
+        FlowStatus::Idle,
+        FlowStatus::TerminatedWithError,
+        FlowStatus::Skipped,
+        FlowStatus::Canceled,
+        FlowStatus::Excluded,
+    ]
+    .into_iter()
+    .map(|status| (status, summary.count(status)))
+    .filter(|(_, n)| *n > 0)
+    .map(|(status, n)| format!("{n} {}", wire_name(&status).to_lowercase()))
+    .collect();
+    format!("{}: {}", crate::model::plural(summary.views(), "view", "views"), counts.join(", "))
 }
 
 pub(super) async fn invalidate(args: &InvalidateArgs) -> anyhow::Result<Status> {
