@@ -136,7 +136,10 @@ parameters = { n = "${label}" }
         let good = lattice.instantiate(&pattern::parse("t.a/Label/7").unwrap(), &resolution()).unwrap();
         assert_eq!(lattice.len(), 2);
         let error = lattice.instantiate(&pattern::parse("t.a/Label/e(8,abc)").unwrap(), &resolution()).unwrap_err();
-        assert_eq!(error.to_string(), "t.a/Label/abc: dependency `count`: t.a/Count: parameter n = `abc`: not an int");
+        let said = "t.a/Label/abc: dependency `count`: t.a/Count: parameter n = `abc`: not an int";
+        assert_eq!(error.to_string(), said);
+        // As the CLI prints it, with its chain of causes: said once.
+        assert_eq!(format!("{:#}", anyhow::Error::from(error)), said);
         assert_eq!(lattice.len(), 2, "views of the failed call were kept");
         for id in lattice.ids() {
             let _ = lattice.dependencies(id);

@@ -74,8 +74,10 @@ pub enum Error {
     Pattern(crate::catalog::pattern::PatternError),
     #[error("`{url_path}` must name exactly one view, not a pattern")]
     NotOneView { url_path: String },
-    #[error("{view}: dependency `{dependency}`: {source}")]
-    Dependency { view: String, dependency: String, source: Box<Error> },
+    #[error("{view}: dependency `{dependency}`: {cause}")]
+    /// Its cause is part of the message, not a `source()`: one that was
+    /// both would be said twice by an error chain (`{:#}`).
+    Dependency { view: String, dependency: String, cause: Box<Error> },
 }
 
 fn suggest(closest: &[String]) -> String {

@@ -84,7 +84,7 @@ impl Lattice {
                         check_value(target, &parameter.name, parameter.kind, value).map_err(|e| Error::Dependency {
                             view: self.url_path(id),
                             dependency: dependency.name.clone(),
-                            source: Box::new(e),
+                            cause: Box::new(e),
                         })?;
                     if !values.contains(&value) {
                         values.push(value);
