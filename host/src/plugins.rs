@@ -401,10 +401,13 @@ fn used_plugins(catalog: &Catalog) -> BTreeSet<&str> {
 /// Loads a declared plugin with the limits the project gives it; the error
 /// names the plugin and its file.
 async fn load_plugin(runtime: &Runtime, catalog: &Catalog, decl: &PluginDecl) -> Result<Plugin, String> {
-    let plugin = runtime
-        .load_file(&decl.file)
-        .await
-        .map_err(|source| format!("plugin {} ({}): {source}", decl.name, decl.file.display()))?;
+    let plugin = runtime.load_file(&decl.file).await.map_err(|error| match error {
+        // These name the file already.
+        runtime::Error::Missing { .. } | runtime::Error::Read { .. } | runtime::Error::NotAPlugin { .. } => {
+            format!("plugin {}: {error}", decl.name)
+        }
+        other => format!("plugin {} ({}): {other}", decl.name, decl.file.display()),
+    })?;
     let mut limits = plugin.limits();
     // `[defaults]` speaks of transformations; checksums and listeners keep
     // their world's tighter limits unless their own entry says otherwise.

@@ -70,10 +70,41 @@ async fn things_that_are_not_plugins_are_refused_with_a_reason() {
          trellis:plugin/version-checksum@1.1.0, trellis:plugin/events@1.1.0"
     );
 
+    // A file's problems, each in one line that names the file, said once
+    // (no `source()` repeating what the message says).
     let error = runtime().load_file(std::path::Path::new("/no/such/plugin.wasm")).await.err().unwrap();
-    assert_eq!(error.to_string(), "cannot read plugin /no/such/plugin.wasm");
-    let cause = std::error::Error::source(&error).unwrap().to_string();
-    assert!(cause.starts_with("No such file or directory"), "{cause}");
+    assert_eq!(error.to_string(), "/no/such/plugin.wasm does not exist");
+    assert!(std::error::Error::source(&error).is_none());
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, bytes: &[u8]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path
+    };
+    let toml = file("Cargo.wasm", b"[package]\nname = \"oops\"\n");
+    let error = runtime().load_file(&toml).await.err().unwrap();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "{} is not a trellis plugin: it is not a WebAssembly file (it lacks the `\\0asm` header); \
+             name the .wasm a plugin's build wrote (target/wasm32-wasip2/release/NAME.wasm)",
+            toml.display()
+        )
+    );
+    let core = file("core.wasm", b"\0asm\x01\0\0\0");
+    let error = runtime().load_file(&core).await.err().unwrap();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "{} is not a trellis plugin: it is a core WebAssembly module, not a component: build it for \
+             wasm32-wasip2 (`cargo build --target wasm32-wasip2`), which writes a component",
+            core.display()
+        )
+    );
+    std::fs::create_dir(dir.path().join("a-directory.wasm")).unwrap();
+    let error = runtime().load_file(&dir.path().join("a-directory.wasm")).await.err().unwrap();
+    assert!(error.to_string().starts_with("cannot read plugin "), "{error}");
+    assert!(std::error::Error::source(&error).is_none());
 }
 
 #[tokio::test]

@@ -195,7 +195,19 @@ impl Runtime {
 
     /// Loads the plugin in `path`, named after its file stem.
     pub async fn load_file(&self, path: &Path) -> Result<Plugin, Error> {
-        let bytes = tokio::fs::read(path).await.map_err(|source| Error::Read { path: path.to_path_buf(), source })?;
+        let bytes = tokio::fs::read(path).await.map_err(|error| match error.kind() {
+            std::io::ErrorKind::NotFound => Error::Missing { path: path.to_path_buf() },
+            _ => Error::Read { path: path.to_path_buf(), reason: error.to_string() },
+        })?;
+        // wasmtime takes WebAssembly text too; a file that is neither a
+        // binary nor named `.wat` is something else (a script, a crate's
+        // manifest), and a text parser's complaint about it helps nobody.
+        let text = path.extension().is_some_and(|extension| extension == "wat");
+        if !text && !bytes.starts_with(WASM_MAGIC) {
+            let reason = "it is not a WebAssembly file (it lacks the `\\0asm` header); name the .wasm a plugin's \
+                          build wrote (target/wasm32-wasip2/release/NAME.wasm)";
+            return Err(Error::NotAPlugin { name: path.display().to_string(), reason: reason.to_string() });
+        }
         let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         self.load(&name, bytes).await.map_err(|error| match error {
             // Name the file, which the user typed, rather than the plugin.
@@ -208,6 +220,11 @@ impl Runtime {
     /// cache), finds its world and pre-instantiates it, which checks every
     /// import and export once so that calls cannot fail on linking.
     pub async fn load(&self, name: &str, bytes: Vec<u8>) -> Result<Plugin, Error> {
+        if is_core_module(&bytes) {
+            let reason = "it is a core WebAssembly module, not a component: build it for wasm32-wasip2 \
+                          (`cargo build --target wasm32-wasip2`), which writes a component";
+            return Err(Error::NotAPlugin { name: name.to_string(), reason: reason.to_string() });
+        }
         let content_hash = blake3::hash(&bytes);
         let runtime = self.clone();
         let compiled = tokio::task::spawn_blocking(move || {
@@ -229,4 +246,13 @@ impl Runtime {
             &self.budget,
         )
     }
+}
+
+/// How every binary WebAssembly file begins.
+const WASM_MAGIC: &[u8] = b"\0asm";
+
+/// A binary core module (version 1, layer 0), which a component (layer 1)
+/// is not: what a build for another target than wasm32-wasip2 writes.
+fn is_core_module(bytes: &[u8]) -> bool {
+    bytes.starts_with(WASM_MAGIC) && bytes.get(4..8) == Some(&[1, 0, 0, 0])
 }

@@ -54,8 +54,12 @@ use std::path::PathBuf;
 /// Host-side problems; a plugin failing is not one of them (see [`Failure`]).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot read plugin {}", path.display())]
-    Read { path: PathBuf, source: std::io::Error },
+    #[error("{} does not exist", path.display())]
+    Missing { path: PathBuf },
+    /// The reason is part of the message (not a `source()`, which an
+    /// error chain would say a second time).
+    #[error("cannot read plugin {}: {reason}", path.display())]
+    Read { path: PathBuf, reason: String },
     #[error("{name} is not a trellis plugin: {reason}")]
     NotAPlugin { name: String, reason: String },
     #[error("{name} is a {actual} plugin, not a {expected} plugin")]
