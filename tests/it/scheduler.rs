@@ -113,6 +113,23 @@ async fn a_cold_run_materializes_dependencies_first_and_an_unchanged_run_transfo
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn progress_counts_as_running_only_the_transformations_holding_a_permit() {
+    let days: Vec<u32> = (1..=10).collect();
+    let project = Project::new(&days);
+    let mut scheduler = open(&project.catalog("v1")).await;
+    let reports = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = reports.clone();
+    scheduler.on_progress(move |progress| kept.lock().unwrap().push(progress));
+    let run = materialize(&mut scheduler, "t.mart/Daily/rymd(20150101-20150110)", Mode::Default).await;
+    assert_eq!(run.count(FlowStatus::Successful), 20, "{run:?}");
+    let reports = reports.lock().unwrap();
+    // The project's concurrency is 2: never more running, the rest waiting.
+    assert!(reports.iter().all(|p| p.running <= 2), "{reports:?}");
+    assert!(reports.iter().any(|p| p.running + p.waiting == 10 && p.waiting >= 8), "{reports:?}");
+    assert_eq!(reports.last().map(|p| (p.running, p.waiting, p.settled)), Some((0, 0, 20)), "{reports:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_newer_upstream_rematerializes_exactly_its_cone() {
     let project = Project::new(&[1, 2, 3]);
     let catalog = project.catalog("v1");

@@ -578,7 +578,11 @@ impl Scheduler {
         }
         if self.progress.is_some() || self.table.is_some() {
             let settled = run.flows.values().filter(|s| !matches!(s, FlowStatus::Queued | FlowStatus::Running)).count();
-            let progress = Progress { settled, known: run.flows.len(), running: run.tasks.len() };
+            // Running is what holds a permit, as `trellis transformations`
+            // counts it; the other tasks wait for one (or for a retry).
+            let running = self.global.in_use().min(run.tasks.len());
+            let waiting = run.tasks.len() - running;
+            let progress = Progress { settled, known: run.flows.len(), running, waiting };
             self.with_table(|table| table.current_run_pending = progress.known - progress.settled);
             if let Some(report) = &mut self.progress {
                 report(progress);

@@ -124,7 +124,10 @@ impl Permits {
 pub struct Progress {
     pub settled: usize,
     pub known: usize,
+    /// Transformations holding a permit.
     pub running: usize,
+    /// Transformations waiting for a permit, memory or a retry.
+    pub waiting: usize,
 }
 
 /// Told each run's id as the run starts.
