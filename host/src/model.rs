@@ -15,6 +15,17 @@ pub fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// A span of milliseconds as people read it: `35 ms`, `4.2 s`, `3 min 05 s`, `2 h 10 min`.
+pub fn duration(ms: i64) -> String {
+    let seconds = ms.max(0) as f64 / 1000.0;
+    match seconds {
+        _ if ms < 1000 => format!("{} ms", ms.max(0)),
+        s if s < 60.0 => format!("{s:.1} s"),
+        s if s < 3600.0 => format!("{} min {:02} s", (s / 60.0) as u64, (s % 60.0) as u64),
+        s => format!("{} h {:02} min", (s / 3600.0) as u64, ((s % 3600.0) / 60.0) as u64),
+    }
+}
+
 /// The variant written `text` (the inverse of `wire_name`), for names that
 /// arrive as bare text rather than inside JSON, such as a Server-Sent
 /// Event's kind.
@@ -430,6 +441,18 @@ impl fmt::Display for AllowedHost {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_read_as_people_say_them() {
+        let said: Vec<String> = [-5, 0, 35, 999, 1000, 4_250, 59_999, 60_000, 185_000, 3_600_000, 7_860_000]
+            .into_iter()
+            .map(duration)
+            .collect();
+        expect_test::expect![[r#"
+            ["0 ms", "0 ms", "35 ms", "999 ms", "1.0 s", "4.2 s", "60.0 s", "1 min 00 s", "3 min 05 s", "1 h 00 min", "2 h 11 min"]
+        "#]]
+        .assert_eq(&format!("{said:?}\n"));
+    }
 
     #[test]
     fn an_allowed_host_admits_its_own_port_or_its_scheme_s_default() {

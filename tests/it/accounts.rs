@@ -140,9 +140,24 @@ async fn a_run_keeps_its_own_account_of_how_it_ended_and_what_failed_in_it() {
     assert!(text.starts_with(&format!("run {first} (DEFAULT, {OUT}): completed with 1 failed view\n")), "{text}");
     let failure = format!("  TERMINATED_WITH_ERROR  {OUT}\n    error: ");
     assert!(text.contains(&failure) && text.contains("lots"), "{text}");
+    // With its times, how long it took and its views counted by flow status.
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[1].starts_with("  started ") && lines[1].contains(", took "), "{text}");
+    assert!(lines[2].starts_with("  2 views: ") && lines[2].ends_with("1 terminated_with_error"), "{text}");
+    // Filtered by flow status, the summary stays and the other flows go.
+    let successful = ok(cli(&project, &["runs", &first, "--status", "SUCCESSFUL"]), "runs ID --status");
+    assert!(successful.contains(lines[2]) && !successful.contains("TERMINATED_WITH_ERROR"), "{successful}");
     let text = ok(cli(&project, &["runs", &second]), "runs ID");
     assert!(text.contains(&format!("SUCCESSFUL             {OUT}  [files=1 rows-in=2 rows-out=1]")), "{text}");
     assert!(!text.contains("error"), "{text}");
+    // The list says how long each run took and what it did.
+    let listed = ok(cli(&project, &["runs"]), "runs");
+    assert_eq!(listed.lines().count(), 2, "{listed}");
+    assert!(
+        listed.lines().all(|line| line.contains(" s  DEFAULT") || line.contains(" ms  DEFAULT")),
+        "a duration on each line: {listed}"
+    );
+    assert!(listed.lines().all(|line| line.contains(" (1 transformed, ")), "{listed}");
 
     // Typed, in `runs --json` and the API, beside the text.
     let runs = json(cli(&project, &["runs", "--json"]), "runs --json");
@@ -152,6 +167,22 @@ async fn a_run_keeps_its_own_account_of_how_it_ended_and_what_failed_in_it() {
     let listed = get(&format!("{}/runs", server.url)).await;
     assert_eq!(listed[0]["ended"]["kind"], "completed_with_failures", "{listed}");
     assert_eq!(listed[0]["termination"], "completed with 1 failed view", "{listed}");
+    // Times as RFC 3339 beside the milliseconds, and what the run did.
+    for (run, api) in [(&runs[0], &listed[0]), (&runs[1], &listed[1])] {
+        let started = api["started_at"].as_str().unwrap_or_else(|| panic!("{api}"));
+        let parsed = chrono::DateTime::parse_from_rfc3339(started).unwrap();
+        assert_eq!(parsed.timestamp(), api["started"].as_i64().unwrap() / 1000, "{api}");
+        assert_eq!(api["duration_ms"], api["finished"].as_i64().unwrap() - api["started"].as_i64().unwrap());
+        assert_eq!(api["transformed"], 1, "{api}");
+        for field in ["started_at", "finished_at", "duration_ms", "transformed"] {
+            assert_eq!(run[field], api[field], "`runs --json` and the API agree on {field}");
+        }
+    }
+    let views = get(&format!("{}/views/{OUT}", server.url)).await;
+    let view = &views["views"][0];
+    let at =
+        chrono::DateTime::parse_from_rfc3339(view["materialized_at"].as_str().unwrap_or_else(|| panic!("{views}")));
+    assert_eq!(at.unwrap().timestamp(), view["timestamp"].as_i64().unwrap() / 1000, "{views}");
     let detail = get(&format!("{}/runs/{first}", server.url)).await;
     assert_eq!(detail["run"]["ended"]["failed_views"], 1, "{detail}");
     let error = detail["failures"][0]["error"].as_str().unwrap_or_else(|| panic!("{detail}"));

@@ -61,19 +61,8 @@ pub(super) fn status_of(record: &RunRecord, table: &Table, server_started: i64) 
 
 /// A run as the API shows it, with what the service says of its progress.
 pub(super) fn run_of(record: RunRecord, table: &Table, server_started: i64) -> wire::Run {
-    wire::Run {
-        status: status_of(&record, table, server_started),
-        id: record.id,
-        pattern: record.pattern,
-        mode: record.mode,
-        started: record.started,
-        finished: record.finished,
-        ended: record.termination.as_ref().map(wire::Ended::from),
-        termination: record.termination,
-        idle: record.idle,
-        full_refresh: record.full_refresh,
-        action: record.action,
-    }
+    let status = status_of(&record, table, server_started);
+    wire::Run::new(record, status)
 }
 
 #[utoipa::path(get, path = "/runs", responses((status = 200, body = [wire::Run])))]

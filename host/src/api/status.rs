@@ -37,7 +37,12 @@ pub(super) fn transformations_of(state: &AppState) -> wire::Transformations {
         .table()
         .running
         .values()
-        .map(|r| wire::RunningTransformation { view: r.view.to_string(), plugin: r.plugin.clone(), since: r.since })
+        .map(|r| wire::RunningTransformation {
+            view: r.view.to_string(),
+            plugin: r.plugin.clone(),
+            since: r.since,
+            started_at: wire::millis_text(r.since),
+        })
         .collect();
     let permits = state
         .permits
@@ -117,6 +122,7 @@ pub(super) fn listener_status(state: &AppState) -> Result<Vec<wire::Listener>, A
             cursor: status.cursor,
             behind: status.behind,
             oldest_undelivered_ms: status.oldest_undelivered_ms,
+            oldest_undelivered_at: status.oldest_undelivered_ms.map(wire::millis_text),
             restarts: status.restarts,
             delivered: status.delivered,
             last_error: status.last_error,

@@ -181,6 +181,7 @@ pub(super) fn view_of(table: &Table, index: usize, dependencies: bool, dependent
         view_type: row.view_type.to_string(),
         state: row.state,
         timestamp: row.timestamp,
+        materialized_at: row.timestamp.map(wire::millis_text),
         incomplete: row.incomplete,
         errors: row.errors,
         invalidation_pending: row.invalidation_pending,

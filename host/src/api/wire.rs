@@ -59,8 +59,11 @@ pub struct View {
     pub view_type: String,
     #[schema(value_type = String)]
     pub state: ViewState,
-    /// Milliseconds since the Unix epoch.
+    /// When it was last materialized, in milliseconds since the Unix epoch.
     pub timestamp: Option<i64>,
+    /// `timestamp` as RFC 3339, in UTC.
+    #[serde(default)]
+    pub materialized_at: Option<String>,
     pub incomplete: bool,
     pub errors: bool,
     /// Invalidated and not acted on yet (a run was stopped or killed first,
@@ -280,8 +283,22 @@ pub struct Run {
     pub id: String,
     pub pattern: String,
     pub mode: String,
+    /// Milliseconds since the Unix epoch.
     pub started: i64,
+    /// Milliseconds since the Unix epoch.
     pub finished: Option<i64>,
+    /// `started` as RFC 3339, in UTC.
+    #[serde(default)]
+    pub started_at: String,
+    /// `finished` as RFC 3339, in UTC.
+    #[serde(default)]
+    pub finished_at: Option<String>,
+    /// From its start to its end, in milliseconds, once it has ended.
+    #[serde(default)]
+    pub duration_ms: Option<i64>,
+    /// How many views it transformed (each with one or more attempts).
+    #[serde(default)]
+    pub transformed: usize,
     /// `queued`, `running` or `finished`; `interrupted` for a run whose
     /// process ended during it.
     #[schema(value_type = String)]
@@ -304,6 +321,33 @@ pub struct Run {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Vec<Object>>)]
     pub action: Option<(String, i64)>,
+    /// The action's nominal time as RFC 3339, in UTC (absent with `action`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nominal_time: Option<String>,
+}
+
+impl Run {
+    /// The API's account of a recorded run, as it stands.
+    pub fn new(record: crate::metastore::RunRecord, status: RunStatus) -> Run {
+        Run {
+            status,
+            started_at: millis_text(record.started),
+            finished_at: record.finished.map(millis_text),
+            duration_ms: record.finished.map(|finished| finished - record.started),
+            transformed: record.attempts.len(),
+            nominal_time: record.action.as_ref().map(|(_, nominal)| millis_text(*nominal)),
+            id: record.id,
+            pattern: record.pattern,
+            mode: record.mode,
+            started: record.started,
+            finished: record.finished,
+            ended: record.termination.as_ref().map(Ended::from),
+            termination: record.termination,
+            idle: record.idle,
+            full_refresh: record.full_refresh,
+            action: record.action,
+        }
+    }
 }
 
 /// How a run ended: its kind and the details that kind has.
@@ -394,8 +438,11 @@ pub struct PlanLine {
 pub struct RunningTransformation {
     pub view: String,
     pub plugin: String,
-    /// Milliseconds since the Unix epoch.
+    /// When it started, in milliseconds since the Unix epoch.
     pub since: i64,
+    /// `since` as RFC 3339, in UTC.
+    #[serde(default)]
+    pub started_at: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -437,7 +484,12 @@ pub struct Listener {
     pub reason: Option<String>,
     pub cursor: u64,
     pub behind: u64,
+    /// When its oldest event not yet delivered was logged, in
+    /// milliseconds since the Unix epoch.
     pub oldest_undelivered_ms: Option<i64>,
+    /// `oldest_undelivered_ms` as RFC 3339, in UTC.
+    #[serde(default)]
+    pub oldest_undelivered_at: Option<String>,
     pub restarts: u32,
     pub delivered: u64,
     pub last_error: Option<String>,
@@ -552,10 +604,15 @@ mod tests {
             full_refresh: false,
             ended: Some((&Termination::Dequeued).into()),
             action: None,
+            started_at: "1970-01-01T00:00:00Z".into(),
+            finished_at: None,
+            duration_ms: None,
+            transformed: 0,
+            nominal_time: None,
         };
         assert_eq!(
             json(&run),
-            r#"{"id":"r","pattern":"p","mode":"DEFAULT","started":1,"finished":null,"status":"interrupted","termination":"stopped by request before it started","idle":0,"ended":{"kind":"dequeued","stopped_by":"request"}}"#
+            r#"{"id":"r","pattern":"p","mode":"DEFAULT","started":1,"finished":null,"started_at":"1970-01-01T00:00:00Z","finished_at":null,"duration_ms":null,"transformed":0,"status":"interrupted","termination":"stopped by request before it started","idle":0,"ended":{"kind":"dequeued","stopped_by":"request"}}"#
         );
         let failed = Ended::from(&Termination::Failed("disk full".into()));
         assert_eq!(json(&failed), r#"{"kind":"failed","reason":"disk full"}"#);
@@ -584,13 +641,14 @@ mod tests {
             cursor: 1,
             behind: 0,
             oldest_undelivered_ms: None,
+            oldest_undelivered_at: None,
             restarts: 0,
             delivered: 0,
             last_error: None,
         };
         assert_eq!(
             json(&listener),
-            r#"{"name":"l","plugin":null,"state":"enabled","reason":null,"cursor":1,"behind":0,"oldest_undelivered_ms":null,"restarts":0,"delivered":0,"last_error":null}"#
+            r#"{"name":"l","plugin":null,"state":"enabled","reason":null,"cursor":1,"behind":0,"oldest_undelivered_ms":null,"oldest_undelivered_at":null,"restarts":0,"delivered":0,"last_error":null}"#
         );
         assert_eq!(json(&Gap { from: 3, to: 9 }), r#"{"from":3,"to":9}"#);
         let end = End { run: "r".into(), termination: Termination::CompletedWithFailures(2) };

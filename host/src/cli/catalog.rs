@@ -427,10 +427,20 @@ pub(super) fn runs(args: &RunsArgs) -> anyhow::Result<Status> {
     }
     let store = Metastore::open(&catalog.settings.metastore)?;
     match &args.id {
-        None => print_runs(&store.runs()?, args.project.json),
+        None => {
+            let runs: Vec<(RunRecord, usize)> = store
+                .runs()?
+                .into_iter()
+                .map(|run| {
+                    let transformed = run.attempts.len();
+                    (run, transformed)
+                })
+                .collect();
+            print_runs(&runs, args.project.json)
+        }
         Some(id) => {
             let run = store.run(id)?.ok_or_else(|| anyhow::anyhow!("no run `{id}` (see `trellis runs`)"))?;
-            print_run(&run, &store.flow_records(id)?, args.project.json)
+            print_run(&run, &store.flow_records(id)?, args)
         }
     }
 }
@@ -440,14 +450,20 @@ pub(super) async fn runs_remote(args: &RunsArgs, server: &Server) -> anyhow::Res
     match &args.id {
         None => {
             let listed: Vec<wire::Run> = server.get("runs", remote::NO_QUERY).await?;
-            let runs: Vec<RunRecord> = listed.into_iter().map(run_record).collect();
+            let runs: Vec<(RunRecord, usize)> = listed
+                .into_iter()
+                .map(|run| {
+                    let transformed = run.transformed;
+                    (run_record(run), transformed)
+                })
+                .collect();
             print_runs(&runs, args.project.json)
         }
         Some(id) => {
             let detail = run_detail(server, id).await?;
             let mut run = run_record(detail.run);
             run.attempts = detail.flows.iter().filter_map(|f| Some((f.view.clone(), f.attempts?))).collect();
-            print_run(&run, &flow_records_of(detail.flows), args.project.json)
+            print_run(&run, &flow_records_of(detail.flows), args)
         }
     }
 }
@@ -505,37 +521,60 @@ fn termination_text(run: &RunRecord) -> String {
     run.termination.as_ref().map_or_else(|| "running or interrupted".to_string(), ToString::to_string)
 }
 
-/// A run as JSON: its record, with how it ended typed as the API gives it.
+/// A run as JSON: its record, with how it ended typed and its times as
+/// the API gives them.
 fn run_json(run: &RunRecord) -> anyhow::Result<serde_json::Value> {
     let mut value = serde_json::to_value(run)?;
     if let Some(termination) = &run.termination {
         value["ended"] = serde_json::to_value(wire::Ended::from(termination))?;
     }
+    value["started_at"] = wire::millis_text(run.started).into();
+    value["finished_at"] = run.finished.map(wire::millis_text).into();
+    value["duration_ms"] = run.finished.map(|finished| finished - run.started).into();
     Ok(value)
 }
 
-fn print_runs(runs: &[RunRecord], json: bool) -> anyhow::Result<Status> {
+/// How long a run took, or `-` while it has not ended.
+fn run_duration(run: &RunRecord) -> String {
+    run.finished.map_or_else(|| "-".to_string(), |finished| crate::model::duration(finished - run.started))
+}
+
+/// Runs, each with how many views it transformed (a server lists that
+/// count rather than each view's attempts).
+fn print_runs(runs: &[(RunRecord, usize)], json: bool) -> anyhow::Result<Status> {
     if json {
         // Attempts are the run's detail (`runs ID`), as the server lists runs.
         let runs = runs
             .iter()
-            .map(|run| run_json(&RunRecord { attempts: Default::default(), ..run.clone() }))
+            .map(|(run, transformed)| {
+                let mut value = run_json(&RunRecord { attempts: Default::default(), ..run.clone() })?;
+                value["transformed"] = (*transformed).into();
+                Ok(value)
+            })
             .collect::<anyhow::Result<Vec<_>>>()?;
         println!("{}", serde_json::to_string_pretty(&runs)?);
     } else {
-        for run in runs {
+        for (run, transformed) in runs {
             let termination = termination_text(run);
-            println!("{}  {}  {:<8} {}  {termination}", run.id, time(run.started), run.mode, run.pattern);
+            let counts = format!("{transformed} transformed, {} up to date", run.idle);
+            println!(
+                "{}  {}  {:>10}  {:<8} {}  {termination} ({counts})",
+                run.id,
+                time(run.started),
+                run_duration(run),
+                run.mode,
+                run.pattern
+            );
         }
     }
     Ok(Status::Success)
 }
 
-fn print_run(run: &RunRecord, flows: &[(String, FlowRecord)], json: bool) -> anyhow::Result<Status> {
-    if json {
+fn print_run(run: &RunRecord, flows: &[(String, FlowRecord)], args: &RunsArgs) -> anyhow::Result<Status> {
+    let listed = flows.iter().filter(|(_, flow)| args.status.is_none_or(|wanted| flow.status == wanted));
+    if args.project.json {
         // Each flow as the API writes it.
-        let flows: Vec<wire::Flow> = flows
-            .iter()
+        let flows: Vec<wire::Flow> = listed
             .map(|(view, flow)| wire::Flow {
                 view: view.clone(),
                 status: flow.status,
@@ -548,8 +587,11 @@ fn print_run(run: &RunRecord, flows: &[(String, FlowRecord)], json: bool) -> any
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         println!("run {} ({}, {}): {}", run.id, run.mode, run.pattern, termination_text(run));
+        let finished = run.finished.map_or_else(|| "not finished".to_string(), |ms| format!("finished {}", time(ms)));
+        println!("  started {}, {finished}, took {}", time(run.started), run_duration(run));
+        println!("  {}", super::schedule::flow_counts(flows.iter().map(|(_, flow)| flow.status), run.idle));
         // What happened to each view in this run, as the run recorded it.
-        for (view, flow) in flows {
+        for (view, flow) in listed {
             // Attempts are worth a word only when there was more than one.
             let attempts = match run.attempts.get(view) {
                 Some(&attempts) if attempts > 1 => format!("  ({attempts} attempts)"),
@@ -571,6 +613,18 @@ pub(super) struct RunsArgs {
     project: ProjectArgs,
     /// A run's id, to show its views' flow statuses
     id: Option<String>,
+    /// With a run's id: only its views with this flow status (SUCCESSFUL, TERMINATED_WITH_ERROR,
+    /// SKIPPED, CANCELED, EXCLUDED, RUNNING, QUEUED)
+    #[arg(long, short = 's', value_name = "STATUS", value_parser = flow_status, requires = "id")]
+    status: Option<FlowStatus>,
+}
+
+fn flow_status(text: &str) -> Result<FlowStatus, String> {
+    crate::model::from_wire_name(&text.to_uppercase()).ok_or_else(|| {
+        format!(
+            "`{text}` is not a flow status (SUCCESSFUL, TERMINATED_WITH_ERROR, SKIPPED, CANCELED, EXCLUDED, RUNNING, QUEUED)"
+        )
+    })
 }
 
 fn dedup(mut ids: Vec<ViewId>) -> Vec<ViewId> {

@@ -135,6 +135,7 @@ mod tests {
             cursor: 4,
             behind: 0,
             oldest_undelivered_ms: None,
+            oldest_undelivered_at: None,
             restarts: 3,
             delivered: 2,
             last_error: None,

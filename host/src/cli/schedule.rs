@@ -101,7 +101,11 @@ pub(super) async fn materialize(args: &MaterializeArgs, runtime: &Runtime) -> an
             0 => String::new(),
             behind => format!(", listeners {} behind", crate::model::plural(behind as usize, "event", "events")),
         };
-        reporter.set_message(format!("({} running{lag})", progress.running));
+        let waiting = match progress.waiting {
+            0 => String::new(),
+            n => format!(", {n} waiting"),
+        };
+        reporter.set_message(format!("({} running{waiting}{lag})", progress.running));
     });
     // Ctrl-C (or `trellis stop ID`, which sends SIGINT) stops the run
     // cleanly: running transformations are canceled and keep their
@@ -309,6 +313,17 @@ fn print_summary(summary: &RunSummary, json: bool, verbose: bool) -> anyhow::Res
 /// `8 views: 6 successful, 2 idle`: a run's views counted by flow status,
 /// in the words every command and the API use for them.
 pub(super) fn counts_line(summary: &RunSummary) -> String {
+    flow_counts(summary.flows.iter().map(|(_, status)| *status), summary.idle)
+}
+
+/// The counts line of a run's flows and its views found up to date.
+pub(super) fn flow_counts(flows: impl Iterator<Item = FlowStatus>, idle: usize) -> String {
+    let mut counts = std::collections::BTreeMap::<FlowStatus, usize>::new();
+    for status in flows {
+        *counts.entry(status).or_default() += 1;
+    }
+    counts.insert(FlowStatus::Idle, idle);
+    let views: usize = counts.values().sum();
     let counts: Vec<String> = [
         FlowStatus::Successful,
         FlowStatus::Idle,
@@ -316,13 +331,15 @@ pub(super) fn counts_line(summary: &RunSummary) -> String {
         FlowStatus::Skipped,
         FlowStatus::Canceled,
         FlowStatus::Excluded,
+        FlowStatus::Running,
+        FlowStatus::Queued,
     ]
     .into_iter()
-    .map(|status| (status, summary.count(status)))
-    .filter(|(_, n)| *n > 0)
-    .map(|(status, n)| format!("{n} {}", wire_name(&status).to_lowercase()))
+    .filter_map(|status| {
+        counts.get(&status).filter(|n| **n > 0).map(|n| format!("{n} {}", wire_name(&status).to_lowercase()))
+    })
     .collect();
-    format!("{}: {}", crate::model::plural(summary.views(), "view", "views"), counts.join(", "))
+    format!("{}: {}", crate::model::plural(views, "view", "views"), counts.join(", "))
 }
 
 pub(super) async fn invalidate(args: &InvalidateArgs) -> anyhow::Result<Status> {

@@ -14,8 +14,8 @@ use percent_encoding::{AsciiSet, CONTROLS, NON_ALPHANUMERIC, utf8_percent_encode
 
 use super::super::wire;
 use crate::metastore::LoggedEvent;
-use crate::model::plural;
 use crate::model::{FlowStatus, ViewState, wire_name};
+use crate::model::{duration, plural};
 use crate::scheduler::coordinate::CoordinatorStatus;
 
 /// What a view's URL path keeps of itself in a link: `/` stays, so that
@@ -36,15 +36,6 @@ fn time(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
         .unwrap_or_else(|| ms.to_string())
-}
-
-fn duration(ms: i64) -> String {
-    let seconds = ms.max(0) as f64 / 1000.0;
-    match seconds {
-        s if s < 60.0 => format!("{s:.1} s"),
-        s if s < 3600.0 => format!("{} min {:02} s", (s / 60.0) as u64, (s % 60.0) as u64),
-        s => format!("{} h {:02} min", (s / 3600.0) as u64, ((s % 3600.0) / 60.0) as u64),
-    }
 }
 
 fn state_badge(state: ViewState) -> Markup {
