@@ -181,7 +181,17 @@ fn remote_commands_print_what_embedded_commands_print() {
     assert!(session.stderr.contains("error: unrecognized subcommand 'no-such-command'"), "{}", session.stderr);
     assert!(session.stderr.contains(pattern_error.as_str()), "{}", session.stderr);
 
+    // Without a pattern, `views` lists what the server has instantiated
+    // (and embedded, what the metastore records): the pattern's views among them.
+    let everything = ok(remote(&server, &["views"]), "views");
+    let addressed = &output(&["views", "-v", PATTERN]).stdout;
+    assert!(addressed.lines().all(|line| everything.lines().any(|l| l == line)), "{everything}");
+    assert!(everything.lines().count() > addressed.lines().count(), "{everything}");
+
     assert_eq!(server.stop(), 0);
+
+    let recorded = ok(embedded(&project, &["views"]), "views");
+    assert!(addressed.lines().all(|line| recorded.lines().any(|l| l == line)), "{recorded}");
 
     for (args, remote) in cases.iter().zip(&remote_runs) {
         let embedded = embedded(&project, args);

@@ -33,8 +33,9 @@ pub(super) struct ViewsArgs {
     #[command(flatten)]
     project: ProjectArgs,
     /// A view pattern, e.g. shop.datamart/DailySales/SHOP10/rymd(20150501-20150507)
+    /// [default: every view the metastore records, or that a server has instantiated]
     #[arg(long, short = 'v', value_name = "PATTERN")]
-    views: String,
+    views: Option<String>,
     /// Also list the views they depend on, transitively
     #[arg(long, short = 'd')]
     deps: bool,
@@ -245,15 +246,17 @@ fn transformation_name(transformation: &Transformation) -> &str {
 
 pub(super) fn views(args: &ViewsArgs) -> anyhow::Result<Status> {
     let catalog = load(&args.project.project)?;
-    let pattern = catalog::pattern::parse(&args.views)?;
     let mut lattice = Lattice::new(catalog.clone());
     let resolution = Resolution { evaluation_time: Utc::now(), exists: &on_disk };
-    let addressed = lattice.instantiate(&pattern, &resolution)?;
-    let listed: Vec<ViewId> = if args.deps { lattice.closure(&addressed) } else { dedup(addressed) };
     // States come from the metastore when there is one; listing views must
     // not create it.
     let store =
         if catalog.settings.metastore.exists() { Some(Metastore::open(&catalog.settings.metastore)?) } else { None };
+    let addressed = match &args.views {
+        Some(views) => lattice.instantiate(&catalog::pattern::parse(views)?, &resolution)?,
+        None => recorded_views(store.as_ref(), &mut lattice, &resolution)?,
+    };
+    let listed: Vec<ViewId> = if args.deps { lattice.closure(&addressed) } else { dedup(addressed) };
     let mut rows = Vec::new();
     for id in listed {
         let url = lattice.url_path(id);
@@ -276,6 +279,35 @@ pub(super) fn views(args: &ViewsArgs) -> anyhow::Result<Status> {
     print_views(&select(args, rows), args)
 }
 
+/// Without a pattern, the views the metastore records, instantiated in
+/// the project as it is now; a recorded view whose type the project no
+/// longer declares (or declares otherwise) is counted on stderr.
+fn recorded_views(
+    store: Option<&Metastore>,
+    lattice: &mut Lattice,
+    resolution: &Resolution<'_>,
+) -> anyhow::Result<Vec<ViewId>> {
+    let Some(store) = store else { return Ok(Vec::new()) };
+    let mut ids = Vec::new();
+    let mut strays = 0;
+    for entry in store.views_with_prefix("") {
+        let (url, _) = entry?;
+        let instantiated = catalog::pattern::parse(&url)
+            .ok()
+            .and_then(|pattern| lattice.instantiate(&pattern, resolution).ok())
+            .and_then(|views| views.first().copied());
+        match instantiated {
+            Some(id) => ids.push(id),
+            None => strays += 1,
+        }
+    }
+    if strays > 0 {
+        let strays = crate::model::plural(strays, "view", "views");
+        eprintln!("note: {strays} in the metastore are not in the project as it is now, and not listed");
+    }
+    Ok(ids)
+}
+
 /// `trellis views` with a server: the server selects, counts and, with
 /// `--deps`, gathers the closure, in the order embedded mode lists it.
 pub(super) async fn views_remote(args: &ViewsArgs, server: &Server) -> anyhow::Result<Status> {
@@ -287,7 +319,7 @@ pub(super) async fn views_remote(args: &ViewsArgs, server: &Server) -> anyhow::R
     };
     if args.overview {
         let overview: wire::Overview = server
-            .get(&remote::path("views", &args.views), &wire::ViewsQuery { overview: Some(true), ..query })
+            .get(&remote::views_path(args.views.as_deref()), &wire::ViewsQuery { overview: Some(true), ..query })
             .await?;
         let mut counts = Vec::new();
         for (state, n) in overview.overview {
@@ -297,7 +329,7 @@ pub(super) async fn views_remote(args: &ViewsArgs, server: &Server) -> anyhow::R
         return print_views(&Listing::Overview { counts, total: overview.total }, args);
     }
     let rows = server
-        .views(&args.views, query)
+        .views(args.views.as_deref(), query)
         .await?
         .into_iter()
         .map(|view| ViewRow {

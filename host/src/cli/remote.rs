@@ -45,6 +45,11 @@ pub(super) fn path(prefix: &str, value: &str) -> String {
     format!("{prefix}/{}", segments.join("/"))
 }
 
+/// `views/PATTERN`, or `views` (those the server has instantiated).
+pub(super) fn views_path(pattern: Option<&str>) -> String {
+    pattern.map_or_else(|| "views".to_string(), |pattern| path("views", pattern))
+}
+
 /// How long to wait for a connection; a request's answer may take longer
 /// (the server itself answers within its request timeout).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -126,8 +131,12 @@ impl Server {
     }
 
     /// Every page of a views request, following the `next` cursors.
-    pub(super) async fn views(&self, pattern: &str, query: wire::ViewsQuery) -> anyhow::Result<Vec<wire::View>> {
-        let path = path("views", pattern);
+    pub(super) async fn views(
+        &self,
+        pattern: Option<&str>,
+        query: wire::ViewsQuery,
+    ) -> anyhow::Result<Vec<wire::View>> {
+        let path = views_path(pattern);
         let mut query = query;
         let mut views = Vec::new();
         loop {
