@@ -442,3 +442,63 @@ fn deps_shows_lineage_downstream_and_as_a_dot_graph() {
         dot.stdout
     );
 }
+
+/// `cargo` for a crate outside this build, as a user would run it there:
+/// the outer build's variables (target dir, features, flags) cleared, and
+/// no network (the SDK's dependencies are in cargo's cache from building
+/// plugins/).
+fn nested_cargo(dir: &std::path::Path, args: &[&str]) -> crate::support::Run {
+    let mut command = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy().into_owned();
+        if (key.starts_with("CARGO_") && key != "CARGO_HOME") || key.starts_with("RUSTC") || key == "RUSTFLAGS" {
+            command.env_remove(key);
+        }
+    }
+    command.current_dir(dir).args(args).arg("--offline");
+    run(&mut command)
+}
+
+#[test]
+fn a_plugin_crate_from_plugins_new_tests_builds_and_materializes_a_view_as_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let new = run(trellis().current_dir(dir.path()).args(["plugins", "new", "line-count"]));
+    assert_eq!(new.code, 0, "{}", new.stderr);
+    assert!(new.stdout.starts_with("wrote the transformation plugin line-count in line-count\n"), "{}", new.stdout);
+    let crate_dir = dir.path().join("line-count");
+
+    let tested = nested_cargo(&crate_dir, &["test"]);
+    assert_eq!(tested.code, 0, "cargo test: {}", tested.stderr);
+    assert!(tested.stdout.contains("test tests::blank_lines_do_not_count ... ok"), "{}", tested.stdout);
+    let built = nested_cargo(&crate_dir, &["plugin"]);
+    assert_eq!(built.code, 0, "cargo plugin: {}", built.stderr);
+    // The component lands where the example project looks for it, and a
+    // view computed by it materializes.
+    assert!(crate_dir.join("target/wasm32-wasip2/release/line_count.wasm").is_file());
+    let view = "example.mart/Lines/2015/05/01";
+    let materialized = run(trellis().current_dir(&crate_dir).args(["materialize", "-p", "project", "-v", view]));
+    assert_eq!(materialized.code, 0, "{}{}", materialized.stdout, materialized.stderr);
+    assert_eq!(materialized.stdout, "2 views: 2 successful\n");
+    let output = crate_dir.join("project/data/example/lines/2015/05/01/part-00000.csv");
+    assert_eq!(std::fs::read_to_string(output).unwrap(), "lines\n3\n");
+
+    // The other kinds build as they are, into plugins of their world.
+    for (kind, world) in [("checksum", "checksum"), ("listener", "listener")] {
+        let name = format!("my-{kind}");
+        let new = run(trellis().current_dir(dir.path()).args(["plugins", "new", &name, "--kind", kind]));
+        assert_eq!(new.code, 0, "{}", new.stderr);
+        let built = nested_cargo(&dir.path().join(&name), &["plugin"]);
+        assert_eq!(built.code, 0, "cargo plugin of a {kind}: {}", built.stderr);
+        let wasm = dir.path().join(&name).join(format!("target/wasm32-wasip2/release/my_{kind}.wasm"));
+        let inspected = run(trellis().args(["plugins", "inspect"]).arg(&wasm));
+        assert!(inspected.stdout.contains(&format!("world:        {world}\n")), "{}", inspected.stdout);
+    }
+
+    // It writes only into a new or empty directory, and takes only names cargo takes.
+    let again = run(trellis().current_dir(dir.path()).args(["plugins", "new", "line-count"]));
+    assert_eq!(again.code, 2);
+    assert_eq!(again.stderr, "error: line-count exists and is not empty; name a new or empty directory with --dir\n");
+    let bad = run(trellis().current_dir(dir.path()).args(["plugins", "new", "Line_Count"]));
+    assert_eq!(bad.code, 2);
+    assert!(bad.stderr.contains("`Line_Count` is not a plugin name"), "{}", bad.stderr);
+}

@@ -16,6 +16,7 @@ mod metastore;
 mod plugins;
 mod reload;
 mod remote;
+mod scaffold;
 mod schedule;
 mod serve;
 mod shell;

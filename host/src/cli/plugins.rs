@@ -26,6 +26,8 @@ pub(super) enum PluginsCommand {
     Run(RunArgs),
     /// Compute a version checksum with a checksum plugin
     Checksum(ChecksumArgs),
+    /// Write a new plugin crate (with its SDK, a test and, for a transformation, an example project)
+    New(super::scaffold::NewArgs),
 }
 
 #[derive(Debug, Args)]
@@ -125,6 +127,7 @@ impl PluginsCommand {
             PluginsCommand::Inspect { file, json } => inspect(runtime, &file, json).await,
             PluginsCommand::Run(args) => run(runtime, args).await,
             PluginsCommand::Checksum(args) => checksum(runtime, args).await,
+            PluginsCommand::New(args) => super::scaffold::new(&args),
         }
     }
 }
