@@ -843,17 +843,34 @@ fn a_project_held_by_a_server_is_named_with_the_server_s_address() {
     let project = dir.path().join("p");
     Daily::new("a", "trivial", 1).write(&project);
     let server = Server::start(&project, &[], &[]);
-    let stop = run(trellis().args(["stop", "-p"]).arg(&project));
-    assert_eq!(stop.code, 2, "{}", stop.stdout);
+    // A command with a remote form asks the server, and says so on stderr.
+    let view = "a.mart/Out/2015/01/01";
+    let views = run(trellis().args(["views", "-v", view, "-p"]).arg(&project));
+    assert_eq!(views.code, 0, "{}", views.stderr);
+    let note =
+        format!("note: `trellis serve` at {} holds the project in {}; asking it\n", server.url, project.display());
+    assert_eq!(views.stderr, note);
+    assert!(views.stdout.starts_with(&format!("{view}  receive  ")), "{}", views.stdout);
+    let runs = run(trellis().current_dir(&project).args(["runs"]));
+    assert_eq!((runs.code, runs.stderr.as_str()), (0, note.replace(&project.display().to_string(), ".").as_str()));
+    // One without says in one line who holds the project, and what to do.
     let held = format!("`trellis serve` at {} (process ", server.url);
-    assert!(stop.stderr.contains(&held), "{}", stop.stderr);
-    assert!(stop.stderr.contains(&format!("run `trellis stop --server {}`", server.url)), "{}", stop.stderr);
-    assert_eq!(stop.stderr.lines().count(), 1, "{}", stop.stderr);
+    for (args, advice) in [
+        (["coordinate", "-p"], "it runs the coordinators itself"),
+        (["metastore", "-p"], "stop it first; `trellis metastore` needs the metastore to itself"),
+    ] {
+        let refused = run(trellis().args(args).arg(&project).args(["check"].iter().filter(|_| args[0] == "metastore")));
+        assert_eq!(refused.code, 2, "{args:?}: {}", refused.stdout);
+        assert!(refused.stderr.contains(&held) && refused.stderr.contains(advice), "{args:?}: {}", refused.stderr);
+        assert_eq!(refused.stderr.lines().count(), 1, "{}", refused.stderr);
+    }
     let second = run(trellis().args(["serve", "--bind", "127.0.0.1:0", "-p"]).arg(&project));
     assert_eq!(second.code, 2, "{}", second.stdout);
     assert!(second.stderr.contains(&held) && second.stderr.contains("or stop it first"), "{}", second.stderr);
     assert_eq!(server.stop(), 0);
-    // Once the server is gone, so is its announcement.
+    // Once the server is gone, so is its announcement: commands work here.
+    let views = run(trellis().args(["views", "-v", view, "-p"]).arg(&project));
+    assert_eq!((views.code, views.stderr.as_str()), (0, ""));
     let stop = run(trellis().args(["stop", "-p"]).arg(&project));
     assert!(stop.stderr.contains("no run is in progress"), "{}", stop.stderr);
 }

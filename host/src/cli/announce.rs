@@ -105,10 +105,13 @@ pub(super) fn server(catalog: &Catalog) -> Option<Announced<ServerAddress>> {
 pub(super) fn held_by_server(dir: &Path, server: &Announced<ServerAddress>, command: &str) -> String {
     let url = &server.what.url;
     let held = format!("`trellis serve` at {url} (process {}) holds the project in {}", server.pid, dir.display());
-    if command == "serve" {
-        format!("{held}: talk to it with --server {url} (or TRELLIS_SERVER={url}), or stop it first")
-    } else {
-        format!("{held}: run `trellis {command} --server {url}` (or set TRELLIS_SERVER={url})")
+    match command {
+        "serve" => format!("{held}: talk to it with --server {url} (or TRELLIS_SERVER={url}), or stop it first"),
+        "coordinate" => format!(
+            "{held}: it runs the coordinators itself (`trellis coordinators --server {url}`); stop it to coordinate here"
+        ),
+        "metastore" => format!("{held}: stop it first; `trellis metastore` needs the metastore to itself"),
+        _ => format!("{held}: run `trellis {command} --server {url}` (or set TRELLIS_SERVER={url})"),
     }
 }
 

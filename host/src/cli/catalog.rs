@@ -31,7 +31,7 @@ pub(super) struct ProjectArgs {
 #[derive(Debug, Args)]
 pub(super) struct ViewsArgs {
     #[command(flatten)]
-    project: ProjectArgs,
+    pub(super) project: ProjectArgs,
     /// A view pattern, e.g. shop.datamart/DailySales/SHOP10/rymd(20150501-20150507)
     /// [default: every view the metastore records, or that a server has instantiated]
     #[arg(long, short = 'v', value_name = "PATTERN")]
@@ -54,7 +54,7 @@ pub(super) struct ViewsArgs {
 #[derive(Debug, Args)]
 pub(super) struct DepsArgs {
     #[command(flatten)]
-    project: ProjectArgs,
+    pub(super) project: ProjectArgs,
     /// The view's URL path, e.g. shop.datamart/MonthlySales/SHOP10/2015/05 (with --dot, a view pattern)
     view: String,
     /// The evaluation time for latest(), e.g. 2015-05-03T12:00Z [default: now]
@@ -642,7 +642,7 @@ fn print_run(run: &RunRecord, flows: &[(String, FlowRecord)], args: &RunsArgs) -
 #[derive(Debug, Args)]
 pub(super) struct RunsArgs {
     #[command(flatten)]
-    project: ProjectArgs,
+    pub(super) project: ProjectArgs,
     /// A run's id, to show its views' flow statuses
     id: Option<String>,
     /// With a run's id: only its views with this flow status (SUCCESSFUL, TERMINATED_WITH_ERROR,

@@ -26,7 +26,7 @@ use crate::session::Session;
 #[derive(Debug, Args)]
 pub(super) struct CoordinateArgs {
     #[command(flatten)]
-    project: ProjectArgs,
+    pub(super) project: ProjectArgs,
     /// Act as if it were this time (RFC 3339, e.g. 2015-05-03T07:00:00Z, or a date)
     /// [default: $TRELLIS_NOW, else the clock]
     #[arg(long, value_name = "TIME", value_parser = parse_time)]

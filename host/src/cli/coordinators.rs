@@ -21,13 +21,13 @@ use crate::scheduler::{Coordination, CoordinatorAnswer, Scheduler};
 #[derive(Debug, Args)]
 pub(super) struct CoordinatorsArgs {
     #[command(flatten)]
-    project: ProjectArgs,
+    pub(super) project: ProjectArgs,
 }
 
 #[derive(Debug, Args)]
 pub(super) struct ActionsArgs {
     #[command(flatten)]
-    project: ProjectArgs,
+    pub(super) project: ProjectArgs,
     /// The coordinator's name in trellis.toml
     name: String,
     /// Only the actions in this state (WAITING, READY, SUBMITTED, RUNNING, SUCCEEDED, FAILED, TIMEDOUT, SKIPPED, KILLED)
@@ -38,7 +38,7 @@ pub(super) struct ActionsArgs {
 #[derive(Debug, Args)]
 pub(super) struct NameArgs {
     #[command(flatten)]
-    project: ProjectArgs,
+    pub(super) project: ProjectArgs,
     /// The coordinator's name in trellis.toml
     name: String,
 }
@@ -46,7 +46,7 @@ pub(super) struct NameArgs {
 #[derive(Debug, Args)]
 pub(super) struct KillArgs {
     #[command(flatten)]
-    project: ProjectArgs,
+    pub(super) project: ProjectArgs,
     /// The coordinator's name in trellis.toml
     name: String,
     /// The first nominal time to kill (RFC 3339 or a date) [default: the oldest open action]
@@ -60,7 +60,7 @@ pub(super) struct KillArgs {
 #[derive(Debug, Args)]
 pub(super) struct RerunArgs {
     #[command(flatten)]
-    project: ProjectArgs,
+    pub(super) project: ProjectArgs,
     /// The coordinator's name in trellis.toml
     name: String,
     /// The first nominal time to run again (RFC 3339 or a date)

@@ -14,7 +14,7 @@ use crate::model::wire_name;
 #[derive(Debug, Args)]
 pub(super) struct ListenersArgs {
     #[command(flatten)]
-    project: ProjectArgs,
+    pub(super) project: ProjectArgs,
     #[command(subcommand)]
     action: Option<Action>,
 }

@@ -15,7 +15,7 @@ use crate::metastore::Metastore;
 #[derive(Debug, Args)]
 pub(super) struct LogsArgs {
     #[command(flatten)]
-    project: ProjectArgs,
+    pub(super) project: ProjectArgs,
     /// The view's URL path, e.g. shop.datamart/DailySales/SHOP10/2015/05/01
     view: String,
 }

@@ -15,7 +15,7 @@ use crate::metastore::{self, Metastore};
 #[derive(Debug, Args)]
 pub(super) struct MetastoreArgs {
     #[command(flatten)]
-    project: ProjectArgs,
+    pub(super) project: ProjectArgs,
     #[command(subcommand)]
     action: Action,
 }

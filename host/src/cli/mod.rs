@@ -183,10 +183,30 @@ impl Cli {
             Runtime::new(RuntimeOptions { cache_dir: cache_dir.clone(), ..RuntimeOptions::default() })
                 .context("starting the plugin runtime")
         };
+        // A project held by a `trellis serve` (sled admits one process)
+        // is reached through that server, or, by a command that has no
+        // remote form, refused in one line that says where it is.
+        let held = match (&globals.server, self.command.project()) {
+            (None, Some(project)) => held_by(project),
+            _ => None,
+        };
+        if let (Some((dir, held)), Some(command)) = (&held, self.command.local_only()) {
+            anyhow::bail!("{}", announce::held_by_server(dir, held, command));
+        }
         // A command with a remote form gathers its data here or from the
         // server, then prints it with the one function both forms share.
-        let server = || globals.server();
+        let server = || -> anyhow::Result<Option<remote::Server>> {
+            if let Some(server) = globals.server()? {
+                return Ok(Some(server));
+            }
+            let Some((dir, held)) = &held else { return Ok(None) };
+            let url = &held.what.url;
+            eprintln!("note: `trellis serve` at {url} holds the project in {}; asking it", dir.display());
+            Ok(Some(remote::Server::new(url, token(globals.token_file.as_deref())?)?))
+        };
         match self.command {
+            // Writing a crate needs no engine.
+            Command::Plugins(plugins::PluginsCommand::New(args)) => scaffold::new(&args),
             Command::Plugins(command) => command.run(&runtime()?).await,
             Command::Demo(args) => args.run(&runtime()?).await,
             Command::Validate(args) => catalog::validate(&args, &runtime()?).await,
@@ -237,6 +257,50 @@ impl Cli {
             },
             Command::Transformations(args) => schedule::transformations(&args, server()?.as_ref()).await,
             Command::Shell => shell::run(&globals).await,
+        }
+    }
+}
+
+/// The server that announced it holds the project in `project`, if it
+/// still runs. A project that does not load has none (the command says
+/// what is wrong with it).
+fn held_by(project: &Path) -> Option<(PathBuf, announce::Announced<announce::ServerAddress>)> {
+    let catalog = crate::catalog::load(project).ok()?;
+    announce::server(&catalog).map(|server| (project.to_path_buf(), server))
+}
+
+impl Command {
+    /// The project directory of a command that works on one through its
+    /// metastore. `serve` and `reload` find their server themselves.
+    fn project(&self) -> Option<&Path> {
+        let project = match self {
+            Command::Views(args) => &args.project,
+            Command::Logs(args) => &args.project,
+            Command::Materialize(args) => &args.project,
+            Command::Coordinate(args) => &args.project,
+            Command::Coordinators(args) => &args.project,
+            Command::Actions(args) => &args.project,
+            Command::Suspend(args) | Command::Resume(args) => &args.project,
+            Command::Kill(args) => &args.project,
+            Command::Rerun(args) => &args.project,
+            Command::Invalidate(args) => &args.project,
+            Command::Plan(args) => &args.project,
+            Command::Txlog(args) => &args.project,
+            Command::Runs(args) => &args.project,
+            Command::Stop(args) => &args.project,
+            Command::Listeners(args) => &args.project,
+            Command::Metastore(args) => &args.project,
+            _ => return None,
+        };
+        Some(&project.project)
+    }
+
+    /// The name of a command that opens the metastore and has no remote form.
+    fn local_only(&self) -> Option<&'static str> {
+        match self {
+            Command::Coordinate(_) => Some("coordinate"),
+            Command::Metastore(_) => Some("metastore"),
+            _ => None,
         }
     }
 }

@@ -16,7 +16,7 @@ use crate::api::wire;
 #[derive(Debug, Args)]
 pub(super) struct ReloadArgs {
     #[command(flatten)]
-    project: ProjectArgs,
+    pub(super) project: ProjectArgs,
 }
 
 /// `trellis reload -p DIR`: the project's own server, found by its

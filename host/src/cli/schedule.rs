@@ -19,7 +19,7 @@ use crate::session::Session;
 #[derive(Debug, Args)]
 pub(super) struct MaterializeArgs {
     #[command(flatten)]
-    project: ProjectArgs,
+    pub(super) project: ProjectArgs,
     /// The views to materialize, as a view pattern
     #[arg(long, short = 'v', value_name = "PATTERN")]
     views: String,
@@ -43,7 +43,7 @@ pub(super) struct MaterializeArgs {
 #[derive(Debug, Args)]
 pub(super) struct InvalidateArgs {
     #[command(flatten)]
-    project: ProjectArgs,
+    pub(super) project: ProjectArgs,
     #[arg(long, short = 'v', value_name = "PATTERN")]
     views: String,
     /// Also invalidate what they depend on
@@ -54,7 +54,7 @@ pub(super) struct InvalidateArgs {
 #[derive(Debug, Args)]
 pub(super) struct PlanArgs {
     #[command(flatten)]
-    project: ProjectArgs,
+    pub(super) project: ProjectArgs,
     #[arg(long, short = 'v', value_name = "PATTERN")]
     views: String,
 }
@@ -62,7 +62,7 @@ pub(super) struct PlanArgs {
 #[derive(Debug, Args)]
 pub(super) struct TransformationsArgs {
     #[command(flatten)]
-    project: ProjectArgs,
+    pub(super) project: ProjectArgs,
 }
 
 /// A run's progress bar on a terminal; nothing when stderr is a file or pipe.

@@ -21,7 +21,7 @@ use crate::session::Session;
 #[derive(Debug, Args)]
 pub(super) struct ServeArgs {
     #[command(flatten)]
-    project: ProjectArgs,
+    pub(super) project: ProjectArgs,
     /// Where to listen; port 0 picks a free port (the address is printed)
     #[arg(long, default_value = "127.0.0.1:20698", value_name = "ADDR")]
     bind: SocketAddr,

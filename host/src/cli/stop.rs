@@ -21,7 +21,7 @@ use crate::model::{StopEffect, Termination};
 #[derive(Debug, Args)]
 pub(super) struct StopArgs {
     #[command(flatten)]
-    project: ProjectArgs,
+    pub(super) project: ProjectArgs,
     /// The run's id, as `trellis materialize` and `trellis runs` show it
     /// [default: the run in progress]
     id: Option<String>,

@@ -19,7 +19,7 @@ use crate::scheduler::Scheduler;
 #[command(args_conflicts_with_subcommands = true)]
 pub(super) struct TxLogArgs {
     #[command(flatten)]
-    project: ProjectArgs,
+    pub(super) project: ProjectArgs,
     #[command(subcommand)]
     action: Option<TxLogAction>,
     /// A view pattern; without one, every view that has a log
