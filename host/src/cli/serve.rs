@@ -103,12 +103,15 @@ pub(super) async fn serve(args: &ServeArgs, token: Option<String>, runtime: &Run
         );
     }
     let _server_file = announce::Guard(server_file);
+    // Handled from before it says it listens: a SIGTERM right after that
+    // line is a clean shutdown, not the default action's kill.
+    let shutdown = shutdown_signal();
     // On stdout, for whoever started the server on port 0.
     println!("listening on http://{address}");
     tracing::info!(%address, project = %catalog.settings.name, "serving");
     let grace = args.grace;
     let signal = async move {
-        wait_for_signal().await;
+        shutdown.await;
         tracing::info!(?grace, "shutting down: running transformations get the grace period");
         handle.shutdown(grace);
         let _ = shutdown_sender.send(true);
@@ -230,24 +233,31 @@ async fn reload_on_hangup(reloader: Reloader, handle: crate::scheduler::Handle) 
     }
 }
 
-async fn wait_for_signal() {
+/// SIGINT or SIGTERM, handled from the moment this is called (not from
+/// when the future is first polled).
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
-            (Ok(mut interrupt), Ok(mut terminate)) => {
-                tokio::select! {
-                    _ = interrupt.recv() => {}
-                    _ = terminate.recv() => {}
+        let signals = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()));
+        async move {
+            match signals {
+                (Ok(mut interrupt), Ok(mut terminate)) => {
+                    tokio::select! {
+                        _ = interrupt.recv() => {}
+                        _ = terminate.recv() => {}
+                    }
                 }
-            }
-            _ => {
-                let _ = tokio::signal::ctrl_c().await;
+                _ => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
         }
     }
     #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
+    async {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 /// Each declared plugin, as loaded, for `GET /plugins`.
