@@ -447,7 +447,7 @@ fn deps_shows_lineage_downstream_and_as_a_dot_graph() {
 /// the outer build's variables (target dir, features, flags) cleared, and
 /// no network (the SDK's dependencies are in cargo's cache from building
 /// plugins/).
-fn nested_cargo(dir: &std::path::Path, args: &[&str]) -> crate::support::Run {
+pub(crate) fn nested_cargo(dir: &std::path::Path, args: &[&str]) -> crate::support::Run {
     let mut command = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     for (key, _) in std::env::vars_os() {
         let key = key.to_string_lossy().into_owned();

@@ -171,7 +171,6 @@ impl Server {
     }
 
     fn start_with(project: &Path, args: &[&str], env: &[(&str, &str)], files: Option<u64>) -> Server {
-        use std::io::BufRead;
         static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let log = project.with_file_name(format!("serve-{n}.log"));
@@ -195,6 +194,13 @@ impl Server {
                 });
             }
         }
+        Server::spawn(command, log)
+    }
+
+    /// Starts `command`, a `trellis serve` told to listen on port 0, with
+    /// its log in `log`, and waits until it listens.
+    pub fn spawn(mut command: Command, log: PathBuf) -> Server {
+        use std::io::BufRead;
         let mut child = command
             .stdout(std::process::Stdio::piped())
             .stderr(std::fs::File::create(&log).unwrap())
