@@ -178,6 +178,7 @@ fn remote_commands_print_what_embedded_commands_print() {
     );
     assert_eq!(session.code, 0, "{}", session.stderr);
     assert_eq!(session.stdout, shell_output);
+    assert!(session.stderr.starts_with(&format!("trellis shell: commands go to the server at {}\n", server.url)));
     assert!(session.stderr.contains("error: unrecognized subcommand 'no-such-command'"), "{}", session.stderr);
     assert!(session.stderr.contains(pattern_error.as_str()), "{}", session.stderr);
 
@@ -208,6 +209,25 @@ fn remote_commands_print_what_embedded_commands_print() {
     let session = shell(&mut embedded_shell, &lines);
     assert_eq!(session.code, 0, "{}", session.stderr);
     assert_eq!(session.stdout, shell_output);
+    // It says where its lines go; `help` lists what a line may be (not
+    // `serve` or `shell`); a bad line is one line, without the whole CLI's usage.
+    assert!(session.stderr.starts_with("trellis shell: commands run here, on the project in "), "{}", session.stderr);
+    let mut embedded_shell = cli();
+    let session = shell(embedded_shell.current_dir(&project), "help\nhelp runs\nserve\nruns --bogus\n");
+    assert!(
+        session.stdout.contains("\n  materialize ") && session.stdout.contains("\n  help COMMAND "),
+        "{}",
+        session.stdout
+    );
+    assert!(!session.stdout.contains("\n  serve ") && !session.stdout.contains("\n  shell "), "{}", session.stdout);
+    assert!(session.stdout.contains("Usage: trellis runs [OPTIONS] [ID]"), "`help runs`: {}", session.stdout);
+    assert!(session.stderr.contains("error: `serve` runs until it is stopped; "), "{}", session.stderr);
+    assert!(
+        session.stderr.contains("error: unexpected argument '--bogus' found (`help` lists the commands)\n"),
+        "{}",
+        session.stderr
+    );
+    assert!(!session.stderr.contains("Usage:"), "{}", session.stderr);
 
     // What materialize --wait printed is what an embedded materialize of
     // the same invalidation prints.
