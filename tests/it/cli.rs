@@ -441,6 +441,13 @@ fn deps_shows_lineage_downstream_and_as_a_dot_graph() {
         "{}",
         dot.stdout
     );
+    // The view may also be given with -v, as other commands take theirs.
+    let flagged =
+        run(trellis().args(["deps", "--dot", "-v", "shop.datamart/MonthlySales/SHOP10/2015/05", "-p"]).arg(&project));
+    assert_eq!((flagged.code, &flagged.stdout), (0, &dot.stdout), "{}", flagged.stderr);
+    let both =
+        run(trellis().args(["deps", "shop.raw/Orders/SHOP10/2015/05/01", "-v", "shop.raw/Orders/SHOP10/2015/05/02"]));
+    assert_eq!(both.code, 2, "{}", both.stderr);
 }
 
 /// `cargo` for a crate outside this build, as a user would run it there:

@@ -55,8 +55,8 @@ pub(super) struct ViewsArgs {
 pub(super) struct DepsArgs {
     #[command(flatten)]
     pub(super) project: ProjectArgs,
-    /// The view's URL path, e.g. shop.datamart/MonthlySales/SHOP10/2015/05 (with --dot, a view pattern)
-    view: String,
+    #[command(flatten)]
+    view: ViewArg,
     /// The evaluation time for latest(), e.g. 2015-05-03T12:00Z [default: now]
     #[arg(long, value_name = "TIME")]
     now: Option<String>,
@@ -68,6 +68,24 @@ pub(super) struct DepsArgs {
     /// of the views the metastore records, and what they depend on
     #[arg(long, conflicts_with = "dot")]
     downstream: bool,
+}
+
+/// One view, named as `deps` and `logs` always took it (after the
+/// command) or with `-v`, as the other commands take their views.
+#[derive(Debug, Args)]
+pub(super) struct ViewArg {
+    /// The view's URL path, e.g. shop.datamart/MonthlySales/SHOP10/2015/05 (`deps --dot`: a view pattern)
+    #[arg(value_name = "VIEW", required_unless_present = "view_flag")]
+    positional: Option<String>,
+    /// The same, given as other commands take their views
+    #[arg(id = "view_flag", long = "views", short = 'v', value_name = "VIEW", conflicts_with = "positional")]
+    flag: Option<String>,
+}
+
+impl ViewArg {
+    pub(super) fn get(&self) -> &str {
+        self.positional.as_deref().or(self.flag.as_deref()).unwrap_or_default()
+    }
 }
 
 /// Loads the project; on problems, prints each on its own line (file and
@@ -696,12 +714,12 @@ pub(super) fn deps(args: &DepsArgs) -> anyhow::Result<Status> {
     let mut lattice = Lattice::new(catalog.clone());
     let resolution = Resolution { evaluation_time: now, exists: &on_disk };
     if args.dot {
-        let pattern = catalog::pattern::parse(&args.view)?;
+        let pattern = catalog::pattern::parse(args.view.get())?;
         let addressed = lattice.instantiate(&pattern, &resolution)?;
         print!("{}", dot(&lattice, &lattice.closure(&addressed)));
         return Ok(Status::Success);
     }
-    let id = lattice.view(&args.view, &resolution)?;
+    let id = lattice.view(args.view.get(), &resolution)?;
     if args.downstream {
         return downstream(args, &catalog, &mut lattice, &resolution, id);
     }
@@ -712,7 +730,8 @@ pub(super) fn deps(args: &DepsArgs) -> anyhow::Result<Status> {
     let missing = lattice.unsatisfied(id);
     let data_out = lattice.data_path(id).display().to_string();
     let path_of = |d: ViewId| lattice.data_path(d).display().to_string();
-    let config = lattice.config(id, now, &data_out, &path_of).map_err(|e| anyhow::anyhow!("{}: {e}", args.view))?;
+    let config =
+        lattice.config(id, now, &data_out, &path_of).map_err(|e| anyhow::anyhow!("{}: {e}", args.view.get()))?;
     // What its `latest()` read when last materialized, from its record
     // when there is a metastore (it is not created for this). Only an
     // addition: a metastore held by a server, or unreadable, leaves it out

@@ -16,19 +16,21 @@ use crate::metastore::Metastore;
 pub(super) struct LogsArgs {
     #[command(flatten)]
     pub(super) project: ProjectArgs,
-    /// The view's URL path, e.g. shop.datamart/DailySales/SHOP10/2015/05/01
-    view: String,
+    #[command(flatten)]
+    view: super::catalog::ViewArg,
 }
 
 pub(super) async fn run(args: &LogsArgs, server: Option<Server>) -> anyhow::Result<Status> {
     let log = match server {
-        Some(server) => server.get(&format!("{}/log", remote::path("views", &args.view)), remote::NO_QUERY).await?,
+        Some(server) => {
+            server.get(&format!("{}/log", remote::path("views", args.view.get())), remote::NO_QUERY).await?
+        }
         None => {
             let catalog = load(&args.project.project)?;
             // The view's URL path as trellis writes it (values made canonical).
             let mut lattice = Lattice::new(catalog.clone());
             let resolution = Resolution { evaluation_time: Utc::now(), exists: &crate::lattice::on_disk };
-            let id = lattice.view(&args.view, &resolution)?;
+            let id = lattice.view(args.view.get(), &resolution)?;
             let url = lattice.url_path(id);
             let log = match catalog.settings.metastore.exists() {
                 true => {

@@ -363,3 +363,30 @@ fn key_value(text: &str) -> Result<(String, String), String> {
 fn named_path(text: &str) -> Result<(String, PathBuf), String> {
     key_value(text).map(|(name, path)| (name, PathBuf::from(path)))
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Every flag and argument of every command says what it is for.
+    #[test]
+    fn every_argument_has_help() {
+        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                let id = arg.get_id().as_str();
+                if ["help", "version"].contains(&id) || arg.is_hide_set() {
+                    continue;
+                }
+                if arg.get_help().is_none_or(|help| help.to_string().trim().is_empty()) {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in command.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&super::Cli::command(), "trellis", &mut missing);
+        assert!(missing.is_empty(), "arguments without help:\n{}", missing.join("\n"));
+    }
+}

@@ -17,6 +17,7 @@ use crate::runtime::{
 pub(super) enum PluginsCommand {
     /// Show a plugin's world, name, version, content hash, exports and configuration keys
     Inspect {
+        /// The plugin's .wasm file
         file: PathBuf,
         /// Print JSON instead of text
         #[arg(long)]
@@ -32,6 +33,7 @@ pub(super) enum PluginsCommand {
 
 #[derive(Debug, Args)]
 pub(super) struct RunArgs {
+    /// The transformation plugin's .wasm file
     file: PathBuf,
     /// An input directory, granted read-only; repeat for several inputs
     #[arg(long = "input", value_name = "NAME=DIR", value_parser = named_path)]
@@ -78,6 +80,7 @@ impl RunArgs {
 
 #[derive(Debug, Args)]
 pub(super) struct ChecksumArgs {
+    /// The checksum plugin's .wasm file
     file: PathBuf,
     /// A configuration entry; repeat for several
     #[arg(long = "config", value_name = "KEY=VALUE", value_parser = key_value)]

@@ -20,7 +20,7 @@ use crate::session::Session;
 pub(super) struct MaterializeArgs {
     #[command(flatten)]
     pub(super) project: ProjectArgs,
-    /// The views to materialize, as a view pattern
+    /// The views to materialize, as a view pattern (docs/view-patterns.md)
     #[arg(long, short = 'v', value_name = "PATTERN")]
     views: String,
     /// DEFAULT, RESET_TRANSFORMATION_CHECKSUMS, RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS, TRANSFORM_ONLY or SET_ONLY
@@ -44,6 +44,7 @@ pub(super) struct MaterializeArgs {
 pub(super) struct InvalidateArgs {
     #[command(flatten)]
     pub(super) project: ProjectArgs,
+    /// The views to invalidate, as a view pattern (docs/view-patterns.md)
     #[arg(long, short = 'v', value_name = "PATTERN")]
     views: String,
     /// Also invalidate what they depend on
@@ -55,6 +56,7 @@ pub(super) struct InvalidateArgs {
 pub(super) struct PlanArgs {
     #[command(flatten)]
     pub(super) project: ProjectArgs,
+    /// The views to plan, as a view pattern (docs/view-patterns.md)
     #[arg(long, short = 'v', value_name = "PATTERN")]
     views: String,
 }

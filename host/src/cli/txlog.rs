@@ -33,6 +33,7 @@ enum TxLogAction {
     /// their next run reads everything, or with --source that source
     Reset {
         #[arg(value_name = "PATTERN")]
+        /// A view pattern: the views whose logs are cleared
         pattern: String,
         /// Reset only this source (a dependency's name)
         #[arg(long, value_name = "NAME")]
