@@ -189,7 +189,7 @@ impl Plugins {
         for view_type in catalog.types() {
             let Transformation::Plugin { plugin, config, checksum, .. } = &view_type.transformation else { continue };
             let problem = |message: String| Diagnostic {
-                line: Some(view_type.line),
+                line: Some(view_type.transformation_line),
                 message: format!("view type {}: {message}", view_type.name),
             };
             let uses = std::iter::once((plugin, World::Transformation))

@@ -213,6 +213,9 @@ pub struct ViewType {
     pub schema_checksum: String,
     /// Where it is declared in trellis.toml.
     pub line: usize,
+    /// Where its `transformation` is (its own line when it has none), so
+    /// that a problem with the plugin's use points there.
+    pub transformation_line: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]

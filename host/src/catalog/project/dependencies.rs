@@ -33,6 +33,7 @@ impl Checker<'_> {
         raw: &Spanned<RawDependency>,
         parameters: &[Parameter],
         time: Option<&Dataset>,
+        own_time_invalid: bool,
         by_name: &HashMap<String, ViewTypeId>,
         all: &[Spanned<RawViewType>],
     ) -> Option<Dependency> {
@@ -157,6 +158,14 @@ impl Checker<'_> {
             }
         };
         let target_time = target_raw.time.as_ref().map(|t| t.get_ref());
+        let target_time_invalid =
+            target_time.is_some_and(|t| Dataset::parse(&t.frequency, &t.initial, t.timezone.as_deref()).is_err());
+        if own_time_invalid || target_time_invalid {
+            // An invalid time is reported where it is declared; what a
+            // dependency selects of it cannot be checked, and saying so
+            // would only repeat that problem.
+            return None;
+        }
         let time = match (target_time, selection) {
             (None, None) => TimeSelection::Timeless,
             (None, Some(_)) => {

@@ -8,6 +8,9 @@ use crate::catalog::{Parameter, TIME_VARIABLES, ViewType};
 
 impl Checker<'_> {
     /// Every view must get a path of its own, inside the storage root.
+    /// `depth` is how many time variables the type's frequency gives, or
+    /// `None` when its time is invalid: that is reported already, and the
+    /// path's time variables are not checked against a guess.
     pub(super) fn check_path(
         &mut self,
         name: &str,
@@ -15,25 +18,26 @@ impl Checker<'_> {
         text: &str,
         at: usize,
         parameters: &[Parameter],
-        depth: usize,
+        depth: Option<usize>,
     ) {
         for variable in path.variables() {
             let is_parameter = parameters.iter().any(|p| p.name == variable);
             let time_level = TIME_VARIABLES.iter().position(|t| *t == variable);
-            match time_level {
+            match (time_level, depth) {
                 _ if is_parameter => {}
-                Some(level) if level < depth => {}
-                Some(_) => {
+                (Some(_), None) => {}
+                (Some(level), Some(depth)) if level < depth => {}
+                (Some(_), Some(_)) => {
                     self.error(at, format!("{name}: path uses ${{{variable}}}, finer than the view type's frequency"))
                 }
-                None => self.error(at, format!("{name}: path uses ${{{variable}}}, which is not a parameter")),
+                (None, _) => self.error(at, format!("{name}: path uses ${{{variable}}}, which is not a parameter")),
             }
         }
         let used: Vec<&str> = path.variables().collect();
         let missing: Vec<&str> = parameters
             .iter()
             .map(|p| p.name.as_str())
-            .chain(TIME_VARIABLES[..depth].iter().copied())
+            .chain(TIME_VARIABLES[..depth.unwrap_or(0)].iter().copied())
             .filter(|v| !used.contains(v))
             .collect();
         if !missing.is_empty() {

@@ -180,7 +180,11 @@ impl Checker<'_> {
         };
         let path = match Template::parse(&path_text) {
             Ok(path) => {
-                self.check_path(&name, &path, &path_text, path_at, &parameters, depth);
+                // Without its time the type's depth is unknown: what the
+                // path's time variables would be measured against is the
+                // problem already reported, not the path.
+                let known_depth = (raw.time.is_none() || time.is_some()).then_some(depth);
+                self.check_path(&name, &path, &path_text, path_at, &parameters, known_depth);
                 Some(path)
             }
             Err(e) => {
@@ -211,7 +215,9 @@ impl Checker<'_> {
         }
         let mut dependencies = Vec::new();
         for dependency in &raw.dependencies {
-            if let Some(mut resolved) = self.dependency(&name, dependency, &parameters, time.as_ref(), by_name, all) {
+            let time_invalid = raw.time.is_some() && time.is_none();
+            let resolved = self.dependency(&name, dependency, &parameters, time.as_ref(), time_invalid, by_name, all);
+            if let Some(mut resolved) = resolved {
                 match &dependency.get_ref().incremental {
                     Some(flag) if *flag.get_ref() && !incremental => self.error(
                         flag.span().start,
@@ -269,6 +275,7 @@ impl Checker<'_> {
             retry,
             schema_checksum,
             line,
+            transformation_line: raw.transformation.as_ref().map_or(line, |t| self.lines.line(t.span().start)),
         })
     }
 }
