@@ -174,6 +174,7 @@ async fn a_run_keeps_its_own_account_of_how_it_ended_and_what_failed_in_it() {
         assert_eq!(parsed.timestamp(), api["started"].as_i64().unwrap() / 1000, "{api}");
         assert_eq!(api["duration_ms"], api["finished"].as_i64().unwrap() - api["started"].as_i64().unwrap());
         assert_eq!(api["transformed"], 1, "{api}");
+        assert_eq!(api["no_data"], 0, "its input had data: {api}");
         for field in ["started_at", "finished_at", "duration_ms", "transformed"] {
             assert_eq!(run[field], api[field], "`runs --json` and the API agree on {field}");
         }

@@ -299,6 +299,11 @@ pub struct Run {
     /// How many views it transformed (each with one or more attempts).
     #[serde(default)]
     pub transformed: usize,
+    /// Of its SUCCESSFUL views, how many it found without data (an
+    /// external view without its done flag, a transformation that found
+    /// nothing).
+    #[serde(default)]
+    pub no_data: usize,
     /// `queued`, `running` or `finished`; `interrupted` for a run whose
     /// process ended during it.
     #[schema(value_type = String)]
@@ -335,6 +340,7 @@ impl Run {
             finished_at: record.finished.map(millis_text),
             duration_ms: record.finished.map(|finished| finished - record.started),
             transformed: record.attempts.len(),
+            no_data: record.no_data,
             nominal_time: record.action.as_ref().map(|(_, nominal)| millis_text(*nominal)),
             id: record.id,
             pattern: record.pattern,
@@ -608,11 +614,12 @@ mod tests {
             finished_at: None,
             duration_ms: None,
             transformed: 0,
+            no_data: 0,
             nominal_time: None,
         };
         assert_eq!(
             json(&run),
-            r#"{"id":"r","pattern":"p","mode":"DEFAULT","started":1,"finished":null,"started_at":"1970-01-01T00:00:00Z","finished_at":null,"duration_ms":null,"transformed":0,"status":"interrupted","termination":"stopped by request before it started","idle":0,"ended":{"kind":"dequeued","stopped_by":"request"}}"#
+            r#"{"id":"r","pattern":"p","mode":"DEFAULT","started":1,"finished":null,"started_at":"1970-01-01T00:00:00Z","finished_at":null,"duration_ms":null,"transformed":0,"no_data":0,"status":"interrupted","termination":"stopped by request before it started","idle":0,"ended":{"kind":"dequeued","stopped_by":"request"}}"#
         );
         let failed = Ended::from(&Termination::Failed("disk full".into()));
         assert_eq!(json(&failed), r#"{"kind":"failed","reason":"disk full"}"#);

@@ -535,6 +535,7 @@ fn run_record(run: wire::Run) -> RunRecord {
         full_refresh: run.full_refresh,
         attempts: Default::default(),
         action: run.action,
+        no_data: run.no_data,
     }
 }
 
@@ -639,7 +640,10 @@ fn print_run(run: &RunRecord, flows: &[(String, FlowRecord)], args: &RunsArgs) -
         println!("run {} ({}, {}): {}", run.id, run.mode, run.pattern, termination_text(run));
         let finished = run.finished.map_or_else(|| "not finished".to_string(), |ms| format!("finished {}", time(ms)));
         println!("  started {}, {finished}, took {}", time(run.started), run_duration(run));
-        println!("  {}", super::schedule::flow_counts(flows.iter().map(|(_, flow)| flow.status), run.idle));
+        println!(
+            "  {}",
+            super::schedule::flow_counts(flows.iter().map(|(_, flow)| flow.status), run.idle, run.no_data)
+        );
         // What happened to each view in this run, as the run recorded it.
         for (view, flow) in listed {
             // Attempts are worth a word only when there was more than one.

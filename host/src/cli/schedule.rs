@@ -267,6 +267,7 @@ fn summary_of(detail: wire::RunDetail) -> RunSummary {
         failures: detail.failures.into_iter().map(|failed| (failed.view, failed.error)).collect(),
         incomplete: detail.incomplete,
         with_errors: detail.with_errors,
+        no_data: detail.run.no_data,
         // Followed to its end: a run with no termination recorded was interrupted.
         termination: detail.run.termination.unwrap_or(Termination::Interrupted),
     }
@@ -315,11 +316,13 @@ fn print_summary(summary: &RunSummary, json: bool, verbose: bool) -> anyhow::Res
 /// `8 views: 6 successful, 2 idle`: a run's views counted by flow status,
 /// in the words every command and the API use for them.
 pub(super) fn counts_line(summary: &RunSummary) -> String {
-    flow_counts(summary.flows.iter().map(|(_, status)| *status), summary.idle)
+    flow_counts(summary.flows.iter().map(|(_, status)| *status), summary.idle, summary.no_data)
 }
 
-/// The counts line of a run's flows and its views found up to date.
-pub(super) fn flow_counts(flows: impl Iterator<Item = FlowStatus>, idle: usize) -> String {
+/// The counts line of a run's flows, its views found up to date and how
+/// many of the SUCCESSFUL ones it found without data (which a reader would
+/// not otherwise tell from those it materialized).
+pub(super) fn flow_counts(flows: impl Iterator<Item = FlowStatus>, idle: usize, no_data: usize) -> String {
     let mut counts = std::collections::BTreeMap::<FlowStatus, usize>::new();
     for status in flows {
         *counts.entry(status).or_default() += 1;
@@ -338,7 +341,12 @@ pub(super) fn flow_counts(flows: impl Iterator<Item = FlowStatus>, idle: usize) 
     ]
     .into_iter()
     .filter_map(|status| {
-        counts.get(&status).filter(|n| **n > 0).map(|n| format!("{n} {}", wire_name(&status).to_lowercase()))
+        let n = *counts.get(&status).filter(|n| **n > 0)?;
+        let without_data = match (status, no_data) {
+            (FlowStatus::Successful, 1..) => format!(" ({no_data} without data)"),
+            _ => String::new(),
+        };
+        Some(format!("{n} {}{without_data}", wire_name(&status).to_lowercase()))
     })
     .collect();
     format!("{}: {}", crate::model::plural(views, "view", "views"), counts.join(", "))

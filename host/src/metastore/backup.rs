@@ -399,6 +399,7 @@ mod tests {
             full_refresh: false,
             attempts: [("s.d/Daily/2015/05/01".to_string(), 2)].into(),
             action: None,
+            no_data: 1,
         };
         store
             .commit(&Commit {

@@ -147,6 +147,7 @@ mod tests {
                     full_refresh: false,
                     attempts: Default::default(),
                     action: None,
+                    no_data: 0,
                 }],
                 flows: vec![("r1".into(), "s.d/Daily/A/2015/05/01".into(), FlowStatus::Successful.into())],
                 ..Commit::default()

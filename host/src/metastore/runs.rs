@@ -30,6 +30,15 @@ pub struct RunRecord {
     /// time in milliseconds). Absent for runs asked for by hand.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<(String, i64)>,
+    /// Of its SUCCESSFUL views, how many it found without data (an
+    /// external view without its done flag, a transformation that found
+    /// nothing); absent before it was counted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub no_data: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// A view's flow in one run: its status and what the run learned of it

@@ -44,6 +44,8 @@ pub struct RunSummary {
     pub incomplete: Vec<String>,
     /// Views materialized although some dependencies failed.
     pub with_errors: Vec<String>,
+    /// Of its SUCCESSFUL views, how many it found without data.
+    pub no_data: usize,
     pub termination: Termination,
 }
 
@@ -638,6 +640,7 @@ impl Scheduler {
         for (view, status) in &flows {
             let slot = &self.slots[view.0 as usize];
             if *status == FlowStatus::Successful {
+                finished.no_data += usize::from(slot.record.state == ViewState::NoData);
                 if slot.record.incomplete {
                     incomplete.push(slot.url.to_string());
                 }
@@ -662,6 +665,7 @@ impl Scheduler {
         records.sort_by(|a, b| a.0.cmp(&b.0));
         let flows: Vec<(String, FlowStatus)> =
             records.iter().map(|(view, flow, _)| (view.clone(), flow.status)).collect();
+        let no_data = finished.no_data;
         let commit = Commit {
             runs: vec![finished],
             flows: records
@@ -678,7 +682,7 @@ impl Scheduler {
             table.counters.runs_finished += 1;
         });
         failures.sort();
-        Ok(RunSummary { id: id.to_string(), flows, idle, failures, incomplete, with_errors, termination })
+        Ok(RunSummary { id: id.to_string(), flows, idle, failures, incomplete, with_errors, no_data, termination })
     }
 
     /// The views a run reports EXCLUDED (seed 003: in the graph, not

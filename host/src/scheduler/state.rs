@@ -344,6 +344,7 @@ impl Scheduler {
             full_refresh,
             attempts: Default::default(),
             action,
+            no_data: 0,
         };
         let mut commit = with(&run.id);
         commit.runs.push(run.clone());
