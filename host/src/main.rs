@@ -3,13 +3,11 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = trellis::cli::Cli::parse();
+    let cli = trellis::cli::Cli::from_command_line();
     // `trellis views ... | head` must end quietly, as other Unix tools do,
     // not panic in println! when the pipe closes. A server must not: a
     // client that hangs up mid-response would kill it.

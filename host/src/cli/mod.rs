@@ -50,7 +50,8 @@ struct Globals {
     #[arg(long, global = true, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
     /// Send the command to this `trellis serve`, e.g. http://127.0.0.1:20698 (then -p is ignored);
-    /// commands without a remote form (validate, deps, demo, plugins, bench, metastore, serve) run here regardless
+    /// commands without a remote form (validate, deps, demo, plugins, bench, metastore, coordinate, serve)
+    /// refuse it
     #[arg(long, global = true, value_name = "URL", env = "TRELLIS_SERVER")]
     server: Option<String>,
     /// A file holding the bearer token: the client's with --server, the server's with `serve`
@@ -174,7 +175,34 @@ impl From<Status> for ExitCode {
     }
 }
 
+/// The commands that have no remote form: `--server` after them is
+/// refused rather than listed in their help and ignored.
+const LOCAL_ONLY: [&str; 8] = ["validate", "deps", "demo", "plugins", "bench", "metastore", "coordinate", "serve"];
+
 impl Cli {
+    /// The command line's description: the derived one, with `--server`
+    /// taken from the commands that have no remote form (a hidden option
+    /// of their own, which says why it does not apply, shadows the global one).
+    pub fn command() -> clap::Command {
+        let mut command = <Cli as clap::CommandFactory>::command();
+        for name in LOCAL_ONLY {
+            command = command.mut_subcommand(name, |sub| {
+                sub.arg(clap::Arg::new("server").long("server").value_name("URL").hide(true).value_parser(
+                    move |_: &str| -> Result<String, String> {
+                        Err(format!("`trellis {name}` has no remote form: it runs here, so --server does not apply"))
+                    },
+                ))
+            });
+        }
+        command
+    }
+
+    /// The command line, parsed (exiting with clap's message when it is not one).
+    pub fn from_command_line() -> Cli {
+        let matches = Cli::command().get_matches();
+        <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    }
+
     pub async fn run(self) -> anyhow::Result<Status> {
         let globals = self.globals;
         let cache_dir = globals.cache_dir.clone().or_else(default_cache_dir);
@@ -366,7 +394,6 @@ fn named_path(text: &str) -> Result<(String, PathBuf), String> {
 
 #[cfg(test)]
 mod tests {
-    use clap::CommandFactory;
 
     /// Every flag and argument of every command says what it is for.
     #[test]
@@ -387,6 +414,12 @@ mod tests {
         }
         let mut missing = Vec::new();
         walk(&super::Cli::command(), "trellis", &mut missing);
+        // A command without a remote form refuses --server, saying why.
+        let refused = super::Cli::command().try_get_matches_from(["trellis", "validate", "--server", "http://x"]);
+        let error = refused.unwrap_err().to_string();
+        assert!(error.contains("`trellis validate` has no remote form"), "{error}");
+        let accepted = super::Cli::command().try_get_matches_from(["trellis", "views", "--server", "http://x"]);
+        assert!(accepted.is_ok(), "{accepted:?}");
         assert!(missing.is_empty(), "arguments without help:\n{}", missing.join("\n"));
     }
 }

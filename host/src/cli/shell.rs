@@ -80,9 +80,8 @@ async fn execute(line: &str, globals: &Globals) {
         eprintln!("error: unbalanced quotes or a trailing backslash");
         return;
     };
-    let parsed = <Cli as clap::CommandFactory>::command()
-        .try_get_matches_from(std::iter::once("trellis".to_string()).chain(words))
-        .and_then(|matches| {
+    let parsed =
+        Cli::command().try_get_matches_from(std::iter::once("trellis".to_string()).chain(words)).and_then(|matches| {
             let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches)?;
             Ok((cli, matches.value_source("server")))
         });
@@ -163,7 +162,7 @@ fn history_file() -> Option<PathBuf> {
 
 /// The commands a shell's line may be, with what each does.
 fn help() -> String {
-    let cli = <Cli as clap::CommandFactory>::command();
+    let cli = Cli::command();
     let mut text = String::from("commands (each as on the command line, without `trellis`):\n");
     for command in cli.get_subcommands().filter(|c| !NOT_IN_THE_SHELL.contains(&c.get_name())) {
         let about = command.get_about().map(|about| about.to_string()).unwrap_or_default();
@@ -206,7 +205,7 @@ impl rustyline::Helper for Completion {}
 
 /// What may come where `typed` is being typed after the words `done`.
 fn candidates(done: &[&str], typed: &str, view_types: impl FnOnce() -> Vec<String>) -> Vec<String> {
-    let cli = <Cli as clap::CommandFactory>::command();
+    let cli = Cli::command();
     let names = |command: &clap::Command| -> Vec<String> {
         command
             .get_subcommands()
