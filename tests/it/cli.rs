@@ -191,6 +191,25 @@ fn the_demo_runs_end_to_end_and_only_overwrites_its_own_directory() {
         assert_eq!(rebuilt.stdout.contains(&format!("SUCCESSFUL             {ytd}\n")), verbose, "{}", rebuilt.stdout);
         assert!(rebuilt.stdout.contains("views: 1 successful, "), "{}", rebuilt.stdout);
     }
+    // On a terminal (a pty, from util-linux's `script`) the log lines are
+    // coloured, unless NO_COLOR is set (no-color.org).
+    let colour = regex::Regex::new("\x1b\\[[0-9;]*m").unwrap();
+    for no_color in [false, true] {
+        assert_eq!(run(trellis().args(["invalidate", "-v", ytd, "-p"]).arg(&demo)).code, 0);
+        let line = format!("{} materialize --verbose -v {ytd} -p {}", env!("CARGO_BIN_EXE_trellis"), demo.display());
+        let mut script = std::process::Command::new("script");
+        script.args(["-qec", &line, "/dev/null"]).env_remove("TRELLIS_LOG");
+        script.env("TRELLIS_CACHE_DIR", crate::support::compile_cache());
+        if no_color {
+            script.env("NO_COLOR", "1");
+        } else {
+            script.env_remove("NO_COLOR");
+        }
+        let on_a_terminal = run(&mut script);
+        assert_eq!(on_a_terminal.code, 0, "{on_a_terminal:?}");
+        assert!(on_a_terminal.stdout.contains("read every input file: reset"), "{on_a_terminal:?}");
+        assert_eq!(colour.is_match(&on_a_terminal.stdout), !no_color, "NO_COLOR {no_color}: {on_a_terminal:?}");
+    }
     // The project it wrote is a real project: the CLI works on it.
     let plan = run(trellis().args(["plan", "-v", "shop.datamart/MonthlyTotal/2015/05", "-p"]).arg(&demo));
     assert_eq!(plan.code, 0, "{}", plan.stderr);

@@ -125,7 +125,12 @@ pub(super) async fn validate(args: &ProjectArgs, runtime: &crate::runtime::Runti
     // they are there (a project is often validated before its plugins are built).
     for (name, decl) in &catalog.plugins {
         if !decl.file.exists() {
-            eprintln!("warning: plugin {name}: {} does not exist yet; its use is not checked", decl.file.display());
+            // A project may be written before its plugins are built: a
+            // warning here, which says what `materialize` will do.
+            eprintln!(
+                "warning: plugin {name}: {} does not exist yet, so its use is not checked; materialize refuses to run until it does",
+                decl.file.display()
+            );
         }
     }
     let plugins = crate::plugins::Plugins::load(runtime, &catalog).await;
