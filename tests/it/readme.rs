@@ -34,8 +34,8 @@ fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
-/// A command as written: its line in the file, the line itself (joined
-/// over `\` continuations), and its words.
+/// A command as written: its line in the file and its text (joined over
+/// `\` continuations).
 struct Written {
     line: usize,
     text: String,

@@ -338,7 +338,7 @@ impl Run {
             status,
             started_at: millis_text(record.started),
             finished_at: record.finished.map(millis_text),
-            duration_ms: record.finished.map(|finished| finished - record.started),
+            duration_ms: record.duration_ms(),
             transformed: record.attempts.len(),
             no_data: record.no_data,
             nominal_time: record.action.as_ref().map(|(_, nominal)| millis_text(*nominal)),

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use project::{Diagnostic, LoadError, load, parse};
+pub use project::{Diagnostic, LoadError, load, metastore_path, parse};
 use template::Template;
 
 /// Names the time dimension gives to path templates, coarsest first.

@@ -39,7 +39,12 @@ impl<T> Announced<T> {
 
 /// `<metastore><suffix>`.
 pub(super) fn path(catalog: &Catalog, suffix: &str) -> PathBuf {
-    let mut path = catalog.settings.metastore.clone().into_os_string();
+    beside(&catalog.settings.metastore, suffix)
+}
+
+/// `<metastore><suffix>`, for a metastore at `metastore`.
+fn beside(metastore: &Path, suffix: &str) -> PathBuf {
+    let mut path = metastore.as_os_str().to_owned();
     path.push(suffix);
     PathBuf::from(path)
 }
@@ -96,7 +101,13 @@ pub(super) const SERVER_SUFFIX: &str = ".server";
 
 /// The server that holds the project, if one announced itself and runs.
 pub(super) fn server(catalog: &Catalog) -> Option<Announced<ServerAddress>> {
-    read(&path(catalog, SERVER_SUFFIX))
+    server_of(&catalog.settings.metastore)
+}
+
+/// The server that holds the metastore at `metastore`, if one announced
+/// itself and runs.
+pub(super) fn server_of(metastore: &Path) -> Option<Announced<ServerAddress>> {
+    read(&beside(metastore, SERVER_SUFFIX))
 }
 
 /// One line saying that `server` holds the project in `dir`, and how to

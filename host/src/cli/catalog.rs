@@ -275,9 +275,11 @@ pub(super) fn views(args: &ViewsArgs) -> anyhow::Result<Status> {
     // not create it.
     let store =
         if catalog.settings.metastore.exists() { Some(Metastore::open(&catalog.settings.metastore)?) } else { None };
+    // Without a pattern, the records are read here once, and kept for the rows.
+    let mut recorded = std::collections::HashMap::new();
     let addressed = match &args.views {
         Some(views) => lattice.instantiate(&catalog::pattern::parse(views)?, &resolution)?,
-        None => recorded_views(store.as_ref(), &mut lattice, &resolution)?,
+        None => recorded_views(store.as_ref(), &mut lattice, &resolution, &mut recorded)?,
     };
     let listed: Vec<ViewId> = if args.deps { lattice.closure(&addressed) } else { dedup(addressed) };
     let mut rows = Vec::new();
@@ -287,9 +289,10 @@ pub(super) fn views(args: &ViewsArgs) -> anyhow::Result<Status> {
         if args.filter.as_ref().is_some_and(|regex| !regex.is_match(&url)) {
             continue;
         }
-        let record = match &store {
-            Some(store) => store.view(&url)?.unwrap_or_default(),
-            None => crate::metastore::ViewRecord::default(),
+        let record = match (recorded.remove(&url), &store) {
+            (Some(record), _) => record,
+            (None, Some(store)) => store.view(&url)?.unwrap_or_default(),
+            (None, None) => crate::metastore::ViewRecord::default(),
         };
         rows.push(ViewRow {
             view: url,
@@ -303,24 +306,30 @@ pub(super) fn views(args: &ViewsArgs) -> anyhow::Result<Status> {
 }
 
 /// Without a pattern, the views the metastore records, instantiated in
-/// the project as it is now; a recorded view whose type the project no
-/// longer declares (or declares otherwise) is counted on stderr.
+/// the project as it is now, their records kept in `records` by URL path;
+/// a recorded view whose type the project no longer declares (or declares
+/// otherwise) is counted on stderr.
 fn recorded_views(
     store: Option<&Metastore>,
     lattice: &mut Lattice,
     resolution: &Resolution<'_>,
+    records: &mut std::collections::HashMap<String, crate::metastore::ViewRecord>,
 ) -> anyhow::Result<Vec<ViewId>> {
     let Some(store) = store else { return Ok(Vec::new()) };
     let mut ids = Vec::new();
     let mut strays = 0;
     for entry in store.views_with_prefix("") {
-        let (url, _) = entry?;
+        let (url, record) = entry?;
         let instantiated = catalog::pattern::parse(&url)
             .ok()
             .and_then(|pattern| lattice.instantiate(&pattern, resolution).ok())
             .and_then(|views| views.first().copied());
         match instantiated {
-            Some(id) => ids.push(id),
+            // Keyed as the lattice writes the URL path, which is how the rows look it up.
+            Some(id) => {
+                ids.push(id);
+                records.insert(lattice.url_path(id).to_string(), record);
+            }
             None => strays += 1,
         }
     }
@@ -586,13 +595,13 @@ fn run_json(run: &RunRecord) -> anyhow::Result<serde_json::Value> {
     }
     value["started_at"] = wire::millis_text(run.started).into();
     value["finished_at"] = run.finished.map(wire::millis_text).into();
-    value["duration_ms"] = run.finished.map(|finished| finished - run.started).into();
+    value["duration_ms"] = run.duration_ms().into();
     Ok(value)
 }
 
 /// How long a run took, or `-` while it has not ended.
 fn run_duration(run: &RunRecord) -> String {
-    run.finished.map_or_else(|| "-".to_string(), |finished| crate::model::duration(finished - run.started))
+    run.duration_ms().map_or_else(|| "-".to_string(), crate::model::duration)
 }
 
 /// Runs, each with how many views it transformed (a server lists that

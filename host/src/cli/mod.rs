@@ -290,11 +290,11 @@ impl Cli {
 }
 
 /// The server that announced it holds the project in `project`, if it
-/// still runs. A project that does not load has none (the command says
-/// what is wrong with it).
+/// still runs. Only the metastore's path is read from the project file
+/// here: the command loads and validates the project itself.
 fn held_by(project: &Path) -> Option<(PathBuf, announce::Announced<announce::ServerAddress>)> {
-    let catalog = crate::catalog::load(project).ok()?;
-    announce::server(&catalog).map(|server| (project.to_path_buf(), server))
+    let metastore = crate::catalog::metastore_path(project)?;
+    announce::server_of(&metastore).map(|server| (project.to_path_buf(), server))
 }
 
 impl Command {

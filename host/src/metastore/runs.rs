@@ -37,6 +37,13 @@ pub struct RunRecord {
     pub no_data: usize,
 }
 
+impl RunRecord {
+    /// From its start to its end, in milliseconds, once it has ended.
+    pub fn duration_ms(&self) -> Option<i64> {
+        self.finished.map(|finished| finished - self.started)
+    }
+}
+
 fn is_zero(n: &usize) -> bool {
     *n == 0
 }

@@ -158,9 +158,8 @@ impl Checker<'_> {
             }
         };
         let target_time = target_raw.time.as_ref().map(|t| t.get_ref());
-        let target_time_invalid =
-            target_time.is_some_and(|t| Dataset::parse(&t.frequency, &t.initial, t.timezone.as_deref()).is_err());
-        if own_time_invalid || target_time_invalid {
+        let target_dataset = target_time.map(|t| Dataset::parse(&t.frequency, &t.initial, t.timezone.as_deref()));
+        if own_time_invalid || matches!(target_dataset, Some(Err(_))) {
             // An invalid time is reported where it is declared; what a
             // dependency selects of it cannot be checked, and saying so
             // would only repeat that problem.
@@ -172,12 +171,10 @@ impl Checker<'_> {
                 self.error(time_at, format!("{context}: {target_name} has no time dimension; remove `time`"));
                 return None;
             }
-            (Some(target_time), None) => {
-                let same =
-                    Dataset::parse(&target_time.frequency, &target_time.initial, target_time.timezone.as_deref());
-                match (time, same) {
+            (Some(_), None) => {
+                match (time, target_dataset) {
                     // Same frequency, start and zone: instance for instance.
-                    (Some(own), Ok(theirs)) if *own == theirs => TimeSelection::Current { from: 0, to: 0 },
+                    (Some(own), Some(Ok(theirs))) if *own == theirs => TimeSelection::Current { from: 0, to: 0 },
                     (Some(_), _) => {
                         self.error(at, format!("{context}: the two time dimensions differ; say which instances with `time` (current(n), current(a)..current(b), latest(n) or all)"));
                         return None;

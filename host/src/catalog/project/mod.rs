@@ -61,6 +61,17 @@ pub fn load(dir: &Path) -> Result<Catalog, LoadError> {
     parse(&text, &root)
 }
 
+/// Where the project in `dir` keeps its metastore, from its file alone,
+/// neither validated nor its resources read: what a command looks at
+/// before it loads the project, to find a server that holds it. `None`
+/// when the file cannot be read or parsed (loading it says why).
+pub fn metastore_path(dir: &Path) -> Option<std::path::PathBuf> {
+    let text = std::fs::read_to_string(dir.join(PROJECT_FILE)).ok()?;
+    let raw: RawProject = raw::parse(&text).ok()?;
+    let root = std::path::absolute(dir).ok()?;
+    Some(settings::metastore_path(&root, raw.project.metastore.as_deref()))
+}
+
 /// Parses and validates a project file's text; `root` is its directory.
 pub fn parse(text: &str, root: &Path) -> Result<Catalog, LoadError> {
     let lines = LineIndex::new(text);

@@ -19,6 +19,12 @@ use crate::catalog::{
 /// type says; it doubles with each retry.
 pub(super) const DEFAULT_BACKOFF: Duration = Duration::from_millis(100);
 
+/// Where a project in `root` keeps its metastore: `[project] metastore`,
+/// else `.trellis/metastore`.
+pub(super) fn metastore_path(root: &Path, declared: Option<&str>) -> std::path::PathBuf {
+    root.join(declared.unwrap_or(".trellis/metastore"))
+}
+
 impl Checker<'_> {
     /// `[project]`, `[defaults]` and `[events]`, with their defaults; the
     /// storage root must be a directory of its own.
@@ -83,7 +89,7 @@ impl Checker<'_> {
                 .clone()
                 .unwrap_or_else(|| root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()),
             storage: root.join(declared.storage.as_deref().unwrap_or("data")),
-            metastore: root.join(declared.metastore.as_deref().unwrap_or(".trellis/metastore")),
+            metastore: metastore_path(root, declared.metastore.as_deref()),
             evaluation_time: declared.evaluation_time.unwrap_or(EvaluationTime::Present),
             retries,
             retry,

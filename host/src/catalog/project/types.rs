@@ -89,6 +89,8 @@ impl Checker<'_> {
                 }
             }
         });
+        // Declared but not understood: reported above, and not a reason for more problems below.
+        let time_invalid = raw.time.is_some() && time.is_none();
         let depth = time.as_ref().map_or(0, |dataset| dataset.frequency().depth());
         if let (Some(dataset), Some(raw_time)) = (&time, &raw.time) {
             let zone = dataset.timezone().name();
@@ -183,7 +185,7 @@ impl Checker<'_> {
                 // Without its time the type's depth is unknown: what the
                 // path's time variables would be measured against is the
                 // problem already reported, not the path.
-                let known_depth = (raw.time.is_none() || time.is_some()).then_some(depth);
+                let known_depth = (!time_invalid).then_some(depth);
                 self.check_path(&name, &path, &path_text, path_at, &parameters, known_depth);
                 Some(path)
             }
@@ -215,7 +217,6 @@ impl Checker<'_> {
         }
         let mut dependencies = Vec::new();
         for dependency in &raw.dependencies {
-            let time_invalid = raw.time.is_some() && time.is_none();
             let resolved = self.dependency(&name, dependency, &parameters, time.as_ref(), time_invalid, by_name, all);
             if let Some(mut resolved) = resolved {
                 match &dependency.get_ref().incremental {
