@@ -1,6 +1,8 @@
 //! Builds the `plugins/` workspace (sample plugins and hostile test
 //! fixtures) for wasm32-wasip2, so that the binary can embed the samples and
-//! the tests always run against freshly built plugins.
+//! the tests always run against freshly built plugins; and lists the Python
+//! SDK's files for the binary to embed (`python_sdk.rs` in OUT_DIR), so that
+//! `trellis plugins build` needs no checkout.
 //!
 //! The nested cargo gets its own target directory (`<target>/plugins`), which
 //! avoids deadlocking on the outer build's lock, and an environment cleaned
@@ -35,7 +37,8 @@ fn main() {
     };
     for member in members.flatten() {
         let path = member.path();
-        if path.is_dir() && path.file_name().is_some_and(|n| n != "target" && n != ".cargo") {
+        // plugins/python holds Python plugins, which cargo does not build.
+        if path.is_dir() && path.file_name().is_some_and(|n| n != "target" && n != ".cargo" && n != "python") {
             println!("cargo::rerun-if-changed={}", path.display());
         }
     }
@@ -43,6 +46,7 @@ fn main() {
     // `<target dir>/<profile>/build/trellis-<hash>/out` → `<target dir>/plugins`,
     // shared by every profile, wherever cargo was told to put its target dir.
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_default());
+    embed_python_sdk(&root, &out_dir);
     let Some(target_dir) = out_dir.ancestors().nth(4).map(|dir| dir.join("plugins")) else {
         fail(&format!("unexpected OUT_DIR {}", out_dir.display()));
     };
@@ -72,6 +76,45 @@ fn main() {
         }
     }
     println!("cargo::rustc-env=TRELLIS_PLUGINS_DIR={}", built.display());
+}
+
+/// Writes `python_sdk.rs`: `PYTHON_SDK`, every file of
+/// `plugin-sdk-python/trellis_plugin` (by path below `plugin-sdk-python`)
+/// and the build's entry template, as `include_str!`s.
+fn embed_python_sdk(root: &Path, out_dir: &Path) {
+    let sdk = root.join("plugin-sdk-python");
+    println!("cargo::rerun-if-changed={}", sdk.display());
+    let mut files = Vec::new();
+    let mut pending = vec![sdk.join("trellis_plugin")];
+    while let Some(dir) = pending.pop() {
+        println!("cargo::rerun-if-changed={}", dir.display());
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            fail(&format!("cannot read {}", dir.display()));
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() && path.file_name().is_some_and(|name| name != "__pycache__") {
+                pending.push(path);
+            } else if path.extension().is_some_and(|extension| extension == "py") {
+                files.push(path);
+            }
+        }
+    }
+    files.push(sdk.join("trellis_main.py.tmpl"));
+    files.push(sdk.join("pyproject.toml"));
+    files.sort();
+    let mut rust = String::from(
+        "/// The Python SDK's files, by path below `plugin-sdk-python/`.\npub const PYTHON_SDK: &[(&str, &str)] = &[\n",
+    );
+    for file in &files {
+        println!("cargo::rerun-if-changed={}", file.display());
+        let relative = file.strip_prefix(&sdk).unwrap_or(file).display().to_string();
+        rust.push_str(&format!("    ({relative:?}, include_str!({:?})),\n", file.display().to_string()));
+    }
+    rust.push_str("];\n");
+    if let Err(e) = std::fs::write(out_dir.join("python_sdk.rs"), rust) {
+        fail(&format!("cannot write python_sdk.rs in {}: {e}", out_dir.display()));
+    }
 }
 
 /// Installs the wasm target through rustup when the toolchain lacks it.

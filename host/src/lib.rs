@@ -13,6 +13,7 @@ pub mod listeners;
 pub mod metastore;
 pub mod model;
 pub mod plugins;
+pub mod python;
 pub mod runtime;
 pub mod scheduler;
 pub mod session;

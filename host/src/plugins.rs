@@ -315,7 +315,7 @@ impl Plugins {
             let value = report.map_err(|e| failed(e.to_string()))?.result.map_err(|f| failed(f.message))?;
             hash(&["checksum", &value])
         } else {
-            let content = self.get(plugin).map_err(Error::Unavailable)?.content_hash();
+            let content = self.get(plugin).map_err(Error::Unavailable)?.logic_hash();
             let config_text = serde_json::to_string(&canonical).unwrap_or_default();
             let mut parts = vec!["plugin", &content, plugin, &config_text];
             // Without resources, the parts are what they were before

@@ -18,6 +18,7 @@ mod incremental;
 mod listeners;
 mod metastore;
 mod plan_agrees;
+mod python;
 mod readme;
 mod remote;
 mod runtime;

@@ -47,6 +47,56 @@ async fn compiled_components_are_cached_in_memory_and_on_disk() {
     assert_eq!(mode & 0o077, 0, "rewritten cache file has mode {mode:o}");
 }
 
+#[tokio::test]
+async fn the_disk_cache_evicts_the_least_recently_used_past_its_limit() {
+    let cached = |dir: &std::path::Path| -> Vec<(std::path::PathBuf, u64)> {
+        let mut files: Vec<_> = walk(dir)
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
+            .map(|p| {
+                let len = std::fs::metadata(&p).unwrap().len();
+                (p, len)
+            })
+            .collect();
+        files.sort();
+        files
+    };
+    let names = ["concat", "trivial", "sql_checksum"];
+    // The entries' sizes, from a cache without a limit.
+    let scratch = tempfile::tempdir().unwrap();
+    let unlimited =
+        Runtime::new(RuntimeOptions { cache_dir: Some(scratch.path().to_path_buf()), ..RuntimeOptions::default() })
+            .unwrap();
+    for name in names {
+        unlimited.load_file(&plugin_path(name)).await.unwrap();
+    }
+    let total: u64 = cached(scratch.path()).iter().map(|(_, len)| len).sum();
+
+    // Room for all but one byte of the three: storing the third evicts
+    // the one least recently used, which a load from disk is not.
+    let cache = tempfile::tempdir().unwrap();
+    let options = RuntimeOptions {
+        cache_dir: Some(cache.path().to_path_buf()),
+        cache_limit: total - 1,
+        ..RuntimeOptions::default()
+    };
+    let [concat, trivial, checksum] = names.map(plugin_path);
+    Runtime::new(options.clone()).unwrap().load_file(&concat).await.unwrap();
+    Runtime::new(options.clone()).unwrap().load_file(&trivial).await.unwrap();
+    let reloaded = Runtime::new(options.clone()).unwrap().load_file(&concat).await.unwrap();
+    assert_eq!(reloaded.provenance(), Provenance::Disk);
+    Runtime::new(options.clone()).unwrap().load_file(&checksum).await.unwrap();
+    assert_eq!(cached(cache.path()).len(), 2, "{:?}", cached(cache.path()));
+    let fresh = Runtime::new(options.clone()).unwrap();
+    assert_eq!(fresh.load_file(&concat).await.unwrap().provenance(), Provenance::Disk);
+    assert_eq!(fresh.load_file(&checksum).await.unwrap().provenance(), Provenance::Disk);
+    assert_eq!(
+        fresh.load_file(&trivial).await.unwrap().provenance(),
+        Provenance::Compiled,
+        "the least recently used went"
+    );
+}
+
 fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap().flatten() {

@@ -45,7 +45,7 @@ pub struct Cli {
 /// that does not set them.
 #[derive(Debug, Clone, Default, clap::Args)]
 struct Globals {
-    /// Where compiled plugins are cached between runs
+    /// Where compiled plugins are cached between runs, up to $TRELLIS_CACHE_MIB MiB (1024 by default)
     /// [default: $TRELLIS_CACHE_DIR, else $XDG_CACHE_HOME/trellis, else ~/.cache/trellis]
     #[arg(long, global = true, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
@@ -208,8 +208,14 @@ impl Cli {
         let cache_dir = globals.cache_dir.clone().or_else(default_cache_dir);
         // Only the commands that run plugins start the engine.
         let runtime = || {
-            Runtime::new(RuntimeOptions { cache_dir: cache_dir.clone(), ..RuntimeOptions::default() })
-                .context("starting the plugin runtime")
+            let mut options = RuntimeOptions { cache_dir: cache_dir.clone(), ..RuntimeOptions::default() };
+            if let Some(mib) = std::env::var_os("TRELLIS_CACHE_MIB") {
+                let mib = mib.to_str().and_then(|mib| mib.parse::<u64>().ok()).with_context(|| {
+                    format!("TRELLIS_CACHE_MIB={} is not a whole number of MiB", mib.to_string_lossy())
+                })?;
+                options.cache_limit = mib.saturating_mul(1 << 20);
+            }
+            Runtime::new(options).context("starting the plugin runtime")
         };
         // A project held by a `trellis serve` (sled admits one process)
         // is reached through that server, or, by a command that has no
@@ -235,6 +241,7 @@ impl Cli {
         match self.command {
             // Writing a crate needs no engine.
             Command::Plugins(plugins::PluginsCommand::New(args)) => scaffold::new(&args),
+            Command::Plugins(plugins::PluginsCommand::Build(args)) => plugins::build(&args),
             Command::Plugins(command) => command.run(&runtime()?).await,
             Command::Demo(args) => args.run(&runtime()?).await,
             Command::Validate(args) => catalog::validate(&args, &runtime()?).await,

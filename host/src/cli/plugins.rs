@@ -1,5 +1,5 @@
 //! `trellis plugins inspect|run|checksum`: try a plugin on local data
-//! without a project.
+//! without a project; `trellis plugins build`: build a Python plugin.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -29,6 +29,35 @@ pub(super) enum PluginsCommand {
     Checksum(ChecksumArgs),
     /// Write a new plugin crate (with its SDK, a test and, for a transformation, an example project)
     New(super::scaffold::NewArgs),
+    /// Build a Python plugin's directory into a component (installs componentize-py on first use)
+    Build(BuildArgs),
+}
+
+#[derive(Debug, Args)]
+pub(super) struct BuildArgs {
+    /// The plugin's directory: a pyproject.toml with [tool.trellis] kind, and its module
+    dir: PathBuf,
+    /// Where to write the component [default: DIR/build/NAME.wasm]
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+}
+
+/// `trellis plugins build DIR`: needs no engine, only componentize-py,
+/// which it installs on first use with a word on stderr.
+pub(super) fn build(args: &BuildArgs) -> anyhow::Result<Status> {
+    let tools = crate::python::default_tools_dir()
+        .context("cannot tell where to install componentize-py: set TRELLIS_TOOLS_DIR or HOME")?;
+    let started = std::time::Instant::now();
+    let built = crate::python::build(&args.dir, args.out.as_deref(), &tools, &mut |note| eprintln!("{note}"))?;
+    let name = &built.manifest.name;
+    let kind = built.manifest.kind.world();
+    if built.rebuilt {
+        let seconds = started.elapsed().as_secs_f64();
+        println!("built the {kind} plugin {name} in {seconds:.1} s: {}", built.output.display());
+    } else {
+        println!("{name} is up to date (its sources are unchanged): {}", built.output.display());
+    }
+    Ok(Status::Success)
 }
 
 #[derive(Debug, Args)]
@@ -131,6 +160,7 @@ impl PluginsCommand {
             PluginsCommand::Run(args) => run(runtime, args).await,
             PluginsCommand::Checksum(args) => checksum(runtime, args).await,
             PluginsCommand::New(args) => super::scaffold::new(&args),
+            PluginsCommand::Build(args) => build(&args),
         }
     }
 }
@@ -161,6 +191,7 @@ async fn inspect(runtime: &Runtime, file: &Path, json: bool) -> anyhow::Result<S
             "version": info.version,
             "description": info.description,
             "content_hash": plugin.content_hash(),
+            "built_from": plugin.stamp(),
             "exports": plugin.exports(),
             "incremental": plugin.is_incremental(),
             "config": info.config,
@@ -177,6 +208,14 @@ async fn inspect(runtime: &Runtime, file: &Path, json: bool) -> anyhow::Result<S
         println!("description:  {}", info.description);
     }
     println!("content hash: {}", plugin.content_hash());
+    if let Some(stamp) = plugin.stamp() {
+        println!(
+            "built from:   {} sources {} (SDK {})",
+            stamp.language,
+            stamp.sources.get(..16).unwrap_or(&stamp.sources),
+            stamp.sdk
+        );
+    }
     println!("exports:      {}", plugin.exports().join(", "));
     let limits = plugin.limits();
     println!("limits:       {:?} deadline, {} MiB memory", limits.deadline, limits.memory >> 20);

@@ -2,6 +2,9 @@
 //! for this process, and on disk so that the next process does not compile
 //! again. Only files this cache wrote itself are ever deserialized: the
 //! directory is private to its owner, and so must each file be.
+//! The directory is bounded: past its size limit, the files least recently
+//! used (by modification time, which a load refreshes) are removed, since a
+//! Python plugin's entry is some 35 MB and every rebuild of one adds another.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -29,10 +32,16 @@ pub(crate) struct CompileCache {
     /// `<cache dir>/<engine compatibility>`: artifacts of another wasmtime
     /// version or configuration live in another directory and are never tried.
     disk: Option<PathBuf>,
+    /// Most bytes the directory's files may add up to.
+    limit: u64,
 }
 
+/// The disk cache's size limit unless a runtime sets another: some thirty
+/// Python plugins, or thousands of Rust ones.
+pub const DEFAULT_CACHE_LIMIT: u64 = 1 << 30;
+
 impl CompileCache {
-    pub(crate) fn new(engine: &Engine, dir: Option<&Path>) -> Self {
+    pub(crate) fn new(engine: &Engine, dir: Option<&Path>, limit: u64) -> Self {
         let disk = dir.map(|dir| {
             let mut hasher = std::hash::DefaultHasher::new();
             engine.precompile_compatibility_hash().hash(&mut hasher);
@@ -48,7 +57,7 @@ impl CompileCache {
                 false
             }
         });
-        CompileCache { memory: Mutex::new(HashMap::new()), disk }
+        CompileCache { memory: Mutex::new(HashMap::new()), disk, limit }
     }
 
     /// The component for `bytes`, whose hash is `hash`, compiling it only if
@@ -66,6 +75,11 @@ impl CompileCache {
         if let Some(file) = file.as_ref().filter(|file| file.exists()) {
             match load(engine, file) {
                 Ok(component) => {
+                    // Recently used: the last to be evicted.
+                    let _ = std::fs::File::options()
+                        .append(true)
+                        .open(file)
+                        .and_then(|opened| opened.set_modified(std::time::SystemTime::now()));
                     self.lock().insert(hash, component.clone());
                     return Ok((component, Provenance::Disk));
                 }
@@ -79,12 +93,42 @@ impl CompileCache {
             // The cache is an optimisation: failing to write it is not an error.
             tracing::warn!(file = %file.display(), "cannot cache the compiled component: {e}");
         }
+        if let Some(file) = &file {
+            evict(file, self.limit);
+        }
         self.lock().insert(hash, component.clone());
         Ok((component, Provenance::Compiled))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<blake3::Hash, Component>> {
         self.memory.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Removes the least recently used files of `kept`'s directory, never
+/// `kept` itself, until what is left fits in `limit` bytes. Another process
+/// may be reading a file removed here: it has it in memory, or compiles the
+/// component again.
+fn evict(kept: &Path, limit: u64) {
+    let Some(Ok(entries)) = kept.parent().map(std::fs::read_dir) else { return };
+    let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> = entries
+        .flatten()
+        .filter(|entry| entry.path().extension().is_some_and(|extension| extension == "cwasm"))
+        .filter_map(|entry| {
+            let metadata = entry.metadata().ok()?;
+            Some((metadata.modified().ok()?, metadata.len(), entry.path()))
+        })
+        .collect();
+    let mut total: u64 = files.iter().map(|(_, len, _)| len).sum();
+    files.sort();
+    for (_, len, path) in files {
+        if total <= limit {
+            break;
+        }
+        if path != kept && std::fs::remove_file(&path).is_ok() {
+            tracing::info!(file = %path.display(), "evicted from the compile cache");
+            total -= len;
+        }
     }
 }
 

@@ -76,11 +76,14 @@ pub struct RuntimeOptions {
     /// Bytes that the memory caps of all live stores may add up to;
     /// `None` is [`default_memory_budget`].
     pub memory_budget: Option<usize>,
+    /// Most bytes the compile cache's directory may hold; the least
+    /// recently used components are removed past it.
+    pub cache_limit: u64,
 }
 
 impl Default for RuntimeOptions {
     fn default() -> Self {
-        RuntimeOptions { cache_dir: None, pooling: true, memory_budget: None }
+        RuntimeOptions { cache_dir: None, pooling: true, memory_budget: None, cache_limit: cache::DEFAULT_CACHE_LIMIT }
     }
 }
 
@@ -176,7 +179,7 @@ impl Runtime {
             })
             .map_err(|e| Error::Engine(format!("cannot start the epoch ticker: {e}")))?;
 
-        let cache = cache::CompileCache::new(&engine, options.cache_dir.as_deref());
+        let cache = cache::CompileCache::new(&engine, options.cache_dir.as_deref(), options.cache_limit);
         let stores = Arc::new(tokio::sync::Semaphore::new(POOL_SLOTS as usize));
         let budget = MemoryBudget::new(options.memory_budget.unwrap_or_else(default_memory_budget));
         Ok(Runtime { inner: Arc::new(RuntimeInner { engine, linker, cache, stores }), budget })
@@ -226,6 +229,7 @@ impl Runtime {
             return Err(Error::NotAPlugin { name: name.to_string(), reason: reason.to_string() });
         }
         let content_hash = blake3::hash(&bytes);
+        let stamp = super::stamp::read(&bytes);
         let runtime = self.clone();
         let compiled = tokio::task::spawn_blocking(move || {
             runtime.inner.cache.get_or_compile(&runtime.inner.engine, content_hash, &bytes)
@@ -238,6 +242,7 @@ impl Runtime {
         Plugin::new(
             name,
             content_hash,
+            stamp,
             provenance,
             &component,
             &inner.linker,

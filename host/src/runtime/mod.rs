@@ -30,6 +30,7 @@ mod listener;
 mod output;
 mod plugin;
 mod sandbox;
+pub mod stamp;
 mod transform;
 
 pub use budget::{BudgetUsage, MemoryBudget, default_memory_budget};

@@ -13,6 +13,7 @@ use super::bindings::listener::ListenerPre;
 use super::bindings::transformation::TransformationPre;
 use super::budget::MemoryBudget;
 use super::sandbox::{Grant, Sandbox};
+use super::stamp::Stamp;
 use super::{Error, Limits, Provenance};
 
 /// The kind of plugin, after the world it was built for.
@@ -73,6 +74,7 @@ pub struct Plugin {
 pub(super) struct PluginInner {
     name: Arc<str>,
     content_hash: blake3::Hash,
+    stamp: Option<Stamp>,
     world: World,
     exports: Vec<String>,
     provenance: Provenance,
@@ -90,6 +92,7 @@ impl Plugin {
     pub(super) fn new(
         name: &str,
         content_hash: blake3::Hash,
+        stamp: Option<Stamp>,
         provenance: Provenance,
         component: &Component,
         linker: &Linker<Sandbox>,
@@ -126,6 +129,7 @@ impl Plugin {
             inner: Arc::new(PluginInner {
                 name: name.into(),
                 content_hash,
+                stamp,
                 world,
                 exports,
                 provenance,
@@ -154,6 +158,21 @@ impl Plugin {
     /// blake3 of the component's bytes.
     pub fn content_hash(&self) -> String {
         self.inner.content_hash.to_hex().to_string()
+    }
+
+    /// What a view's default version checksum covers of this plugin: the
+    /// sources it was built from, where its build stamped them (a Python
+    /// build's bytes differ every time), else its bytes.
+    pub fn logic_hash(&self) -> String {
+        match &self.inner.stamp {
+            Some(stamp) => format!("{}-sources:{}", stamp.language, stamp.sources),
+            None => self.content_hash(),
+        }
+    }
+
+    /// The build stamp, for a component built from sources by `trellis plugins build`.
+    pub fn stamp(&self) -> Option<&Stamp> {
+        self.inner.stamp.as_ref()
     }
 
     /// The component's export names.
