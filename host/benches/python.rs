@@ -152,4 +152,102 @@ async fn compile_and_cache(python: &Path) {
     );
 }
 
-async fn csv_aggregate(_rows: usize, _python: &Path) {}
+/// The same `rows` of sales (in 8 files) aggregated by the Rust plugin, the
+/// Python plugin, and the Python plugin's code run natively by `python3`
+/// with the SDK on its path; each output checked equal to the Rust one.
+async fn csv_aggregate(rows: usize, python: &Path) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = dir.path().join("orders");
+    std::fs::create_dir_all(&input).expect("input");
+    let mut state = 42u64;
+    let mut next = |n: u64| {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (state >> 33) % n
+    };
+    for file in 0..8 {
+        let mut csv = String::from("shop,day,amount\n");
+        for _ in 0..rows / 8 {
+            let (shop, day, cents) = (next(50), next(28) + 1, next(100_000) as i64 - 5_000);
+            let sign = if cents < 0 { "-" } else { "" };
+            csv.push_str(&format!(
+                "SHOP{shop},2015-05-{day:02},{sign}{}.{:02}\n",
+                cents.abs() / 100,
+                cents.abs() % 100
+            ));
+        }
+        std::fs::write(input.join(format!("part-{file}.csv")), csv).expect("write input");
+    }
+    let config = [("group-by", "shop,day"), ("aggregates", "count(*), total=sum(amount), min(amount), max(amount)")];
+    let runtime = Runtime::new(RuntimeOptions::default()).expect("runtime");
+    let mut outputs = Vec::new();
+    let mut timings = Vec::new();
+    for (name, path) in [("Rust", Path::new(PLUGINS_DIR).join("csv_aggregate.wasm")), ("Python", python.to_path_buf())]
+    {
+        let plugin = runtime.load_file(&path).await.expect("load");
+        let mut limits = plugin.limits();
+        limits.deadline = Duration::from_secs(3600);
+        let plugin = plugin.with_limits(limits);
+        let output = dir.path().join(format!("out-{name}"));
+        std::fs::create_dir_all(&output).expect("output");
+        let inputs = vec![trellis::runtime::TransformInput {
+            name: "orders".into(),
+            view: "bench/Orders".into(),
+            dir: input.clone(),
+            timestamp: None,
+            changed: true,
+        }];
+        let started = Instant::now();
+        let report = plugin.transform(&request(&output, inputs, &config)).await.expect("call");
+        timings.push((name, started.elapsed(), report.peak_memory));
+        assert!(matches!(report.result, Ok(TransformOutcome::Data { .. })), "{name}: {:?}", report.result);
+        outputs.push(std::fs::read(output.join("part-00000.csv")).expect("output"));
+    }
+    // Natively: the same module and SDK, on the machine's CPython.
+    let native_output = dir.path().join("out-native");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let script = "import sys, time\n\
+                  sys.path[:0] = [sys.argv[1], sys.argv[2]]\n\
+                  import py_csv_aggregate\n\
+                  from trellis_plugin import testing\n\
+                  started = time.perf_counter()\n\
+                  testing.run_transformation(py_csv_aggregate.run, output=sys.argv[4], inputs={'orders': sys.argv[3]}, \
+                  config={'group-by': sys.argv[5], 'aggregates': sys.argv[6]})\n\
+                  print(time.perf_counter() - started)\n";
+    let native = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(root.join("plugin-sdk-python"))
+        .arg(root.join("plugins/python/py-csv-aggregate"))
+        .arg(&input)
+        .arg(&native_output)
+        .args([config[0].1, config[1].1])
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .expect("python3 runs");
+    assert!(native.status.success(), "{}", String::from_utf8_lossy(&native.stderr));
+    let native_seconds: f64 = String::from_utf8_lossy(&native.stdout).trim().parse().expect("seconds");
+    outputs.push(std::fs::read(native_output.join("part-00000.csv")).expect("native output"));
+    assert!(outputs.windows(2).all(|pair| pair[0] == pair[1]), "the three outputs differ");
+    let rust = timings[0].1.as_secs_f64();
+    let [(_, rust_time, rust_peak), (_, python_time, python_peak)] = [timings[0], timings[1]];
+    println!(
+        "csv-aggregate on {rows} rows: Rust plugin {:.2} s (peak {:.0} MiB); Python plugin {:.1} s (peak {:.0} MiB, {:.0}x Rust); \
+         the same Python natively (CPython {}) {:.1} s ({:.0}x Rust); outputs identical",
+        rust_time.as_secs_f64(),
+        rust_peak as f64 / (1 << 20) as f64,
+        python_time.as_secs_f64(),
+        python_peak as f64 / (1 << 20) as f64,
+        python_time.as_secs_f64() / rust,
+        python_version(),
+        native_seconds,
+        native_seconds / rust,
+    );
+}
+
+fn python_version() -> String {
+    std::process::Command::new("python3")
+        .args(["-c", "import platform; print(platform.python_version())"])
+        .output()
+        .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_string())
+        .unwrap_or_default()
+}
