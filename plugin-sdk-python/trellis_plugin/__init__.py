@@ -28,9 +28,10 @@ Fail with `Fatal` or `Retryable`. Any other exception is a crash: the host
 records it as a panic with its traceback (and it is logged at error level).
 
 What the sandbox allows: a call sees its inputs read-only and its output
-directory read-write, nothing else (no environment, no network). The clock
-is fixed (`time.time()` is 0.0: use `Request.actual_time`) and randomness
-is seeded. Imports must be at module level: module-level code runs when
+directory read-write, nothing else (no environment, no network). A
+checksum (and `describe`) runs with a fixed clock (`time.time()` is 0.0) and
+seeded randomness, so that it is deterministic; a transformation should
+still take its time from `Request.actual_time`. Imports must be at module level: module-level code runs when
 the component is built, and nothing can be imported during a call. There
 are no threads, and no ``bz2``, ``lzma`` or ``ssl``.
 

@@ -65,8 +65,8 @@ class Request:
     nominal_time: int | None = None
     """The time instance the view stands for (ms since the epoch), if its type has a time dimension."""
     actual_time: int = 0
-    """When this materialization started (ms). In the sandbox the clock is
-    fixed: use this, not `time.time()` (which is 0.0 there)."""
+    """When this materialization started (ms): the time to compute with,
+    rather than `time.time()`, so that a rerun computes the same."""
 
     def input(self, name: str) -> Input | None:
         """The input with this name, if there is one."""

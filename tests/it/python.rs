@@ -420,3 +420,37 @@ fn a_plugin_directory_the_build_refuses_is_named_in_one_line() {
     );
     assert!(!out.exists());
 }
+
+#[test]
+fn a_python_plugin_from_plugins_new_tests_builds_and_runs_as_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    std::thread::scope(|scope| {
+        for kind in ["transformation", "checksum", "listener"] {
+            let dir = dir.path().join(kind);
+            scope.spawn(move || {
+                let name = format!("my-{kind}");
+                let new = run(trellis().args(["plugins", "new", &name, "--python", "--kind", kind, "--dir"]).arg(&dir));
+                assert_eq!(new.code, 0, "{}", new.stderr);
+                let tests = run(std::process::Command::new("python3")
+                    .current_dir(&dir)
+                    .env("PYTHONDONTWRITEBYTECODE", "1")
+                    .args(["-m", "unittest"]));
+                assert_eq!(tests.code, 0, "{kind}: {}{}", tests.stdout, tests.stderr);
+                let built =
+                    run_within(trellis().current_dir(&dir).args(["plugins", "build", "."]), Duration::from_secs(600));
+                assert_eq!(built.code, 0, "{kind}: {}", built.stderr);
+                let component = dir.join(format!("build/{name}.wasm"));
+                let inspect = run(trellis().args(["plugins", "inspect"]).arg(&component));
+                assert_eq!(inspect.code, 0, "{kind}: {}", inspect.stderr);
+                assert!(inspect.stdout.contains(&format!("world:        {kind}\n")), "{}", inspect.stdout);
+                assert!(inspect.stdout.contains("built from:   python sources "), "{}", inspect.stdout);
+                if kind == "transformation" {
+                    let result = materialize(&dir.join("project"), "example.mart/Lines/2015/05/01");
+                    assert_eq!(result.code, 0, "{}{}", result.stdout, result.stderr);
+                    let lines = dir.join("project/data/example/lines/2015/05/01/part-00000.csv");
+                    assert_eq!(std::fs::read_to_string(lines).unwrap(), "lines\n3\n");
+                }
+            });
+        }
+    });
+}

@@ -84,7 +84,7 @@ fn command_blocks(markdown: &str) -> Vec<Vec<Written>> {
 fn is_command(text: &str) -> bool {
     let first = text.split_whitespace().next().unwrap_or_default();
     let assignment = first.contains('=') && first.chars().next().is_some_and(|c| c.is_ascii_uppercase());
-    assignment || ["trellis", "cargo", "curl", "cd", "export", "cat", "mv"].contains(&first)
+    assignment || ["trellis", "cargo", "curl", "cd", "export", "cat", "mv", "python3"].contains(&first)
 }
 
 /// A reader's shell, as far as the documents need one.
@@ -179,6 +179,11 @@ impl Reader {
             ("cargo", [test, workspace]) if test == "test" && workspace == "--workspace" => return,
             ("cargo", [install, ..]) if install == "install" => return,
             ("cargo", _) => crate::cli::nested_cargo(&self.cwd, &args.iter().map(String::as_str).collect::<Vec<_>>()),
+            ("python3", _) => {
+                let mut python = Command::new("python3");
+                python.current_dir(&self.cwd).env("PYTHONDONTWRITEBYTECODE", "1").envs(env.iter().cloned()).args(args);
+                run(&mut python)
+            }
             ("curl", _) => {
                 let mut curl = Command::new("curl");
                 curl.current_dir(&self.cwd).args(["--fail", "--silent", "--show-error"]).args(args);

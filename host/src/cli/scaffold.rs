@@ -2,10 +2,13 @@
 //! with its own copy of the SDK and the WIT contract this binary speaks (so
 //! it needs no trellis checkout beside it), a unit test, and for a
 //! transformation an example project that materializes a view with it.
+//! With `--python`, the same as a Python plugin directory, with a copy of
+//! the Python SDK for its native tests (`trellis plugins build` builds it).
 //!
-//! Invariant: what it writes comes from `host/templates/plugin` and the
-//! repository's `plugin-sdk/` and `wit/`, embedded at build time; it writes
-//! only into a directory that is new or empty.
+//! Invariant: what it writes comes from `host/templates/plugin` and
+//! `host/templates/python`, the repository's `plugin-sdk/` and `wit/`, and
+//! the Python SDK, embedded at build time; it writes only into a directory
+//! that is new or empty.
 
 use std::path::{Path, PathBuf};
 
@@ -24,6 +27,9 @@ pub(super) struct NewArgs {
     /// Where to write the crate [default: ./NAME]
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
+    /// Write a Python plugin (built with `trellis plugins build`) instead of a Rust crate
+    #[arg(long)]
+    python: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -49,6 +55,12 @@ impl Kind {
 macro_rules! template {
     ($file:literal) => {
         include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/templates/plugin/", $file))
+    };
+}
+
+macro_rules! python_template {
+    ($file:literal) => {
+        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/templates/python/", $file))
     };
 }
 
@@ -99,12 +111,61 @@ fn files(name: &str, kind: Kind) -> Vec<(PathBuf, String)> {
     ];
     if kind == Kind::Transformation {
         files.push((PathBuf::from("project/trellis.toml"), fill(template!("project.toml.tmpl"))));
-        let input = Path::new(EXAMPLE_INPUT);
-        files.push((input.join("lines.txt"), "the first line\n\nthe second line\nthe third line\n".to_string()));
-        files.push((input.join("_SUCCESS"), String::new()));
+        files.extend(example_input());
     }
     files.extend(SDK.iter().map(|(path, text)| (Path::new(SDK_DIR).join(path), text.to_string())));
     files
+}
+
+/// The files of a new Python plugin, by path inside its directory.
+fn python_files(name: &str, kind: Kind) -> Vec<(PathBuf, String)> {
+    let lib = name.replace('-', "_");
+    let fill = |text: &str| text.replace("{{name}}", name).replace("{{lib}}", &lib).replace("{{kind}}", kind.as_str());
+    let (code, test, usage) = match kind {
+        Kind::Transformation => (
+            python_template!("transformation.py.tmpl"),
+            python_template!("test-transformation.py.tmpl"),
+            python_template!("usage-transformation.md.tmpl"),
+        ),
+        Kind::Checksum => (
+            python_template!("checksum.py.tmpl"),
+            python_template!("test-checksum.py.tmpl"),
+            python_template!("usage-checksum.md.tmpl"),
+        ),
+        Kind::Listener => (
+            python_template!("listener.py.tmpl"),
+            python_template!("test-listener.py.tmpl"),
+            python_template!("usage-listener.md.tmpl"),
+        ),
+    };
+    let readme = fill(python_template!("README.md.tmpl")).replace("{{usage}}", &fill(usage));
+    let mut files = vec![
+        (PathBuf::from("pyproject.toml"), fill(python_template!("pyproject.toml.tmpl"))),
+        (PathBuf::from(format!("{lib}.py")), fill(code)),
+        (PathBuf::from(format!("test_{lib}.py")), fill(test)),
+        (PathBuf::from(".gitignore"), fill(python_template!("gitignore.tmpl"))),
+        (PathBuf::from("README.md"), readme),
+    ];
+    if kind == Kind::Transformation {
+        files.push((PathBuf::from("project/trellis.toml"), fill(python_template!("project.toml.tmpl"))));
+        files.extend(example_input());
+    }
+    // Not the guest glue: it imports componentize-py's bindings, which
+    // exist only in a build, and `python3 -m unittest` imports every package.
+    let sdk = crate::python::PYTHON_SDK
+        .iter()
+        .filter(|(path, _)| path.starts_with("trellis_plugin/") && !path.starts_with("trellis_plugin/_guest/"));
+    files.extend(sdk.map(|(path, text)| (PathBuf::from(path), text.to_string())));
+    files
+}
+
+/// The example project's one day of input.
+fn example_input() -> [(PathBuf, String); 2] {
+    let input = Path::new(EXAMPLE_INPUT);
+    [
+        (input.join("lines.txt"), "the first line\n\nthe second line\nthe third line\n".to_string()),
+        (input.join("_SUCCESS"), String::new()),
+    ]
 }
 
 /// A crate name cargo takes and a file name without surprises.
@@ -123,16 +184,28 @@ pub(super) fn new(args: &NewArgs) -> anyhow::Result<Status> {
     if std::fs::read_dir(&dir).is_ok_and(|mut entries| entries.next().is_some()) {
         bail!("{} exists and is not empty; name a new or empty directory with --dir", dir.display());
     }
-    for (path, text) in files(&args.name, args.kind) {
+    let files = if args.python { python_files(&args.name, args.kind) } else { files(&args.name, args.kind) };
+    for (path, text) in files {
         let path = dir.join(path);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
         }
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     }
+    let shown = dir.display();
+    if args.python {
+        println!("wrote the Python {} plugin {} in {shown}", args.kind.as_str(), args.name);
+        println!(
+            "next:\n  cd {shown}\n  python3 -m unittest        # its tests, natively\n  trellis plugins build .    # builds the component"
+        );
+        if args.kind == Kind::Transformation {
+            println!("  trellis materialize -p project -v example.mart/Lines/2015/05/01");
+        }
+        println!("(README.md there says more)");
+        return Ok(Status::Success);
+    }
     println!("wrote the {} plugin {} in {}", args.kind.as_str(), args.name, dir.display());
     ensure_wasm_target(&dir);
-    let shown = dir.display();
     println!("next:\n  cd {shown}\n  cargo test     # its unit test\n  cargo plugin   # builds the component");
     if args.kind == Kind::Transformation {
         println!("  trellis materialize -p project -v example.mart/Lines/2015/05/01");

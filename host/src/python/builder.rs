@@ -16,11 +16,12 @@ const WIT: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../wit/plug
 /// project, tests. Hidden ones are skipped too.
 const NOT_SOURCES: &[&str] = &["build", "__pycache__", "trellis_plugin", "target", "project", "tests"];
 
-/// Whether a file is part of the plugin: not compiled Python, a component
-/// or a native test module (`test_*.py`, `*_test.py`).
+/// Whether a file is part of the plugin: not compiled Python, a component,
+/// a native test module (`test_*.py`, `*_test.py`) or documentation
+/// (`*.md`: editing a README must not rematerialize views).
 fn is_source(name: &str) -> bool {
     let test = name.ends_with(".py") && (name.starts_with("test_") || name.ends_with("_test.py"));
-    !(test || name.ends_with(".pyc") || name.ends_with(".wasm"))
+    !(test || name.ends_with(".pyc") || name.ends_with(".wasm") || name.ends_with(".md"))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
