@@ -270,7 +270,7 @@ mod tests {
         expect_test::expect![[r#"
             "ma" -> materialize
             "" -> actions bench coordinate coordinators demo deps exit help invalidate kill listeners logs materialize metastore plan plugins quit reload rerun resume runs stop suspend transformations txlog validate views
-            "plugins " -> checksum inspect new run
+            "plugins " -> build checksum inspect new run
             "materialize --f" -> --full-refresh
             "views -v shop.d" -> shop.datamart/DailySales/
             "views -p shop -v " -> shop.datamart/DailySales/ shop.raw/Orders/
