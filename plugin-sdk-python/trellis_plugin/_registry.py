@@ -9,10 +9,11 @@ there.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from .config import PluginInfo
+from .config import ConfigKey, PluginInfo
 
 Kind = Literal["transformation", "checksum", "listener"]
 KINDS: tuple[Kind, ...] = ("transformation", "checksum", "listener")
@@ -39,6 +40,25 @@ class BuildError(Exception):
 def register(plugin: Registered) -> None:
     """Records a declaration (called by the decorators)."""
     _plugins.append(plugin)
+
+
+T = TypeVar("T")
+
+
+def declaration(
+    kind: Kind, name: str, version: str, description: str, config: Iterable[ConfigKey]
+) -> Callable[[T], T]:
+    """The decorator behind `transformation`, `checksum` and `listener`:
+    registers its target with what `describe` returns, marks it with
+    `__trellis_plugin__` (for `testing`), and returns it unchanged."""
+    info = PluginInfo(name, version, description, tuple(config))
+
+    def declare(target: T) -> T:
+        register(Registered(kind, info, target, getattr(target, "__module__", "")))
+        target.__trellis_plugin__ = info  # type: ignore[attr-defined]
+        return target
+
+    return declare
 
 
 def registered() -> list[Registered]:

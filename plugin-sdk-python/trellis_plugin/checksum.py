@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from ._registry import Registered, register
-from .config import Config, ConfigKey, PluginInfo
+from ._registry import declaration
+from .config import Config, ConfigKey
 
 __all__ = ["NamedResource", "ChecksumInput", "checksum"]
 
@@ -59,11 +59,4 @@ def checksum(
 ) -> Callable[[F], F]:
     """Declares the decorated function as the module's version-checksum
     function. It is returned unchanged, so tests can call it directly."""
-    info = PluginInfo(name, version, description, tuple(config))
-
-    def declare(function: F) -> F:
-        register(Registered("checksum", info, function, function.__module__))
-        function.__trellis_plugin__ = info  # type: ignore[attr-defined]
-        return function
-
-    return declare
+    return declaration("checksum", name, version, description, config)

@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar, Union
 
-from ._registry import Registered, register
-from .config import Config, ConfigKey, PluginInfo
+from ._registry import declaration
+from .config import Config, ConfigKey
 
 __all__ = ["ViewState", "Transition", "Gap", "Event", "Listener", "listener"]
 
@@ -95,13 +95,11 @@ def listener(
 ) -> Callable[[L], L]:
     """Declares the decorated class as the module's scheduling listener.
     The class is returned unchanged, so tests can construct it directly."""
-    info = PluginInfo(name, version, description, tuple(config))
+    register_listener = declaration("listener", name, version, description, config)
 
     def declare(cls: L) -> L:
         if not callable(getattr(cls, "on_event", None)):
             raise TypeError(f"listener class {cls.__name__} has no on_event(self, event) method")
-        register(Registered("listener", info, cls, cls.__module__))
-        cls.__trellis_plugin__ = info  # type: ignore[attr-defined]
-        return cls
+        return register_listener(cls)
 
     return declare

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TypeVar, Union
 
-from ._registry import Registered, register
-from .config import Config, ConfigKey, PluginInfo
+from ._registry import declaration
+from .config import Config, ConfigKey
 from .errors import Fatal
 from .files import InputFile, checked_relative, list_data_files, make_dirs
 
@@ -170,12 +170,5 @@ def transformation(
     of counters; it raises `Retryable` or `Fatal` to fail. It is returned
     unchanged, so tests can call it directly.
     """
-    info = PluginInfo(name, version, description, tuple(config))
-
-    def declare(function: F) -> F:
-        register(Registered("transformation", info, function, function.__module__))
-        function.__trellis_plugin__ = info  # type: ignore[attr-defined]
-        return function
-
-    return declare
+    return declaration("transformation", name, version, description, config)
 
