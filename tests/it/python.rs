@@ -419,6 +419,23 @@ fn a_plugin_directory_the_build_refuses_is_named_in_one_line() {
         result.stderr
     );
     assert!(!out.exists());
+
+    // No interpreter to install componentize-py with: said, not skipped.
+    let tools = tempfile::tempdir().unwrap();
+    let result = run(trellis()
+        .args(["plugins", "build"])
+        .arg(source("py-trivial"))
+        .arg("--out")
+        .arg(&out)
+        .env("TRELLIS_TOOLS_DIR", tools.path())
+        .env("TRELLIS_PYTHON", "/nonexistent/python3"));
+    assert_eq!(result.code, 2, "{}", result.stdout);
+    assert_eq!(
+        result.stderr.lines().collect::<Vec<_>>(),
+        ["error: building Python plugins needs Python 3.9 or newer with pip, to install componentize-py: \
+          cannot run /nonexistent/python3: No such file or directory (os error 2) \
+          (install python3 and python3-pip, or name an interpreter with TRELLIS_PYTHON)"]
+    );
 }
 
 #[test]
