@@ -155,6 +155,18 @@ async fn things_that_are_not_plugins_are_refused_with_a_reason() {
     let error = runtime().load_file(&dir.path().join("a-directory.wasm")).await.err().unwrap();
     assert!(error.to_string().starts_with("cannot read plugin "), "{error}");
     assert!(std::error::Error::source(&error).is_none());
+    let python = dir.path().join("py-plugin");
+    std::fs::create_dir(&python).unwrap();
+    std::fs::write(python.join("pyproject.toml"), "[project]\nname = \"py-plugin\"\n").unwrap();
+    let error = runtime().load_file(&python).await.err().unwrap();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "{0} is not a trellis plugin: it is a Python plugin's directory, not a component: build it with \
+             `trellis plugins build {0}` and name the .wasm that writes ({0}/build/NAME.wasm)",
+            python.display()
+        )
+    );
 }
 
 #[tokio::test]

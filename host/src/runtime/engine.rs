@@ -198,6 +198,15 @@ impl Runtime {
 
     /// Loads the plugin in `path`, named after its file stem.
     pub async fn load_file(&self, path: &Path) -> Result<Plugin, Error> {
+        // A Python plugin's directory, named where its component should be.
+        if path.join("pyproject.toml").is_file() {
+            let reason = format!(
+                "it is a Python plugin's directory, not a component: build it with \
+                 `trellis plugins build {0}` and name the .wasm that writes ({0}/build/NAME.wasm)",
+                path.display()
+            );
+            return Err(Error::NotAPlugin { name: path.display().to_string(), reason });
+        }
         let bytes = tokio::fs::read(path).await.map_err(|error| match error.kind() {
             std::io::ErrorKind::NotFound => Error::Missing { path: path.to_path_buf() },
             _ => Error::Read { path: path.to_path_buf(), reason: error.to_string() },
