@@ -11,10 +11,11 @@ use crate::runtime::stamp::{self, Stamp};
 /// The contract the binary speaks, which the component is built against.
 const WIT: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../wit/plugin.wit"));
 
-/// Directories of a plugin that are not its sources: build output, caches,
-/// a vendored copy of the SDK (the build uses the binary's own), an example
-/// project, tests. Hidden ones are skipped too.
-const NOT_SOURCES: &[&str] = &["build", "__pycache__", "trellis_plugin", "target", "project", "tests"];
+/// Top-level directories of a plugin that are not its sources: build
+/// output, a vendored copy of the SDK (the build uses the binary's own), an
+/// example project, tests. Below the top, a package may have directories
+/// of any name; `__pycache__` and hidden ones are skipped everywhere.
+const NOT_SOURCES: &[&str] = &["build", "trellis_plugin", "target", "project", "tests"];
 
 /// Whether a file is part of the plugin: not compiled Python, a component,
 /// a native test module (`test_*.py`, `*_test.py`) or documentation
@@ -201,8 +202,8 @@ pub fn build(dir: &Path, output: Option<&Path>, tools: &Path, note: &mut dyn FnM
 }
 
 /// The plugin's own files, by path relative to `dir`, sorted: everything
-/// but the directories in [`NOT_SOURCES`], hidden ones, and what
-/// [`is_source`] leaves out.
+/// but the top-level directories in [`NOT_SOURCES`], `__pycache__` and
+/// hidden ones, and what [`is_source`] leaves out.
 fn sources(dir: &Path) -> Result<Vec<(PathBuf, Vec<u8>)>, Error> {
     let mut files = Vec::new();
     let mut pending = vec![PathBuf::new()];
@@ -219,7 +220,8 @@ fn sources(dir: &Path) -> Result<Vec<(PathBuf, Vec<u8>)>, Error> {
                 continue;
             }
             if file_type.is_dir() {
-                if !NOT_SOURCES.contains(&name_text.as_ref()) {
+                let top = relative.as_os_str().is_empty();
+                if name_text != "__pycache__" && !(top && NOT_SOURCES.contains(&name_text.as_ref())) {
                     pending.push(child);
                 }
             } else if is_source(&name_text) {
@@ -287,4 +289,44 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     temporary.as_file().sync_all().map_err(|e| failed(&e))?;
     temporary.persist(path).map_err(|e| failed(&e.error))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_are_the_plugin_s_own_files_and_only_they_move_the_stamp() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |path: &str, text: &str| {
+            let path = dir.path().join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        };
+        for path in ["pyproject.toml", "plugin.py", "pkg/build/rules.py", "pkg/tests/data.csv", "README.md"] {
+            write(path, path);
+        }
+        for path in ["build/plugin.wasm", "tests/t.py", "test_plugin.py", "plugin_test.py", "project/trellis.toml"] {
+            write(path, "not a source");
+        }
+        for path in ["__pycache__/plugin.pyc", "pkg/__pycache__/rules.pyc", ".venv/lib.py", "trellis_plugin/x.py"] {
+            write(path, "not a source");
+        }
+        let listed = |dir: &Path| -> Vec<String> {
+            sources(dir).unwrap().into_iter().map(|(path, _)| path.display().to_string()).collect()
+        };
+        assert_eq!(listed(dir.path()), ["pkg/build/rules.py", "pkg/tests/data.csv", "plugin.py", "pyproject.toml"]);
+
+        let manifest =
+            Manifest { name: "p".into(), version: "1".into(), kind: Kind::Transformation, module: "plugin".into() };
+        let stamp = || stamp_of(&manifest, &sources(dir.path()).unwrap());
+        let before = stamp();
+        write("README.md", "edited");
+        write("test_plugin.py", "edited");
+        assert_eq!(stamp(), before, "documentation and tests are not the plugin's logic");
+        write("pkg/build/rules.py", "edited");
+        let after = stamp();
+        assert_ne!(after.sources, before.sources);
+        assert_ne!(after.build, before.build);
+    }
 }
