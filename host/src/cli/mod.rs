@@ -341,10 +341,7 @@ impl Command {
 }
 
 fn default_cache_dir() -> Option<PathBuf> {
-    let env = |key: &str| std::env::var_os(key).filter(|value| !value.is_empty()).map(PathBuf::from);
-    env("TRELLIS_CACHE_DIR")
-        .or_else(|| env("XDG_CACHE_HOME").map(|dir| dir.join("trellis")))
-        .or_else(|| env("HOME").map(|dir| dir.join(".cache").join("trellis")))
+    crate::python::env_path("TRELLIS_CACHE_DIR").or_else(crate::python::user_cache_dir)
 }
 
 impl Cli {

@@ -19,10 +19,20 @@ const LAUNCHER: &str =
 /// Where tools are installed unless `TRELLIS_TOOLS_DIR` says:
 /// `$XDG_CACHE_HOME/trellis/tools`, else `~/.cache/trellis/tools`.
 pub fn default_tools_dir() -> Option<PathBuf> {
-    let env = |key: &str| std::env::var_os(key).filter(|value| !value.is_empty()).map(PathBuf::from);
-    env("TRELLIS_TOOLS_DIR")
-        .or_else(|| env("XDG_CACHE_HOME").map(|dir| dir.join("trellis").join("tools")))
-        .or_else(|| env("HOME").map(|dir| dir.join(".cache").join("trellis").join("tools")))
+    env_path("TRELLIS_TOOLS_DIR").or_else(|| user_cache_dir().map(|dir| dir.join("tools")))
+}
+
+/// trellis's directory in the user's cache: `$XDG_CACHE_HOME/trellis`,
+/// else `~/.cache/trellis` (compiled plugins, tools).
+pub fn user_cache_dir() -> Option<PathBuf> {
+    env_path("XDG_CACHE_HOME")
+        .map(|dir| dir.join("trellis"))
+        .or_else(|| env_path("HOME").map(|dir| dir.join(".cache").join("trellis")))
+}
+
+/// An environment variable naming a path, unless it is unset or empty.
+pub fn env_path(key: &str) -> Option<PathBuf> {
+    std::env::var_os(key).filter(|value| !value.is_empty()).map(PathBuf::from)
 }
 
 /// An installed componentize-py and the interpreter that runs it.
