@@ -25,8 +25,8 @@ pub mod incremental {
         inline: "
             package trellis:sdk;
             world incremental-part {
-                import trellis:plugin/host@1.1.0;
-                export trellis:plugin/transform-incremental@1.1.0;
+                import trellis:plugin/host@1.2.0;
+                export trellis:plugin/transform-incremental@1.2.0;
             }
         ",
         path: "../wit",
@@ -36,8 +36,8 @@ pub mod incremental {
         export_macro_name: "__export_incremental_part_world",
         default_bindings_module: "trellis_plugin_sdk::bindings::incremental",
         with: {
-            "trellis:plugin/types@1.1.0": crate::bindings::transformation::trellis::plugin::types,
-            "trellis:plugin/host@1.1.0": crate::bindings::transformation::trellis::plugin::host,
+            "trellis:plugin/types@1.2.0": crate::bindings::transformation::trellis::plugin::types,
+            "trellis:plugin/host@1.2.0": crate::bindings::transformation::trellis::plugin::host,
         },
         additional_derives: [PartialEq, Eq],
     });
@@ -53,8 +53,8 @@ pub mod checksum {
         export_macro_name: "__export_checksum_world",
         default_bindings_module: "trellis_plugin_sdk::bindings::checksum",
         with: {
-            "trellis:plugin/types@1.1.0": crate::bindings::transformation::trellis::plugin::types,
-            "trellis:plugin/host@1.1.0": crate::bindings::transformation::trellis::plugin::host,
+            "trellis:plugin/types@1.2.0": crate::bindings::transformation::trellis::plugin::types,
+            "trellis:plugin/host@1.2.0": crate::bindings::transformation::trellis::plugin::host,
         },
         additional_derives: [PartialEq, Eq],
     });
@@ -70,8 +70,8 @@ pub mod listener {
         export_macro_name: "__export_listener_world",
         default_bindings_module: "trellis_plugin_sdk::bindings::listener",
         with: {
-            "trellis:plugin/types@1.1.0": crate::bindings::transformation::trellis::plugin::types,
-            "trellis:plugin/host@1.1.0": crate::bindings::transformation::trellis::plugin::host,
+            "trellis:plugin/types@1.2.0": crate::bindings::transformation::trellis::plugin::types,
+            "trellis:plugin/host@1.2.0": crate::bindings::transformation::trellis::plugin::host,
         },
         additional_derives: [PartialEq, Eq],
     });

@@ -83,7 +83,7 @@ pub use transformation::{Failure, Input, Outcome, Request, Transformation};
 pub use bindings::transformation::trellis::plugin::types::{ConfigKey, LogLevel, PluginInfo};
 
 /// The version of the `trellis:plugin` contract this SDK builds against.
-pub const CONTRACT_VERSION: &str = "1.1.0";
+pub const CONTRACT_VERSION: &str = "1.2.0";
 
 impl PluginInfo {
     /// A plugin called `name` at `version`, with no description and no configuration.
