@@ -2,7 +2,7 @@
 //! these: they implement the SDK's traits and call its export macros.
 
 /// Bindings for the `transformation` world. The shared `types` and `host`
-/// interfaces are generated here once and reused by the other two worlds, so
+/// interfaces are generated here once and reused by the other worlds, so
 /// that `PluginInfo` is one type whatever the plugin kind.
 pub mod transformation {
     wit_bindgen::generate!({
@@ -35,6 +35,23 @@ pub mod incremental {
         pub_export_macro: true,
         export_macro_name: "__export_incremental_part_world",
         default_bindings_module: "trellis_plugin_sdk::bindings::incremental",
+        with: {
+            "trellis:plugin/types@1.2.0": crate::bindings::transformation::trellis::plugin::types,
+            "trellis:plugin/host@1.2.0": crate::bindings::transformation::trellis::plugin::host,
+        },
+        additional_derives: [PartialEq, Eq],
+    });
+}
+
+/// Bindings for the `engine-transformation` world (contract 1.2.0).
+pub mod engine {
+    wit_bindgen::generate!({
+        world: "engine-transformation",
+        path: "../wit",
+        runtime_path: "trellis_plugin_sdk::__private::wit_bindgen::rt",
+        pub_export_macro: true,
+        export_macro_name: "__export_engine_transformation_world",
+        default_bindings_module: "trellis_plugin_sdk::bindings::engine",
         with: {
             "trellis:plugin/types@1.2.0": crate::bindings::transformation::trellis::plugin::types,
             "trellis:plugin/host@1.2.0": crate::bindings::transformation::trellis::plugin::host,

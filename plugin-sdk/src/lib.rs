@@ -8,6 +8,7 @@
 //! | --- | --- | --- |
 //! | transformation type | [`Transformation`] | [`export_transformation!`] |
 //! | incremental transformation type | [`Transformation`] + [`IncrementalTransformation`] | [`export_incremental_transformation!`] |
+//! | engine-backed transformation type (Spark) | [`EngineTransformation`] | [`export_engine_transformation!`] |
 //! | version-checksum function | [`Checksum`] | [`export_checksum!`] |
 //! | scheduling listener | [`Listener`] | [`export_listener!`] |
 //!
@@ -59,7 +60,8 @@
 //! nothing else: no environment, no network, no other files. It runs under a
 //! deadline and a memory cap. Panics are reported to the host with their
 //! message (see [`set_panic_hook`]); `stdout` and `stderr` are captured into
-//! the host log, truncated at 64 KiB each.
+//! the host log, truncated at 64 KiB each. An engine-backed transformation
+//! sees no files at all: it describes a [`Job`] and the engine runs it.
 
 extern crate self as trellis_plugin_sdk;
 
@@ -67,6 +69,7 @@ extern crate self as trellis_plugin_sdk;
 pub mod bindings;
 mod checksum;
 mod config;
+mod engine;
 mod files;
 mod incremental;
 mod listener;
@@ -75,6 +78,9 @@ mod transformation;
 
 pub use checksum::{Checksum, ChecksumInput, NamedResource};
 pub use config::Config;
+pub use engine::{
+    Application, EngineInput, EngineRequest, EngineResource, EngineTransformation, Field, Job, trim_sql_statement,
+};
 pub use files::{InputFile, ResultExt};
 pub use incremental::{IncrementalOutcome, IncrementalRequest, IncrementalTransformation, InputDelta};
 pub use listener::{Event, Gap, Listener, ListenerError, Transition, ViewState};
@@ -142,6 +148,7 @@ pub fn set_panic_hook() {
 #[doc(hidden)]
 pub mod __private {
     pub use crate::checksum::ChecksumExport;
+    pub use crate::engine::EngineExport;
     pub use crate::incremental::IncrementalExport;
     pub use crate::listener::ListenerExport;
     pub use crate::transformation::TransformationExport;
@@ -178,6 +185,20 @@ macro_rules! export_incremental_transformation {
             type TrellisIncrementalExport = $crate::__private::IncrementalExport<$plugin>;
             $crate::bindings::incremental::__export_incremental_part_world!(
                 TrellisIncrementalExport with_types_in $crate::bindings::incremental
+            );
+        };
+    };
+}
+
+/// Exports an [`EngineTransformation`] as the plugin's `engine-job`
+/// interface (contract 1.2.0). Call it once, at the top level of the plugin crate.
+#[macro_export]
+macro_rules! export_engine_transformation {
+    ($plugin:ty) => {
+        const _: () = {
+            type TrellisEngineExport = $crate::__private::EngineExport<$plugin>;
+            $crate::bindings::engine::__export_engine_transformation_world!(
+                TrellisEngineExport with_types_in $crate::bindings::engine
             );
         };
     };

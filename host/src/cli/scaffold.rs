@@ -77,6 +77,7 @@ const SDK: &[(&str, &str)] = &[
     sdk_file!("plugin-sdk/src/bindings.rs"),
     sdk_file!("plugin-sdk/src/checksum.rs"),
     sdk_file!("plugin-sdk/src/config.rs"),
+    sdk_file!("plugin-sdk/src/engine.rs"),
     sdk_file!("plugin-sdk/src/files.rs"),
     sdk_file!("plugin-sdk/src/incremental.rs"),
     sdk_file!("plugin-sdk/src/lib.rs"),
@@ -85,6 +86,7 @@ const SDK: &[(&str, &str)] = &[
     sdk_file!("plugin-sdk/src/transformation.rs"),
     sdk_file!("wit/plugin.wit"),
     sdk_file!("wit/published/plugin@1.0.0.wit"),
+    sdk_file!("wit/published/plugin@1.1.0.wit"),
 ];
 
 /// Where the crate keeps its copy of the SDK.
