@@ -21,12 +21,14 @@ macro_rules! sample {
     };
 }
 
-/// The sample plugins: three transformations (one incremental), a checksum
-/// and three listeners.
-pub const SAMPLES: [Sample; 7] = [
+/// The sample plugins: three transformations (one incremental), two
+/// engine transformations (Spark), a checksum and three listeners.
+pub const SAMPLES: [Sample; 9] = [
     sample!("csv-aggregate", "csv_aggregate"),
     sample!("csv-aggregate-incremental", "csv_aggregate_incremental"),
     sample!("concat", "concat"),
+    sample!("spark-sql", "spark_sql"),
+    sample!("spark-python", "spark_python"),
     sample!("sql-checksum", "sql_checksum"),
     sample!("jsonl-listener", "jsonl_listener"),
     sample!("stats-listener", "stats_listener"),

@@ -8,6 +8,7 @@ pub mod bundled;
 pub mod catalog;
 pub mod cli;
 pub mod clock;
+pub mod engines;
 pub mod lattice;
 pub mod listeners;
 pub mod metastore;

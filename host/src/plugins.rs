@@ -93,7 +93,7 @@ impl Plugins {
         let mut described: HashMap<&str, Result<PluginInfo, String>> = HashMap::new();
         for name in catalog.plugins.keys() {
             let Some(plugin) = plugins.loaded.get(name) else { continue };
-            if used.contains(name.as_str()) && plugin.world() == World::Transformation {
+            if used.contains(name.as_str()) && plugin.world().transforms() {
                 let info = match plugin.describe().await {
                     Ok(report) => report.result.map_err(|failure| format!("{name}'s describe failed: {failure}")),
                     Err(e) => Err(e.to_string()),
@@ -205,8 +205,13 @@ impl Plugins {
                         continue;
                     }
                 };
-                if plugin.world() != world {
-                    problems.push(problem(format!("{name} is a {} plugin, not a {world} plugin", plugin.world())));
+                let fits = plugin.world() == world || (world == World::Transformation && plugin.world().transforms());
+                if !fits {
+                    problems.push(problem(format!(
+                        "{name} is {} plugin, not {} plugin",
+                        plugin.world().with_article(),
+                        world.with_article()
+                    )));
                     continue;
                 }
                 if world != World::Transformation {
@@ -226,6 +231,18 @@ impl Plugins {
             }
         }
         problems
+    }
+
+    /// The view types whose transformation plugin describes jobs for an
+    /// engine (contract 1.2.0), as far as their plugins are loaded.
+    pub fn engine_types<'a>(&self, catalog: &'a Catalog) -> Vec<&'a ViewType> {
+        catalog
+            .types()
+            .iter()
+            .filter(|t| {
+                t.transformation.plugin().and_then(|p| self.loaded.get(p)).is_some_and(|p| p.world() == World::Engine)
+            })
+            .collect()
     }
 
     /// The memory budget of the project's plugin calls.
@@ -411,8 +428,11 @@ async fn load_plugin(runtime: &Runtime, catalog: &Catalog, decl: &PluginDecl) ->
     let mut limits = plugin.limits();
     // `[defaults]` speaks of transformations; checksums and listeners keep
     // their world's tighter limits unless their own entry says otherwise.
+    // An engine transformation's deadline is its whole job's; its memory
+    // cap only that of the call describing the job, not the defaults'.
     let transformation = plugin.world() == runtime::World::Transformation;
-    if let Some(deadline) = decl.deadline.or(catalog.settings.deadline.filter(|_| transformation)) {
+    let deadline_default = catalog.settings.deadline.filter(|_| plugin.world().transforms());
+    if let Some(deadline) = decl.deadline.or(deadline_default) {
         limits.deadline = deadline;
     }
     if let Some(mib) = decl.memory_mib.or(catalog.settings.memory_mib.filter(|_| transformation)) {

@@ -185,7 +185,7 @@ impl From<crate::scheduler::Error> for ApiError {
             }
             Error::Pattern(_) | Error::Lattice(_) => StatusCode::BAD_REQUEST,
             Error::Busy { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Error::Closing | Error::Gone => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Closing | Error::Gone | Error::EngineUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Refused(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Error::UnknownCoordinator { .. } => StatusCode::NOT_FOUND,
             Error::Coordinator(_) => StatusCode::CONFLICT,

@@ -42,6 +42,7 @@ pub(super) fn transformations_of(state: &AppState) -> wire::Transformations {
             plugin: r.plugin.clone(),
             since: r.since,
             started_at: wire::millis_text(r.since),
+            progress: r.progress.clone(),
         })
         .collect();
     let permits = state

@@ -449,6 +449,10 @@ pub struct RunningTransformation {
     /// `since` as RFC 3339, in UTC.
     #[serde(default)]
     pub started_at: String,
+    /// How far an engine's job has come (Spark: its application, jobs,
+    /// stages and tasks), as its event log last said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

@@ -100,6 +100,92 @@ pub struct Settings {
     /// output cap unless its view type sets its own.
     pub output: OutputCap,
     pub events: EventSettings,
+    /// `[engines.spark]`, with its defaults when the table is absent.
+    pub spark: SparkSettings,
+}
+
+/// `[engines.spark]`: how the Spark driver submits the jobs of
+/// engine-backed view types. None of it is part of a version checksum:
+/// moving a project from local mode to a cluster rebuilds nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SparkSettings {
+    /// `local[*]`, `local[N]`, `spark://HOST:PORT`, `yarn` or `k8s://URL`.
+    pub master: String,
+    pub deploy_mode: DeployMode,
+    /// Where Spark is installed; `None`: `$SPARK_HOME`, then the PySpark
+    /// `trellis engines install spark` put in trellis's tools directory,
+    /// then `spark-submit` on the PATH.
+    pub spark_home: Option<PathBuf>,
+    /// The Python that runs the driver's program (`PYSPARK_PYTHON`).
+    pub python: String,
+    /// Spark properties every job gets, a job's own over them.
+    pub conf: Vec<(String, String)>,
+    /// Environment variables spark-submit gets besides the few trellis
+    /// passes on (see `engines::spark`): `HADOOP_CONF_DIR`, `JAVA_HOME`...
+    pub env: Vec<(String, String)>,
+    /// Jobs in flight at once.
+    pub concurrency: usize,
+    /// The driver's memory (`spark.driver.memory`), which a job whose
+    /// driver runs on this machine reserves from the memory budget.
+    pub memory_mib: usize,
+    /// How long a job has to stop after SIGTERM before it is killed.
+    pub grace: Duration,
+    /// Where `[engines.spark]` is, when the file has it.
+    pub line: Option<usize>,
+}
+
+impl Default for SparkSettings {
+    fn default() -> Self {
+        SparkSettings {
+            master: "local[*]".into(),
+            deploy_mode: DeployMode::Client,
+            spark_home: None,
+            python: "python3".into(),
+            conf: Vec::new(),
+            env: Vec::new(),
+            concurrency: 1,
+            memory_mib: 1024,
+            grace: Duration::from_secs(10),
+            line: None,
+        }
+    }
+}
+
+impl SparkSettings {
+    /// Whether executors run in the driver's process on this machine.
+    pub fn is_local(&self) -> bool {
+        self.master == "local" || self.master.starts_with("local[") || self.master.starts_with("local-cluster[")
+    }
+
+    /// Whether the driver runs on this machine (and holds its memory here).
+    pub fn driver_is_local(&self) -> bool {
+        self.deploy_mode == DeployMode::Client
+    }
+}
+
+/// Spark properties trellis sets itself for every job, which neither
+/// `[engines.spark] conf` nor a job may set: where the job runs, where its
+/// event log and scratch files go, and its driver's memory (`memory_mib`).
+pub const SPARK_RESERVED_CONF: [&str; 10] = [
+    "spark.master",
+    "spark.submit.deployMode",
+    "spark.app.name",
+    "spark.driver.memory",
+    "spark.local.dir",
+    "spark.eventLog.enabled",
+    "spark.eventLog.dir",
+    "spark.eventLog.compress",
+    "spark.eventLog.rolling.enabled",
+    "spark.kubernetes.driver.pod.name",
+];
+
+/// `[engines.spark] deploy_mode`: where the driver runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeployMode {
+    /// On this machine, as a child of trellis.
+    Client,
+    /// On the cluster (YARN or Kubernetes).
+    Cluster,
 }
 
 /// How much one transformation may write to its output: `output_mib` and

@@ -137,6 +137,18 @@ pub(super) async fn validate(args: &ProjectArgs, runtime: &crate::runtime::Runti
     for warning in &plugins.warnings {
         eprintln!("warning: {}", path_of(&args.project, warning));
     }
+    let on_spark = plugins.engine_types(&catalog);
+    if !on_spark.is_empty()
+        && let Err(reason) = crate::engines::spark::locate(&catalog.settings.spark, crate::python::default_tools_dir().as_deref())
+    {
+        let names: Vec<&str> = on_spark.iter().map(|t| t.name.as_str()).collect();
+        eprintln!(
+            "warning: {} run{} on Spark, which is not available here: {reason}; materialize refuses {} until it is",
+            names.join(", "),
+            if names.len() == 1 { "s" } else { "" },
+            if names.len() == 1 { "its views" } else { "their views" }
+        );
+    }
     let problems = plugins.problems;
     if !problems.is_empty() {
         for problem in &problems {

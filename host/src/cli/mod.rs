@@ -10,6 +10,7 @@ mod catalog;
 mod coordinate;
 mod coordinators;
 mod demo;
+mod engines;
 mod listeners;
 mod logs;
 mod metastore;
@@ -154,6 +155,8 @@ enum Command {
     Reload(reload::ReloadArgs),
     /// Show the transformations a server is running and its permits (needs --server)
     Transformations(schedule::TransformationsArgs),
+    /// Show where the project's engine (Spark) and Java are found; `install spark` installs PySpark
+    Engines(engines::EnginesArgs),
     /// An interactive shell: each line is a trellis command (without `trellis`); exit, quit or Ctrl-D end it
     Shell,
 }
@@ -177,7 +180,8 @@ impl From<Status> for ExitCode {
 
 /// The commands that have no remote form: `--server` after them is
 /// refused rather than listed in their help and ignored.
-const LOCAL_ONLY: [&str; 8] = ["validate", "deps", "demo", "plugins", "bench", "metastore", "coordinate", "serve"];
+const LOCAL_ONLY: [&str; 9] =
+    ["validate", "deps", "demo", "plugins", "bench", "metastore", "coordinate", "serve", "engines"];
 
 impl Cli {
     /// The command line's description: the derived one, with `--server`
@@ -291,6 +295,7 @@ impl Cli {
                 None => reload::reload(&args, token(globals.token_file.as_deref())?).await,
             },
             Command::Transformations(args) => schedule::transformations(&args, server()?.as_ref()).await,
+            Command::Engines(args) => engines::run(&args, runtime).await,
             Command::Shell => shell::run(&globals).await,
         }
     }

@@ -168,7 +168,7 @@ impl PluginsCommand {
 async fn load(runtime: &Runtime, file: &Path, world: Option<World>) -> anyhow::Result<Plugin> {
     let plugin = runtime.load_file(file).await?;
     if let Some(world) = world.filter(|&w| w != plugin.world()) {
-        bail!("{} is a {} plugin, not a {world} plugin", file.display(), plugin.world());
+        bail!("{} is {} plugin, not {} plugin", file.display(), plugin.world().with_article(), world.with_article());
     }
     Ok(plugin)
 }

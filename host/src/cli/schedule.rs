@@ -436,7 +436,10 @@ pub(super) async fn transformations(args: &TransformationsArgs, server: Option<&
     for running in &now.running {
         let seconds = (now_ms - running.since).max(0) as u64 / 1000;
         let elapsed = humantime::format_duration(std::time::Duration::from_secs(seconds));
-        println!("{}  {}  running for {elapsed}", running.view, running.plugin);
+        match &running.progress {
+            Some(progress) => println!("{}  {}  running for {elapsed}: {progress}", running.view, running.plugin),
+            None => println!("{}  {}  running for {elapsed}", running.view, running.plugin),
+        }
     }
     let permits: Vec<String> = now
         .permits

@@ -19,7 +19,9 @@ mod builder;
 mod toolchain;
 
 pub use builder::{Built, Kind, Manifest, build, read_manifest};
-pub use toolchain::{COMPONENTIZE_PY, Toolchain, default_tools_dir, env_path, user_cache_dir};
+pub use toolchain::{
+    COMPONENTIZE_PY, Toolchain, default_tools_dir, env_path, interpreter, last_line, pip_install, user_cache_dir,
+};
 
 use std::path::PathBuf;
 

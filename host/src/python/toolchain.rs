@@ -48,14 +48,15 @@ impl Toolchain {
     /// `note` is told before the install starts, which needs the package
     /// registry once (pip's own cache serves later installs).
     pub fn ensure(tools: &Path, note: &mut dyn FnMut(String)) -> Result<Toolchain, Error> {
-        let python = python()?;
+        let python = interpreter((3, 9))?;
         let packages = tools.join(format!("componentize-py-{COMPONENTIZE_PY}"));
         if !packages.join("componentize_py").is_dir() {
             note(format!(
                 "installing componentize-py {COMPONENTIZE_PY} into {} (once; it needs the package registry)",
                 packages.display()
             ));
-            install(&python, tools, &packages)?;
+            pip_install(&python, tools, &packages, &format!("componentize-py=={COMPONENTIZE_PY}"), "componentize_py")
+                .map_err(|reason| Error::Install { dir: packages.clone(), reason })?;
         }
         Ok(Toolchain { python, packages })
     }
@@ -87,56 +88,65 @@ fn kept_environment() -> Vec<(OsString, OsString)> {
         .collect()
 }
 
-/// The interpreter: `TRELLIS_PYTHON`, else `python3`, checked to be 3.9 or
-/// newer and to have pip.
-fn python() -> Result<PathBuf, Error> {
+/// The interpreter that installs trellis's tools: `TRELLIS_PYTHON`, else
+/// `python3`, checked to be `minimum` or newer and to have pip.
+pub fn interpreter(minimum: (u32, u32)) -> Result<PathBuf, Error> {
     let python = std::env::var_os("TRELLIS_PYTHON").filter(|p| !p.is_empty()).unwrap_or_else(|| "python3".into());
-    let check =
-        "import sys, importlib.util as u; sys.exit(2 if sys.version_info < (3, 9) else 0 if u.find_spec('pip') else 3)";
+    let (major, minor) = minimum;
+    let check = format!(
+        "import sys, importlib.util as u; sys.exit(2 if sys.version_info < ({major}, {minor}) else 0 if u.find_spec('pip') else 3)"
+    );
     let shown = Path::new(&python).display().to_string();
     let status = Command::new(&python)
-        .args(["-I", "-c", check])
+        .args(["-I", "-c", &check])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status();
     match status.map(|status| status.code()) {
         Ok(Some(0)) => Ok(PathBuf::from(python)),
-        Ok(Some(2)) => Err(Error::NoPython { reason: format!("{shown} is older than 3.9") }),
+        Ok(Some(2)) => Err(Error::NoPython { reason: format!("{shown} is older than {major}.{minor}") }),
         Ok(Some(3)) => Err(Error::NoPython { reason: format!("{shown} has no pip") }),
         Ok(_) => Err(Error::NoPython { reason: format!("{shown} failed to start") }),
         Err(e) => Err(Error::NoPython { reason: format!("cannot run {shown}: {e}") }),
     }
 }
 
-/// pip-installs componentize-py into a fresh directory beside `packages`,
-/// then renames it into place. A concurrent install that got there first
-/// wins; this one's copy is dropped.
-fn install(python: &Path, tools: &Path, packages: &Path) -> Result<(), Error> {
-    let failed = |reason: String| Error::Install { dir: packages.to_path_buf(), reason };
-    std::fs::create_dir_all(tools).map_err(|e| failed(e.to_string()))?;
-    let staging =
-        tempfile::Builder::new().prefix(".installing-").tempdir_in(tools).map_err(|e| failed(e.to_string()))?;
+/// pip-installs `requirement` into a fresh directory beside `packages`,
+/// then renames it into place whole, so that a half-done install is never
+/// used: `packages/<installed>` existing is what says it is there. A
+/// concurrent install that got there first wins; this one's copy is
+/// dropped. pip's own cache (of downloads and built wheels) serves later
+/// installs. The error is pip's last line.
+pub fn pip_install(
+    python: &Path,
+    tools: &Path,
+    packages: &Path,
+    requirement: &str,
+    installed: &str,
+) -> Result<(), String> {
+    std::fs::create_dir_all(tools).map_err(|e| e.to_string())?;
+    let staging = tempfile::Builder::new().prefix(".installing-").tempdir_in(tools).map_err(|e| e.to_string())?;
     let output = Command::new(python)
         .args(["-I", "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--quiet", "--target"])
         .arg(staging.path())
-        .arg(format!("componentize-py=={COMPONENTIZE_PY}"))
+        .arg(requirement)
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| failed(format!("cannot run pip: {e}")))?;
+        .map_err(|e| format!("cannot run pip: {e}"))?;
     if !output.status.success() {
-        return Err(failed(format!("pip says: {}", last_line(&output.stderr))));
+        return Err(format!("pip says: {}", last_line(&output.stderr)));
     }
     match std::fs::rename(staging.path(), packages) {
         Ok(()) => Ok(()),
-        Err(_) if packages.join("componentize_py").is_dir() => Ok(()),
-        Err(e) => Err(failed(e.to_string())),
+        Err(_) if packages.join(installed).exists() => Ok(()),
+        Err(e) => Err(e.to_string()),
     }
 }
 
 /// The last line a tool printed that says something: where pip and Python
 /// put the error itself.
-pub(super) fn last_line(output: &[u8]) -> String {
+pub fn last_line(output: &[u8]) -> String {
     let text = String::from_utf8_lossy(output);
     text.lines().rev().map(str::trim).find(|line| !line.is_empty()).unwrap_or("(it printed nothing)").to_string()
 }

@@ -1,4 +1,4 @@
-//! Host-side bindings for the four worlds of `wit/plugin.wit`: the only
+//! Host-side bindings for the five worlds of `wit/plugin.wit`: the only
 //! `bindgen!` in trellis. The shared `types` and `host` interfaces are
 //! generated once, with the transformation world, and reused by the others.
 
@@ -14,6 +14,20 @@ pub(crate) mod transformation {
 pub(crate) mod incremental {
     wasmtime::component::bindgen!({
         world: "incremental-transformation",
+        path: "../wit",
+        exports: { default: async },
+        with: {
+            "trellis:plugin/types": super::transformation::trellis::plugin::types,
+            "trellis:plugin/host": super::transformation::trellis::plugin::host,
+        },
+    });
+}
+
+/// Since 1.2.0: a transformation whose views an engine computes from the
+/// job the plugin describes.
+pub(crate) mod engine {
+    wasmtime::component::bindgen!({
+        world: "engine-transformation",
         path: "../wit",
         exports: { default: async },
         with: {

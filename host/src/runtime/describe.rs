@@ -75,6 +75,10 @@ impl Plugin {
                     let instance = pre.instantiate_async(&mut *store).await.map_err(Phase::Instantiate)?;
                     instance.trellis_plugin_transform().call_describe(&mut *store).await
                 }
+                Pre::Engine(pre) => {
+                    let instance = pre.instantiate_async(&mut *store).await.map_err(Phase::Instantiate)?;
+                    instance.trellis_plugin_engine_job().call_describe(&mut *store).await
+                }
                 Pre::Checksum(pre) => {
                     let instance = pre.instantiate_async(&mut *store).await.map_err(Phase::Instantiate)?;
                     instance.trellis_plugin_version_checksum().call_describe(&mut *store).await

@@ -41,6 +41,8 @@ pub const CPU_WALL_CEILING: u32 = 200;
 
 impl Limits {
     /// The defaults: transformation 60 s of wall-clock time / 512 MiB,
+    /// engine transformation an hour for the whole job / 64 MiB for the call
+    /// that describes it,
     /// checksum 5 s of wall-clock time / 64 MiB, listener 1 s of CPU time
     /// per call / 64 MiB. Listeners run at the lowest CPU priority on
     /// purpose, so their deadline must not count the time they wait for a
@@ -52,6 +54,9 @@ impl Limits {
             World::Transformation => {
                 Limits { deadline: Duration::from_secs(60), memory: 512 * MIB, clock: Clock::Wall }
             }
+            // The deadline is the whole job's, on the engine; describing it
+            // is one short call (see `JOB_CALL_DEADLINE`).
+            World::Engine => Limits { deadline: Duration::from_secs(3600), memory: 64 * MIB, clock: Clock::Wall },
             World::Checksum => Limits { deadline: Duration::from_secs(5), memory: 64 * MIB, clock: Clock::Wall },
             World::Listener => Limits { deadline: Duration::from_secs(1), memory: 64 * MIB, clock: Clock::Cpu },
         }

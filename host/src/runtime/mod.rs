@@ -25,6 +25,7 @@ mod describe;
 mod engine;
 mod failure;
 mod http;
+mod job;
 mod limits;
 mod listener;
 mod output;
@@ -34,6 +35,7 @@ pub mod stamp;
 mod transform;
 
 pub use budget::{BudgetUsage, MemoryBudget, default_memory_budget};
+pub(crate) use budget::Reservation;
 pub use cache::Provenance;
 pub use capture::Captured;
 pub use checksum::ChecksumRequest;
@@ -41,8 +43,9 @@ pub use describe::{ConfigKey, PluginInfo};
 pub use engine::{POOL_SLOTS, Runtime, RuntimeOptions};
 pub use failure::{CallReport, Failure, FailureKind};
 pub use limits::{CPU_WALL_CEILING, Clock, Limits};
+pub use job::{Application, EngineJob, JobField, JobInput, JobRequest};
 pub use listener::{ListenerEvent, ListenerInstance};
-pub use output::OutputLimit;
+pub use output::{OutputLimit, check_output};
 pub use plugin::{Plugin, World};
 pub use sandbox::{GUEST_OUTPUT, GUEST_PREVIOUS, GUEST_STATE, LogLine, guest_input};
 pub use transform::{Increment, IncrementalOutcome, InputDelta, TransformInput, TransformOutcome, TransformRequest};
@@ -63,7 +66,7 @@ pub enum Error {
     Read { path: PathBuf, reason: String },
     #[error("{name} is not a trellis plugin: {reason}")]
     NotAPlugin { name: String, reason: String },
-    #[error("{name} is a {actual} plugin, not a {expected} plugin")]
+    #[error("{name} is {} plugin, not {} plugin", actual.with_article(), expected.with_article())]
     WrongWorld { name: String, expected: World, actual: World },
     #[error("cannot grant {} to the plugin: {reason}", path.display())]
     Grant { path: PathBuf, reason: String },

@@ -119,7 +119,7 @@ fn over_cap(usage: Usage, limit: OutputLimit) -> Option<Failure> {
 /// The exact check once the call returned: the output may hold only
 /// directories and regular files (a symlink left by the guest would point
 /// readers of the published data anywhere), within `limit`.
-pub(super) fn check_output(dir: &Path, limit: OutputLimit) -> Result<(), Failure> {
+pub fn check_output(dir: &Path, limit: OutputLimit) -> Result<(), Failure> {
     let (usage, special) = measure(dir, limit)
         .map_err(|e| Failure::new(FailureKind::Retryable, format!("cannot read the output {}: {e}", dir.display())))?;
     if let Some(failure) = over_cap(usage, limit) {

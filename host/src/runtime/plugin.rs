@@ -8,6 +8,7 @@ use wasmtime::component::{Component, Linker};
 use wasmtime::{Engine, Store};
 
 use super::bindings::checksum::ChecksumPre;
+use super::bindings::engine::EngineTransformationPre;
 use super::bindings::incremental::IncrementalTransformationPre;
 use super::bindings::listener::ListenerPre;
 use super::bindings::transformation::TransformationPre;
@@ -21,20 +22,39 @@ use super::{Error, Limits, Provenance};
 #[serde(rename_all = "kebab-case")]
 pub enum World {
     Transformation,
+    /// A transformation whose views an engine computes from the job the
+    /// plugin describes (contract 1.2.0).
+    Engine,
     Checksum,
     Listener,
 }
 
 impl World {
-    const ALL: [World; 3] = [World::Transformation, World::Checksum, World::Listener];
+    const ALL: [World; 4] = [World::Transformation, World::Engine, World::Checksum, World::Listener];
 
     /// The interface a plugin of this world exports. wasmtime matches
     /// names by semver, so a plugin built against 1.0.0 is found too.
     fn export(self) -> &'static str {
         match self {
-            World::Transformation => "trellis:plugin/transform@1.1.0",
-            World::Checksum => "trellis:plugin/version-checksum@1.1.0",
-            World::Listener => "trellis:plugin/events@1.1.0",
+            World::Transformation => "trellis:plugin/transform@1.2.0",
+            World::Engine => "trellis:plugin/engine-job@1.2.0",
+            World::Checksum => "trellis:plugin/version-checksum@1.2.0",
+            World::Listener => "trellis:plugin/events@1.2.0",
+        }
+    }
+
+    /// Whether a plugin of this world can be a view type's
+    /// `transformation`: it computes views, or describes how an engine does.
+    pub fn transforms(self) -> bool {
+        matches!(self, World::Transformation | World::Engine)
+    }
+
+    /// The world's name with its article, for messages: "a checksum", "an
+    /// engine transformation".
+    pub fn with_article(self) -> String {
+        match self {
+            World::Engine => format!("an {self}"),
+            _ => format!("a {self}"),
         }
     }
 }
@@ -43,6 +63,7 @@ impl std::fmt::Display for World {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             World::Transformation => "transformation",
+            World::Engine => "engine transformation",
             World::Checksum => "checksum",
             World::Listener => "listener",
         })
@@ -54,11 +75,12 @@ fn exports_of_worlds() -> String {
 }
 
 /// What a transformation plugin that can run incrementally exports as well.
-const INCREMENTAL_EXPORT: &str = "trellis:plugin/transform-incremental@1.1.0";
+const INCREMENTAL_EXPORT: &str = "trellis:plugin/transform-incremental@1.2.0";
 
 pub(super) enum Pre {
     /// With the incremental entry point, when the plugin exports it.
     Transformation(TransformationPre<Sandbox>, Option<IncrementalTransformationPre<Sandbox>>),
+    Engine(EngineTransformationPre<Sandbox>),
     Checksum(ChecksumPre<Sandbox>),
     Listener(ListenerPre<Sandbox>),
 }
@@ -119,6 +141,7 @@ impl Plugin {
                 };
                 TransformationPre::new(pre).map(|pre| Pre::Transformation(pre, incremental))
             }
+            World::Engine => EngineTransformationPre::new(pre).map(Pre::Engine),
             World::Checksum => ChecksumPre::new(pre).map(Pre::Checksum),
             World::Listener => ListenerPre::new(pre).map(Pre::Listener),
         }

@@ -8,6 +8,7 @@
 //! - `record`: the pure translation of a transition's actions to the view's record;
 //! - `state`: the [`Scheduler`], owner of all view state; instantiate, invalidate, plan;
 //! - `run`: one [`Run`] and the steps that advance it; the embedded driver;
+//! - `engine`: engine-backed views: the job described, run by its driver, published;
 //! - `service`: the long-lived [`Service`] and its [`Handle`], for the server;
 //! - `reload`: a server's project loaded again and applied between runs;
 //! - `memo`: freshness remembered between runs, external data watched;
@@ -16,6 +17,7 @@
 
 pub mod action;
 pub mod coordinate;
+mod engine;
 mod memo;
 pub mod policy;
 pub mod publish;
@@ -75,4 +77,8 @@ pub enum Error {
     /// A transaction log request that names what is not there.
     #[error("{0}")]
     TxLog(String),
+    /// Views the request would transform run on an engine that is not
+    /// available here (Spark or Java missing).
+    #[error("{0}")]
+    EngineUnavailable(String),
 }

@@ -166,7 +166,7 @@ impl Scheduler {
         self.lattice.set_capacity(capacity);
         self.slots.clear();
         self.schema_changed = schema_changed;
-        self.transformations = Some(Transformations { plugins, versions });
+        self.transformations = Some(Transformations::new(&catalog, plugins, versions));
         self.catalog = catalog;
         self.with_table(super::table::Table::clear_views);
         let watched = self.memo.is_some();

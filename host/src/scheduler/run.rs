@@ -18,6 +18,7 @@ use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use super::Error;
+use super::engine::JobControl;
 use super::publish::Staging;
 use super::record::{self, previous_stable};
 use super::state::{Progress, Scheduler, Standing, flag_identity, new_event, now_millis};
@@ -115,6 +116,16 @@ pub enum TaskReport {
         view: ViewId,
         log: Box<crate::metastore::AttemptLog>,
     },
+    /// How far an engine's job has come, as its driver says.
+    Progress {
+        view: ViewId,
+        text: String,
+    },
+    /// An engine's job asked to stop is gone, with its staging directory:
+    /// its task's last report after a stop.
+    Reaped {
+        view: ViewId,
+    },
 }
 
 /// A running task: how to abort it, and whether it got past the permits
@@ -122,6 +133,8 @@ pub enum TaskReport {
 struct Task {
     abort: tokio::task::AbortHandle,
     started: Arc<AtomicBool>,
+    /// An engine's job, which a stop asks to stop rather than aborts.
+    job: Option<JobControl>,
 }
 
 /// What a run keeps per view.
@@ -170,6 +183,9 @@ pub struct Run {
     stop: Option<StopReason>,
     /// Everything in flight was canceled.
     stopped: bool,
+    /// Engine jobs whose last report has not come yet after a stop: the
+    /// run ends once they are gone, so that no job outlives it.
+    draining: HashSet<ViewId>,
     /// The views the run was asked for.
     addressed: Vec<ViewId>,
     /// A full refresh: the addressed views are its selection, rebuilt
@@ -194,7 +210,7 @@ impl Run {
     /// Nothing is queued and nothing is in flight (or it was all canceled):
     /// the run can `finish`.
     pub fn is_over(&self) -> bool {
-        self.queue.is_empty() && (self.tasks.is_empty() || self.stopped)
+        self.queue.is_empty() && (self.tasks.is_empty() || self.stopped) && self.draining.is_empty()
     }
 
     /// A stop was asked.
@@ -243,6 +259,9 @@ impl Scheduler {
     ) -> Result<RunSummary, Error> {
         self.transformations()?;
         let addressed = self.instantiate(pattern_text)?;
+        if matches!(mode, Mode::Default | Mode::TransformOnly) {
+            self.check_engines(&addressed)?;
+        }
         let record = self.new_run(pattern_text, mode, full_refresh)?;
         let run = self.begin(record, mode, &addressed);
         self.drive(run, stop).await
@@ -321,6 +340,7 @@ impl Scheduler {
             incoming,
             stop: None,
             stopped: false,
+            draining: HashSet::new(),
             addressed: addressed.to_vec(),
             full_refresh,
             actual_time: chrono::Utc::now(),
@@ -364,6 +384,7 @@ impl Scheduler {
         match report {
             TaskReport::Done { view, data, timestamp, counters, txlog } => {
                 run.tasks.remove(&view);
+                run.draining.remove(&view);
                 if let Some(marker) = txlog {
                     self.record_txlog_commit(view, &marker, &run.id);
                 }
@@ -378,6 +399,7 @@ impl Scheduler {
             }
             TaskReport::Failed { view, class, message } => {
                 run.tasks.remove(&view);
+                run.draining.remove(&view);
                 let policy = self.lattice.view_type(view).retry;
                 let state = run.view(view);
                 let attempts = state.attempts.max(1);
@@ -404,6 +426,15 @@ impl Scheduler {
                 run.queue.push_back((view, Event::RetryDue));
             }
             TaskReport::Logged { view, log } => self.record_log(view, *log),
+            TaskReport::Progress { view, text } => self.with_table(|table| {
+                if let Some(running) = table.running.get_mut(&view.0) {
+                    running.progress = Some(text);
+                }
+            }),
+            TaskReport::Reaped { view } => {
+                run.tasks.remove(&view);
+                run.draining.remove(&view);
+            }
             TaskReport::Started { view } => {
                 // Only plugins take permits, so only they report starting.
                 if let Transformation::Plugin { plugin, .. } = &self.lattice.view_type(view).transformation {
@@ -411,6 +442,7 @@ impl Scheduler {
                         view: self.slots[view.0 as usize].url.clone(),
                         plugin: plugin.clone(),
                         since: now_millis(),
+                        progress: None,
                     };
                     self.with_table(|table| {
                         table.running.insert(view.0, running);
@@ -789,8 +821,9 @@ impl Scheduler {
                 let started = Arc::new(AtomicBool::new(false));
                 let full_refresh = run.full_refresh.as_ref().is_some_and(|selected| selected.contains(&id));
                 let attempt = (run.id.clone(), run.view(id).attempts);
-                let task = self.start_transformation(id, run.reports.clone(), started.clone(), full_refresh, attempt);
-                run.tasks.insert(id, Task { abort: task.abort_handle(), started });
+                let (task, job) =
+                    self.start_transformation(id, run.reports.clone(), started.clone(), full_refresh, attempt);
+                run.tasks.insert(id, Task { abort: task.abort_handle(), started, job });
             }
             Action::ScheduleRetry => {
                 let backoff = run.view(id).retry_in.take().unwrap_or(self.retry_backoff);
@@ -799,7 +832,8 @@ impl Scheduler {
                     tokio::time::sleep(backoff).await;
                     let _ = reports.send(TaskReport::RetryDue { view: id });
                 });
-                run.tasks.insert(id, Task { abort: task.abort_handle(), started: Arc::new(AtomicBool::new(false)) });
+                let started = Arc::new(AtomicBool::new(false));
+                run.tasks.insert(id, Task { abort: task.abort_handle(), started, job: None });
             }
             _ => {}
         }
@@ -807,10 +841,22 @@ impl Scheduler {
 
     /// Stops everything in flight: tasks are aborted (a transformation's
     /// staging directory is left for the next start to remove; its view
-    /// keeps its previous data), and each view in flight goes back to the
-    /// state it had before the run.
+    /// keeps its previous data), engine jobs are asked to stop (the run
+    /// waits for them to be gone), and each view in flight goes back to the
+    /// state it had before the run. An engine job that published its data
+    /// before the stop came is left to report it.
     fn cancel(&mut self, run: &mut Run) {
-        let canceled: Vec<u32> = run.tasks.keys().map(|view| view.0).collect();
+        let mut finishing = HashSet::new();
+        for (view, task) in &mut run.tasks {
+            if let Some(job) = &mut task.job {
+                if !job.stop() {
+                    finishing.insert(*view);
+                }
+                run.draining.insert(*view);
+            }
+        }
+        let canceled: Vec<u32> =
+            run.tasks.keys().filter(|view| !finishing.contains(view)).map(|view| view.0).collect();
         self.with_table(|table| {
             for view in canceled {
                 if table.running.remove(&view).is_some() {
@@ -820,15 +866,26 @@ impl Scheduler {
         });
         // Which tasks had started is read before any is aborted: an aborted
         // task gives its permits back, and one waiting for them could start.
-        let started: Vec<(ViewId, bool)> =
-            run.tasks.iter().map(|(view, task)| (*view, task.started.load(Ordering::SeqCst))).collect();
+        let started: Vec<(ViewId, bool)> = run
+            .tasks
+            .iter()
+            .filter(|(view, _)| !finishing.contains(view))
+            .map(|(view, task)| (*view, task.started.load(Ordering::SeqCst)))
+            .collect();
         for (view, started) in started {
             run.flows.insert(view, if started { FlowStatus::Canceled } else { FlowStatus::Skipped });
         }
-        for (_, task) in run.tasks.drain() {
-            task.abort.abort();
-        }
+        // Engine jobs end by themselves, and report it; the rest is aborted.
+        run.tasks.retain(|view, task| {
+            if task.job.is_none() {
+                task.abort.abort();
+            }
+            task.job.is_some() && finishing.contains(view)
+        });
         for (index, slot) in self.slots.iter().enumerate() {
+            if finishing.contains(&ViewId(index as u32)) {
+                continue;
+            }
             if matches!(slot.record.state, ViewState::Waiting | ViewState::Transforming | ViewState::Retrying) {
                 let previous = previous_stable(slot.record.state, &slot.record);
                 run.queue.push_back((ViewId(index as u32), Event::Canceled { previous }));
@@ -970,6 +1027,8 @@ impl Scheduler {
         }
     }
 
+    /// Starts a view's transformation as a task; an engine's job also
+    /// gives how to stop it.
     fn start_transformation(
         &mut self,
         id: ViewId,
@@ -977,27 +1036,30 @@ impl Scheduler {
         started: Arc<AtomicBool>,
         full_refresh: bool,
         attempt: (Arc<str>, u32),
-    ) -> tokio::task::JoinHandle<()> {
+    ) -> (tokio::task::JoinHandle<()>, Option<JobControl>) {
         let view_type = self.lattice.view_type(id);
         let done_flag = self.lattice.done_flag_path(id);
         let Transformation::Plugin { plugin: plugin_name, output, .. } = &view_type.transformation else {
             // External data: its done flag is its transformation.
             let data = done_flag.exists();
             let result = TaskReport::Done { view: id, data, timestamp: now_millis(), counters: None, txlog: None };
-            return tokio::spawn(async move {
+            let task = tokio::spawn(async move {
                 let _ = results.send(result);
             });
+            return (task, None);
         };
-        let plugin =
-            self.transformations().map_err(|e| e.to_string()).and_then(|t| t.plugins.get(plugin_name).cloned());
-        let plugin = match plugin {
-            Ok(plugin) => plugin,
-            Err(message) => {
-                return tokio::spawn(async move {
-                    let _ = results.send(TaskReport::Failed { view: id, class: FailureClass::Fatal, message });
-                });
-            }
+        let found = self.transformations().map_err(|e| e.to_string()).and_then(|t| {
+            let plugin = t.plugins.get(plugin_name).cloned()?;
+            Ok((plugin, t.spark.clone()))
+        });
+        let (plugin, spark) = match found {
+            Ok(found) => found,
+            Err(message) => return (fail_at_once(id, results, message), None),
         };
+        if plugin.world() == runtime::World::Engine {
+            let (task, job) = self.start_job(id, plugin, spark, results, started, attempt);
+            return (task, Some(job));
+        }
         let own_timestamp = self.slots[id.0 as usize].record.timestamp;
         let with_data = self.inputs_with_data(id, |dependency| {
             self.slots[dependency.0 as usize].record.state == ViewState::Materialized
@@ -1019,11 +1081,7 @@ impl Scheduler {
         let actual = chrono::Utc::now();
         let config = match self.lattice.config(id, actual, runtime::GUEST_OUTPUT, &path_of) {
             Ok(config) => config,
-            Err(message) => {
-                return tokio::spawn(async move {
-                    let _ = results.send(TaskReport::Failed { view: id, class: FailureClass::Fatal, message });
-                });
-            }
+            Err(message) => return (fail_at_once(id, results, message), None),
         };
         let request_base = TransformRequest {
             view: self.lattice.url_path(id),
@@ -1054,7 +1112,7 @@ impl Scheduler {
         let declared = plugin_name.clone();
         let global = self.global.semaphore.clone();
         let local = self.per_plugin[plugin_name].semaphore.clone();
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             let (Ok(_global), Ok(_local)) = (global.acquire_owned().await, local.acquire_owned().await) else { return };
             started.store(true, Ordering::SeqCst);
             let _ = results.send(TaskReport::Started { view: id });
@@ -1063,7 +1121,12 @@ impl Scheduler {
                 .instrument(span)
                 .await;
             if let Some(printed) = printed {
-                let log = attempt_log(&declared, attempt, printed, &result);
+                let outcome = match &result {
+                    Ok((true, ..)) => "succeeded".to_string(),
+                    Ok((false, ..)) => "no data".to_string(),
+                    Err((_, message)) => format!("failed: {message}"),
+                };
+                let log = attempt_log(&declared, attempt, printed, outcome);
                 let _ = results.send(TaskReport::Logged { view: id, log: Box::new(log) });
             }
             let _ = results.send(match result {
@@ -1072,8 +1135,20 @@ impl Scheduler {
                 }
                 Err((class, message)) => TaskReport::Failed { view: id, class, message },
             });
-        })
+        });
+        (task, None)
     }
+}
+
+/// A task that reports a fatal failure at once: a view that cannot start.
+fn fail_at_once(
+    view: ViewId,
+    results: mpsc::UnboundedSender<TaskReport>,
+    message: String,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let _ = results.send(TaskReport::Failed { view, class: FailureClass::Fatal, message });
+    })
 }
 
 /// How many of a view's last transformations keep their logs.
@@ -1083,19 +1158,20 @@ const LOG_LINES_BYTES: usize = 32 << 10;
 const PRINTED_BYTES: usize = 16 << 10;
 
 /// What a call logged and printed.
-struct Printed {
-    lines: Vec<runtime::LogLine>,
-    stdout: runtime::Captured,
-    stderr: runtime::Captured,
+pub(super) struct Printed {
+    pub lines: Vec<runtime::LogLine>,
+    pub stdout: runtime::Captured,
+    pub stderr: runtime::Captured,
 }
 
 /// One attempt's log, bounded: the first lines up to their budget, the
-/// beginnings of stdout and stderr, the rest counted.
-fn attempt_log(
+/// beginnings of stdout and stderr, the rest counted; `outcome` says how
+/// it ended ("succeeded", "no data", "failed: ...").
+pub(super) fn attempt_log(
     plugin: &str,
     (run, attempt): (Arc<str>, u32),
     printed: Printed,
-    result: &Result<Produced, (FailureClass, String)>,
+    outcome: String,
 ) -> crate::metastore::AttemptLog {
     let mut truncated = printed.stdout.truncated_bytes + printed.stderr.truncated_bytes;
     let mut budget = LOG_LINES_BYTES;
@@ -1121,11 +1197,6 @@ fn attempt_log(
         text
     };
     let (stdout, stderr) = (cut(printed.stdout.text), cut(printed.stderr.text));
-    let outcome = match result {
-        Ok((true, ..)) => "succeeded".to_string(),
-        Ok((false, ..)) => "no data".to_string(),
-        Err((_, message)) => format!("failed: {message}"),
-    };
     crate::metastore::AttemptLog {
         run: run.to_string(),
         attempt,

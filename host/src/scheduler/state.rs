@@ -16,6 +16,7 @@ use super::publish::Staging;
 use super::table::{SharedTable, Table, ViewRow};
 use super::transition::{Action, Event, Facts, FlagCheck, Freshness, Reason, Settled, freshness, transition};
 use crate::catalog::{Catalog, Transformation, ViewTypeId, pattern};
+use crate::engines::spark::Spark;
 use crate::lattice::{self, Lattice, Resolution, ViewId};
 use crate::metastore::{Commit, FlagIdentity, Metastore, RunRecord, SchemaChange, SeenFlag, ViewRecord};
 use crate::model::{Termination, ViewState};
@@ -63,6 +64,19 @@ pub struct TxReset {
 pub(super) struct Transformations {
     pub plugins: Arc<Plugins>,
     pub versions: HashMap<ViewTypeId, String>,
+    /// The driver of engine-backed types' jobs, with the project's settings.
+    pub spark: Arc<Spark>,
+}
+
+impl Transformations {
+    pub(super) fn new(catalog: &Catalog, plugins: Arc<Plugins>, versions: HashMap<ViewTypeId, String>) -> Self {
+        let spark = Spark::new(
+            catalog.settings.spark.clone(),
+            crate::python::default_tools_dir(),
+            plugins.memory_budget().clone(),
+        );
+        Transformations { plugins, versions, spark: Arc::new(spark) }
+    }
 }
 
 pub struct Scheduler {
@@ -186,7 +200,7 @@ impl Scheduler {
         plugins.ready_for(&catalog)?;
         let versions = plugins.versions(&catalog).await?;
         let mut scheduler = Scheduler::open_records(catalog)?;
-        scheduler.transformations = Some(Transformations { plugins, versions });
+        scheduler.transformations = Some(Transformations::new(&scheduler.catalog, plugins, versions));
         Ok(scheduler)
     }
 

@@ -66,6 +66,8 @@ pub struct Running {
     pub plugin: String,
     /// Milliseconds since the Unix epoch.
     pub since: i64,
+    /// How far an engine's job has come, as its driver last said.
+    pub progress: Option<String>,
 }
 
 /// What stays the same of the run executing while it runs: the overview

@@ -7,12 +7,14 @@
 //! (project-wide tables, plugins, listeners), `types` (one view type),
 //! `dependencies` (one dependency declaration), `paths` (every view its own
 //! directory), `graph` (no cycle between types), `checksum` (what a
-//! type stores) and `resources` (the files a transformation's logic
-//! includes, read here, the only I/O of loading besides the file itself).
+//! type stores), `resources` (the files a transformation's logic
+//! includes, read here, the only I/O of loading besides the file itself)
+//! and `engines` (`[engines.spark]`).
 
 mod checksum;
 mod coordinators;
 mod dependencies;
+mod engines;
 mod graph;
 mod paths;
 mod raw;

@@ -297,6 +297,36 @@ pub(super) struct RawProject {
     pub(super) listeners: Vec<Spanned<RawListener>>,
     #[serde(default, rename = "coordinator")]
     pub(super) coordinators: Vec<Spanned<RawCoordinator>>,
+    #[serde(default)]
+    pub(super) engines: RawEngines,
+}
+
+/// `[engines]`: one table per engine a driver exists for.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawEngines {
+    pub(super) spark: Option<Spanned<RawSpark>>,
+}
+
+/// `[engines.spark]`. The dashed spellings are accepted beside trellis's
+/// own underscores, since Spark's documentation writes `deploy-mode`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSpark {
+    pub(super) master: Option<Spanned<String>>,
+    #[serde(alias = "deploy-mode")]
+    pub(super) deploy_mode: Option<Spanned<String>>,
+    #[serde(alias = "spark-home")]
+    pub(super) spark_home: Option<Spanned<String>>,
+    pub(super) python: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) conf: BTreeMap<String, Spanned<toml::Value>>,
+    #[serde(default)]
+    pub(super) env: BTreeMap<String, Spanned<String>>,
+    pub(super) concurrency: Option<Spanned<i64>>,
+    #[serde(alias = "memory-mib")]
+    pub(super) memory_mib: Option<Spanned<i64>>,
+    pub(super) grace: Option<Spanned<String>>,
 }
 
 /// A `[[coordinator]]`: every value spanned, since each has its own checks.

@@ -99,6 +99,7 @@ impl Checker<'_> {
             memory_mib: raw.defaults.memory_mib,
             memory_budget_mib: memory_budget_mib.map(|mib| usize::try_from(mib).unwrap_or(usize::MAX)),
             output,
+            spark: self.spark(raw.engines.spark.as_ref(), root),
         };
         if root.starts_with(&settings.storage) || settings.metastore.starts_with(&settings.storage) {
             // Publishing a view replaces its directory: the storage root
