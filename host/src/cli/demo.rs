@@ -3,7 +3,8 @@
 //! coordinator catch up on three days with the clock set, materializes
 //! the month twice (once building the rest, once with nothing to do), and
 //! then keeps the year-to-date sales current incrementally as a fourth day
-//! arrives.
+//! arrives; last, where Spark is installed, it ranks the shops of May with
+//! Spark SQL (where it is not, it says so, and how to install it).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -32,6 +33,10 @@ const MARKER: &str = ".trellis-demo";
 /// The sample shop project, as in examples/shop.
 const PROJECT: &str = include_str!("../../../examples/shop/trellis.toml");
 
+/// The query of the view type Spark computes, a resource of the project.
+const SHOP_RANKING_SQL: (&str, &str) =
+    ("spark/shop_ranking.sql", include_str!("../../../examples/shop/spark/shop_ranking.sql"));
+
 const SHOPS: [&str; 3] = ["SHOP10", "SHOP20", "SHOP30"];
 const DAYS: [u32; 3] = [1, 2, 3];
 const PATTERN: &str = "shop.datamart/MonthlyTotal/2015/05";
@@ -41,6 +46,9 @@ impl DemoArgs {
         let dir = &self.dir;
         prepare(dir)?;
         std::fs::write(dir.join(catalog::PROJECT_FILE), PROJECT).context("writing trellis.toml")?;
+        let (query_file, query) = SHOP_RANKING_SQL;
+        std::fs::create_dir_all(dir.join("spark")).context("creating spark/")?;
+        std::fs::write(dir.join(query_file), query).with_context(|| format!("writing {query_file}"))?;
         let plugins_dir = dir.join("plugins");
         std::fs::create_dir_all(&plugins_dir).with_context(|| format!("creating {}", plugins_dir.display()))?;
         for sample in &SAMPLES {
@@ -65,6 +73,13 @@ impl DemoArgs {
         };
         let runs = match runs {
             Ok((first, second)) => year_to_date(&mut session.scheduler, dir).await.map(|ytd| (first, second, ytd)),
+            Err(e) => Err(e),
+        };
+        let runs = match runs {
+            Ok((first, second, mut ytd)) => ranking(&mut session.scheduler, dir).await.map(|ranked| {
+                ytd.failures.extend(ranked.into_iter().flat_map(|run| run.failures));
+                (first, second, ytd)
+            }),
             Err(e) => Err(e),
         };
         let drain = if runs.is_ok() { catalog.settings.events.drain } else { std::time::Duration::ZERO };
@@ -185,6 +200,38 @@ async fn year_to_date(scheduler: &mut Scheduler, dir: &Path) -> anyhow::Result<R
     all.failures.extend(first.failures);
     all.failures.extend(month.failures);
     Ok(all)
+}
+
+/// The view Spark computes.
+const RANKING: &str = "shop.datamart/ShopRanking/2015/05";
+
+/// May's shops ranked by Spark SQL, where Spark is installed; where it is
+/// not, one line says so and how to get it (the demo needs nothing but the
+/// binary, and PySpark is a download of about 500 MB).
+async fn ranking(scheduler: &mut Scheduler, dir: &Path) -> anyhow::Result<Option<RunSummary>> {
+    let catalog = super::catalog::load(dir)?;
+    let tools = crate::python::default_tools_dir();
+    if let Err(reason) = crate::engines::spark::locate(&catalog.settings.spark, tools.as_deref()) {
+        println!(
+            "\n# {RANKING} is computed by Spark SQL, which is not available here: {reason}\n\
+             # then: trellis materialize -p {} -v {RANKING}",
+            dir.display()
+        );
+        return Ok(None);
+    }
+    println!("
+$ trellis materialize -v {RANKING}   # Spark SQL, with spark-submit in local mode (about 15 s)");
+    let ranked = scheduler.materialize(RANKING, Mode::Default).await?;
+    println!("{}", super::schedule::counts_line(&ranked));
+    for (view, error) in &ranked.failures {
+        println!("failed: {view}: {error}");
+    }
+    let path = dir.join("data/shop/datamart/ShopRanking/2015/05/part-00000.csv");
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        println!("{}:
+{}", path.display(), text.trim_end());
+    }
+    Ok(Some(ranked))
 }
 
 /// Two late orders of SHOP10 for May 3, in a file of their own beside the
