@@ -50,7 +50,7 @@ from .listener import Event, Gap, Listener, Transition, ViewState, listener
 from .transformation import Data, Input, NoData, Outcome, Request, transformation
 
 __version__ = "0.1.0"
-CONTRACT_VERSION = "1.1.0"
+CONTRACT_VERSION = "1.2.0"
 """The version of the ``trellis:plugin`` contract this SDK builds against."""
 
 __all__ = [

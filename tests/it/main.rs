@@ -26,4 +26,5 @@ mod sandbox;
 mod scenarios;
 mod scheduler;
 mod server;
+mod spark;
 mod storage;
