@@ -114,9 +114,14 @@ impl Job {
     }
 
     /// Sets an engine property for this job, over the project's
-    /// `[engines.<engine>] conf`.
+    /// `[engines.<engine>] conf`; set again, the later value wins (a
+    /// view type's `conf` over the plugin's own defaults).
     pub fn conf(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        self.conf.push((key.into(), value.into()));
+        let (key, value) = (key.into(), value.into());
+        match self.conf.iter_mut().find(|(existing, _)| *existing == key) {
+            Some(existing) => existing.1 = value,
+            None => self.conf.push((key, value)),
+        }
         self
     }
 
@@ -141,7 +146,9 @@ impl Job {
         };
         let properties = parse_conf(&self.engine, config.list(CONF_KEY))?;
         let mut job = self.output_files(files);
-        job.conf.extend(properties);
+        for (key, value) in properties {
+            job = job.conf(key, value);
+        }
         Ok(job)
     }
 }

@@ -154,7 +154,7 @@ impl Default for SparkSettings {
 impl SparkSettings {
     /// Whether executors run in the driver's process on this machine.
     pub fn is_local(&self) -> bool {
-        self.master == "local" || self.master.starts_with("local[") || self.master.starts_with("local-cluster[")
+        self.master == "local" || self.master.starts_with("local[")
     }
 
     /// Whether the driver runs on this machine (and holds its memory here).

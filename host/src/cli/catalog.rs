@@ -139,7 +139,8 @@ pub(super) async fn validate(args: &ProjectArgs, runtime: &crate::runtime::Runti
     }
     let on_spark = plugins.engine_types(&catalog);
     if !on_spark.is_empty()
-        && let Err(reason) = crate::engines::spark::locate(&catalog.settings.spark, crate::python::default_tools_dir().as_deref())
+        && let Err(reason) =
+            crate::engines::spark::locate(&catalog.settings.spark, crate::python::default_tools_dir().as_deref())
     {
         let names: Vec<&str> = on_spark.iter().map(|t| t.name.as_str()).collect();
         eprintln!(

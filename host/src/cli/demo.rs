@@ -219,8 +219,10 @@ async fn ranking(scheduler: &mut Scheduler, dir: &Path) -> anyhow::Result<Option
         );
         return Ok(None);
     }
-    println!("
-$ trellis materialize -v {RANKING}   # Spark SQL, with spark-submit in local mode (about 15 s)");
+    println!(
+        "
+$ trellis materialize -v {RANKING}   # Spark SQL, with spark-submit in local mode (about 15 s)"
+    );
     let ranked = scheduler.materialize(RANKING, Mode::Default).await?;
     println!("{}", super::schedule::counts_line(&ranked));
     for (view, error) in &ranked.failures {
@@ -228,8 +230,12 @@ $ trellis materialize -v {RANKING}   # Spark SQL, with spark-submit in local mod
     }
     let path = dir.join("data/shop/datamart/ShopRanking/2015/05/part-00000.csv");
     if let Ok(text) = std::fs::read_to_string(&path) {
-        println!("{}:
-{}", path.display(), text.trim_end());
+        println!(
+            "{}:
+{}",
+            path.display(),
+            text.trim_end()
+        );
     }
     Ok(Some(ranked))
 }

@@ -33,7 +33,10 @@ enum Engine {
     Spark,
 }
 
-pub(super) async fn run(args: &EnginesArgs, runtime: impl FnOnce() -> anyhow::Result<crate::runtime::Runtime>) -> anyhow::Result<Status> {
+pub(super) async fn run(
+    args: &EnginesArgs,
+    runtime: impl FnOnce() -> anyhow::Result<crate::runtime::Runtime>,
+) -> anyhow::Result<Status> {
     let tools = crate::python::default_tools_dir();
     if let Some(EnginesCommand::Install { engine: Engine::Spark }) = &args.command {
         let Some(tools) = tools else { bail!("no tools directory: set TRELLIS_TOOLS_DIR, XDG_CACHE_HOME or HOME") };

@@ -34,16 +34,16 @@ mod sandbox;
 pub mod stamp;
 mod transform;
 
-pub use budget::{BudgetUsage, MemoryBudget, default_memory_budget};
 pub(crate) use budget::Reservation;
+pub use budget::{BudgetUsage, MemoryBudget, default_memory_budget};
 pub use cache::Provenance;
 pub use capture::Captured;
 pub use checksum::ChecksumRequest;
 pub use describe::{ConfigKey, PluginInfo};
 pub use engine::{POOL_SLOTS, Runtime, RuntimeOptions};
 pub use failure::{CallReport, Failure, FailureKind};
-pub use limits::{CPU_WALL_CEILING, Clock, Limits};
 pub use job::{Application, EngineJob, JobField, JobInput, JobRequest};
+pub use limits::{CPU_WALL_CEILING, Clock, Limits};
 pub use listener::{ListenerEvent, ListenerInstance};
 pub use output::{OutputLimit, check_output};
 pub use plugin::{Plugin, World};

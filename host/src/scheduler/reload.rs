@@ -238,6 +238,7 @@ impl Scheduler {
 
 /// The settings that differ, by the key a user wrote.
 fn settings_changed(old: &Catalog, new: &Catalog) -> Vec<String> {
+    use crate::catalog::SparkSettings;
     let (a, b) = (&old.settings, &new.settings);
     let differ = |x: &dyn std::fmt::Debug, y: &dyn std::fmt::Debug| format!("{x:?}") != format!("{y:?}");
     let mut changed: Vec<String> = [
@@ -251,6 +252,10 @@ fn settings_changed(old: &Catalog, new: &Catalog) -> Vec<String> {
         ("defaults.memory_budget_mib", differ(&a.memory_budget_mib, &b.memory_budget_mib)),
         ("defaults.output", differ(&a.output, &b.output)),
         ("events", differ(&a.events, &b.events)),
+        (
+            "engines.spark",
+            differ(&SparkSettings { line: None, ..a.spark.clone() }, &SparkSettings { line: None, ..b.spark.clone() }),
+        ),
     ]
     .into_iter()
     .filter(|(_, changed)| *changed)

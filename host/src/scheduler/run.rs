@@ -855,8 +855,7 @@ impl Scheduler {
                 run.draining.insert(*view);
             }
         }
-        let canceled: Vec<u32> =
-            run.tasks.keys().filter(|view| !finishing.contains(view)).map(|view| view.0).collect();
+        let canceled: Vec<u32> = run.tasks.keys().filter(|view| !finishing.contains(view)).map(|view| view.0).collect();
         self.with_table(|table| {
             for view in canceled {
                 if table.running.remove(&view).is_some() {

@@ -119,9 +119,14 @@ pub fn overview(page: &Overview) -> Markup {
             @if !page.transformations.running.is_empty() {
                 table #running {
                     caption { "Holding a permit" }
-                    thead { tr { th scope="col" { "View" } th scope="col" { "Plugin" } th scope="col" { "For" } } }
+                    thead { tr { th scope="col" { "View" } th scope="col" { "Plugin" } th scope="col" { "For" } th scope="col" { "Progress" } } }
                     tbody { @for running in &page.transformations.running {
-                        tr { td { a href=(view_link(&running.view)) { (running.view) } } td { (running.plugin) } td { (duration(page.now - running.since)) } }
+                        tr {
+                            td { a href=(view_link(&running.view)) { (running.view) } }
+                            td { (running.plugin) }
+                            td { (duration(page.now - running.since)) }
+                            td { (running.progress.as_deref().unwrap_or("")) }
+                        }
                     } }
                 }
             }

@@ -40,7 +40,10 @@ impl Checker<'_> {
             // master runs in client mode only, and local mode has no cluster.
             let at = raw.deploy_mode.as_ref().map_or(0, |mode| mode.span().start);
             if spark.is_local() {
-                self.error(at, "engines.spark.deploy_mode `cluster` needs a cluster master (yarn or k8s://...), not local mode");
+                self.error(
+                    at,
+                    "engines.spark.deploy_mode `cluster` needs a cluster master (yarn or k8s://...), not local mode",
+                );
             } else if spark.master.starts_with("spark://") {
                 self.error(
                     at,
@@ -82,7 +85,10 @@ impl Checker<'_> {
         if let Some(n) = &raw.concurrency {
             match usize::try_from(*n.get_ref()) {
                 Ok(n) if n >= 1 => spark.concurrency = n,
-                _ => self.error(n.span().start, format!("engines.spark.concurrency must be at least 1, not {}", n.get_ref())),
+                _ => self.error(
+                    n.span().start,
+                    format!("engines.spark.concurrency must be at least 1, not {}", n.get_ref()),
+                ),
             }
         }
         if let Some(mib) = &raw.memory_mib {

@@ -218,7 +218,9 @@ impl Tail {
         let entries = std::fs::read_dir(&self.dir).ok()?;
         entries
             .filter_map(Result::ok)
-            .find(|entry| entry.file_type().is_ok_and(|t| t.is_file()) && !entry.file_name().to_string_lossy().starts_with('.'))
+            .find(|entry| {
+                entry.file_type().is_ok_and(|t| t.is_file()) && !entry.file_name().to_string_lossy().starts_with('.')
+            })
             .map(|entry| entry.path())
     }
 }

@@ -94,7 +94,10 @@ fn java(settings: &SparkSettings) -> Result<(PathBuf, String), String> {
         Some(home) => {
             let java = home.join("bin").join("java");
             if !java.is_file() {
-                return Err(format!("Spark needs Java {JAVA_MINIMUM} or newer: JAVA_HOME {} has no bin/java", home.display()));
+                return Err(format!(
+                    "Spark needs Java {JAVA_MINIMUM} or newer: JAVA_HOME {} has no bin/java",
+                    home.display()
+                ));
             }
             java
         }
@@ -147,7 +150,9 @@ pub fn install(tools: &Path, note: &mut dyn FnMut(String)) -> Result<PathBuf, St
     }
     let python = crate::python::interpreter((3, 10)).map_err(|e| match e {
         crate::python::Error::NoPython { reason } => {
-            format!("installing PySpark needs Python 3.10 or newer with pip: {reason} (or name one with TRELLIS_PYTHON)")
+            format!(
+                "installing PySpark needs Python 3.10 or newer with pip: {reason} (or name one with TRELLIS_PYTHON)"
+            )
         }
         other => other.to_string(),
     })?;

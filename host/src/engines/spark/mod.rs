@@ -130,12 +130,14 @@ impl Spark {
     /// memory (`memory_mib`) from the budget, which the WebAssembly calls
     /// reserve from too. A driver bigger than the whole budget is refused.
     pub async fn admit(&self) -> Result<Admission, String> {
-        let permit = self.permits.clone().acquire_owned().await.map_err(|_| "the Spark driver was closed".to_string())?;
+        let permit =
+            self.permits.clone().acquire_owned().await.map_err(|_| "the Spark driver was closed".to_string())?;
         let memory = if self.settings.driver_is_local() {
             let bytes = self.settings.memory_mib.saturating_mul(1 << 20);
-            let reserved = self.budget.reserve("the Spark driver", bytes).await.map_err(|e| {
-                format!("{e}; lower engines.spark.memory_mib or raise [defaults] memory_budget_mib")
-            })?;
+            let reserved =
+                self.budget.reserve("the Spark driver", bytes).await.map_err(|e| {
+                    format!("{e}; lower engines.spark.memory_mib or raise [defaults] memory_budget_mib")
+                })?;
             Some(reserved)
         } else {
             None
@@ -197,7 +199,10 @@ impl Spark {
             Err(reason) => return Verdict::Fatal(reason),
         };
         if submission.job.engine != "spark" {
-            return Verdict::Fatal(format!("the job is for engine `{}`; trellis has a driver for `spark`", submission.job.engine));
+            return Verdict::Fatal(format!(
+                "the job is for engine `{}`; trellis has a driver for `spark`",
+                submission.job.engine
+            ));
         }
         if let Some((key, _)) = submission.job.conf.iter().find(|(key, _)| {
             SPARK_RESERVED_CONF.iter().any(|reserved| reserved.eq_ignore_ascii_case(key)) || !key.starts_with("spark.")

@@ -157,7 +157,13 @@ fn failed(result: &RunnerResult) -> Verdict {
 mod tests {
     use super::*;
 
-    fn failed(exception: &str, class: Option<&str>, state: Option<&str>, java: Option<&str>, msg: &str) -> RunnerResult {
+    fn failed(
+        exception: &str,
+        class: Option<&str>,
+        state: Option<&str>,
+        java: Option<&str>,
+        msg: &str,
+    ) -> RunnerResult {
         RunnerResult {
             outcome: "failed".into(),
             exception: Some(exception.into()),
@@ -278,7 +284,7 @@ mod tests {
         expect_test::expect![[r#"
             data                           Data
             no data                        NoData
-            data, exit 1                   Fatal("spark-submit exited with 1 before the job ran: x")
+            data, exit 1                   Retryable("the job finished but spark-submit exited with 1: x")
             no result, exit 0              Retryable("spark-submit exited without the job's result")
             launcher failed                Fatal("spark-submit exited with 127 before the job ran: JAVA_HOME is not set")
             killed by the kernel           Retryable("spark-submit was killed by signal 9 (not by trellis: the kernel's out-of-memory killer?)")

@@ -242,11 +242,7 @@ pub const RUNNER_PREFIX: &str = "trellis: ";
 
 /// Reads one stream to its end into `into`, line by line, handing the
 /// runner's own lines to `line` instead (they are the view's log lines).
-pub async fn capture(
-    stream: impl AsyncRead + Unpin,
-    into: Arc<Mutex<Bounded>>,
-    mut line: impl FnMut(&str) + Send,
-) {
+pub async fn capture(stream: impl AsyncRead + Unpin, into: Arc<Mutex<Bounded>>, mut line: impl FnMut(&str) + Send) {
     let mut reader = BufReader::new(stream);
     let mut buffer = Vec::new();
     loop {
@@ -376,8 +372,16 @@ mod tests {
             "SECRET" => Some(OsString::from("never")),
             _ => None,
         };
-        let command =
-            command_line(settings, &installation(), &scratch, &job_conf, "p.q/V/2015", application, "trellis-x", &environment);
+        let command = command_line(
+            settings,
+            &installation(),
+            &scratch,
+            &job_conf,
+            "p.q/V/2015",
+            application,
+            "trellis-x",
+            &environment,
+        );
         let mut text = format!("{}\n", command.program.display());
         for arg in command.args {
             text.push_str(&format!("  {arg}\n"));
@@ -391,10 +395,7 @@ mod tests {
     #[test]
     fn the_command_line_in_local_mode_and_on_clusters() {
         let local = SparkSettings {
-            conf: vec![
-                ("spark.sql.shuffle.partitions".into(), "8".into()),
-                ("spark.ui.enabled".into(), "true".into()),
-            ],
+            conf: vec![("spark.sql.shuffle.partitions".into(), "8".into()), ("spark.ui.enabled".into(), "true".into())],
             env: vec![("HADOOP_CONF_DIR".into(), "/etc/hadoop".into())],
             ..SparkSettings::default()
         };
@@ -441,11 +442,8 @@ mod tests {
               env HADOOP_CONF_DIR=/etc/hadoop
         "#]]
         .assert_eq(&line(&local, None));
-        let yarn = SparkSettings {
-            master: "yarn".into(),
-            deploy_mode: DeployMode::Cluster,
-            ..SparkSettings::default()
-        };
+        let yarn =
+            SparkSettings { master: "yarn".into(), deploy_mode: DeployMode::Cluster, ..SparkSettings::default() };
         expect_test::expect![[r#"
             /opt/spark/bin/spark-submit
               --master
@@ -491,7 +489,8 @@ mod tests {
 
     #[test]
     fn a_cluster_application_is_killed_by_its_id_or_its_pod() {
-        let yarn = SparkSettings { master: "yarn".into(), deploy_mode: DeployMode::Cluster, ..SparkSettings::default() };
+        let yarn =
+            SparkSettings { master: "yarn".into(), deploy_mode: DeployMode::Cluster, ..SparkSettings::default() };
         let printed = "26/12/05 INFO Client: Submitted application application_1733390000000_0042\n";
         let show = |kill: Option<(PathBuf, Vec<String>)>| {
             kill.map_or("none".to_string(), |(program, args)| format!("{} {}", program.display(), args.join(" ")))
