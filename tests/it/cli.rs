@@ -17,7 +17,7 @@ fn inspect_shows_world_identity_exports_and_configuration() {
         name:         csv-aggregate
         version:      1.0.0
         description:  group-by with sum/count/min/max over the CSV files of all inputs
-        exports:      trellis:plugin/transform@1.1.0
+        exports:      trellis:plugin/transform@1.2.0
         limits:       60s deadline, 512 MiB memory
         config:
           group-by     optional  comma-separated columns to group by
@@ -37,7 +37,7 @@ fn inspect_json_is_machine_readable() {
     assert_eq!(value["world"], "listener");
     assert_eq!(value["name"], "jsonl-listener");
     assert_eq!(value["limits"]["deadline_ms"], 1000);
-    assert_eq!(value["exports"][0], "trellis:plugin/events@1.1.0");
+    assert_eq!(value["exports"][0], "trellis:plugin/events@1.2.0");
 }
 
 #[test]
@@ -441,11 +441,12 @@ fn deps_shows_lineage_downstream_and_as_a_dot_graph() {
         run(trellis().args(["deps", "--downstream", "shop.raw/Orders/SHOP10/2015/05/03", "-p"]).arg(&project));
     assert_eq!(downstream.code, 0, "{}", downstream.stderr);
     expect![[r#"
-        shop.raw/Orders/SHOP10/2015/05/03: 4 views downstream (of 98 recorded views of the types that depend on its type)
+        shop.raw/Orders/SHOP10/2015/05/03: 5 views downstream (of 99 recorded views of the types that depend on its type)
           1  shop.datamart/DailySales/SHOP10/2015/05/03
           1  shop.datamart/YearToDateSales/SHOP10/2015/01
           2  shop.datamart/MonthlySales/SHOP10/2015/05
           3  shop.datamart/MonthlyTotal/2015/05
+          3  shop.datamart/ShopRanking/2015/05
     "#]]
     .assert_eq(&downstream.stdout);
     let top = run(trellis()

@@ -116,8 +116,8 @@ async fn things_that_are_not_plugins_are_refused_with_a_reason() {
     let error = runtime().load("empty", empty_component).await.err().unwrap();
     assert_eq!(
         error.to_string(),
-        "empty is not a trellis plugin: it exports none of trellis:plugin/transform@1.1.0, \
-         trellis:plugin/version-checksum@1.1.0, trellis:plugin/events@1.1.0"
+        "empty is not a trellis plugin: it exports none of trellis:plugin/transform@1.2.0, \
+         trellis:plugin/engine-job@1.2.0, trellis:plugin/version-checksum@1.2.0, trellis:plugin/events@1.2.0"
     );
 
     // A file's problems, each in one line that names the file, said once

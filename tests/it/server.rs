@@ -230,6 +230,7 @@ async fn every_endpoint_answers_and_bad_input_gets_a_4xx_with_one_line() {
         [
             ("csv-aggregate", "transformation"),
             ("csv-aggregate-incremental", "transformation"),
+            ("spark-sql", "engine"),
             ("stats-listener", "listener")
         ]
     );

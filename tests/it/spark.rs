@@ -484,3 +484,62 @@ time = "current(0)"
     assert_eq!(listing(&storage.join(".trellis-staging")), Vec::<String>::new(), "no staging left");
     unchanged();
 }
+
+#[test]
+fn a_missing_spark_or_java_is_one_line_in_validate_and_materialize() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let rest = monthly(
+        "t.spark/Total",
+        r#"{ plugin = "spark-sql", config = { query = "SELECT COUNT(*) AS n FROM orders" } }"#,
+        "",
+    );
+    project(root, &[("spark-sql", "spark_sql")], &rest, &[]);
+    orders(&root.join("data"), &mut Lcg::new(1));
+    let empty_tools = root.join("no-tools");
+    // Neither SPARK_HOME, nor trellis's tools, nor spark-submit on a PATH
+    // that still has java.
+    let without_spark = |command: &mut std::process::Command| {
+        command.env_remove("SPARK_HOME").env("TRELLIS_TOOLS_DIR", &empty_tools).env("PATH", "/usr/bin:/bin");
+    };
+    let mut validate = trellis();
+    without_spark(validate.args(["validate", "-p"]).arg(root));
+    let validated = run(&mut validate);
+    assert_eq!(validated.code, 0, "{}", validated.stderr);
+    let warnings: Vec<&str> = validated.stderr.lines().filter(|l| l.contains("Spark")).collect();
+    assert_eq!(warnings.len(), 1, "{}", validated.stderr);
+    assert!(
+        warnings[0]
+            .starts_with("warning: t.spark/Total runs on Spark, which is not available here: Spark is not installed")
+            && warnings[0].contains("trellis engines install spark"),
+        "{}",
+        warnings[0]
+    );
+    let mut materialize = trellis();
+    without_spark(materialize.args(["materialize", "-p"]).arg(root).args(["-v", "t.spark/Total/2015/05"]));
+    let refused = run(&mut materialize);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert_eq!(refused.stderr.lines().count(), 1, "{}", refused.stderr);
+    assert!(
+        refused.stderr.starts_with("error: t.spark/Total runs on Spark, which is not available here"),
+        "{}",
+        refused.stderr
+    );
+
+    // Spark where it says, but no Java.
+    let home = root.join("spark-home");
+    std::fs::create_dir_all(home.join("bin")).unwrap();
+    std::fs::write(home.join("bin/spark-submit"), "#!/bin/sh\n").unwrap();
+    let mut materialize = trellis();
+    materialize
+        .args(["materialize", "-p"])
+        .arg(root)
+        .args(["-v", "t.spark/Total/2015/05"])
+        .env("SPARK_HOME", &home)
+        .env("JAVA_HOME", root.join("no-java"));
+    let refused = run(&mut materialize);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert_eq!(refused.stderr.lines().count(), 1, "{}", refused.stderr);
+    assert!(refused.stderr.contains("Spark needs Java 17 or newer: JAVA_HOME"), "{}", refused.stderr);
+    assert!(refused.stderr.contains("has no bin/java"), "{}", refused.stderr);
+}

@@ -278,7 +278,7 @@ fn plugin_statuses(catalog: &Catalog, plugins: &Plugins) -> Vec<wire::PluginStat
         };
         match plugins.get(name) {
             Ok(plugin) => {
-                status.world = Some(plugin.world().to_string());
+                status.world = Some(crate::model::wire_name(&plugin.world()));
                 status.content_hash = Some(plugin.content_hash());
             }
             Err(problem) => status.problems.push(problem),

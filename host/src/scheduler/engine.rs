@@ -105,7 +105,7 @@ impl Scheduler {
         attempt: (Arc<str>, u32),
     ) -> (tokio::task::JoinHandle<()>, JobControl) {
         let view_type = self.lattice.view_type(id);
-        let Transformation::Plugin { plugin: plugin_name, output, resources, .. } = &view_type.transformation else {
+        let Transformation::Plugin { plugin: plugin_name, resources, .. } = &view_type.transformation else {
             unreachable!("only a plugin's view starts a job")
         };
         let own_timestamp = self.slots[id.0 as usize].record.timestamp;
@@ -153,12 +153,7 @@ impl Scheduler {
         let config = self.lattice.config(id, actual, &data_path.display().to_string(), &path_of);
         let request = config.map(|config| JobRequest {
             view: self.lattice.url_path(id),
-            parameters: view_type
-                .parameters
-                .iter()
-                .map(|p| p.name.clone())
-                .zip(self.lattice.params(id).iter().map(|v| v.to_string()))
-                .collect(),
+            parameters: self.parameters(id),
             nominal_time: self.lattice.time(id).map(|t| t.timestamp_millis()),
             actual_time: actual.timestamp_millis(),
             config,
@@ -167,10 +162,7 @@ impl Scheduler {
             fields: fields_of(view_type),
             resources: resources.iter().map(|r| (r.name.clone(), r.content.to_vec())).collect(),
         });
-        let output_limit = {
-            let cap = self.catalog.settings.output.with(*output);
-            runtime::OutputLimit { bytes: cap.bytes, entries: cap.entries }
-        };
+        let output_limit = self.output_limit(id);
         let context = JobContext {
             id,
             plugin,

@@ -1003,6 +1003,23 @@ impl Scheduler {
         inputs
     }
 
+    /// A view's parameters by name, in its type's order, as a request gives them.
+    pub(super) fn parameters(&self, id: ViewId) -> Vec<(String, String)> {
+        let names = self.lattice.view_type(id).parameters.iter().map(|p| p.name.clone());
+        names.zip(self.lattice.params(id).iter().map(|v| v.to_string())).collect()
+    }
+
+    /// What one transformation of the view may write: its type's output
+    /// cap over `[defaults]`'.
+    pub(super) fn output_limit(&self, id: ViewId) -> runtime::OutputLimit {
+        let own = match &self.lattice.view_type(id).transformation {
+            Transformation::Plugin { output, .. } => *output,
+            Transformation::External => Default::default(),
+        };
+        let cap = self.catalog.settings.output.with(own);
+        runtime::OutputLimit { bytes: cap.bytes, entries: cap.entries }
+    }
+
     /// What an incremental view's manifest check needs from the loop.
     pub(super) fn txlog_spec(&self, id: ViewId, inputs: Vec<txlog::InputSpec>, full_refresh: bool) -> txlog::Spec {
         let url = self.slots[id.0 as usize].url.to_string();
@@ -1038,7 +1055,7 @@ impl Scheduler {
     ) -> (tokio::task::JoinHandle<()>, Option<JobControl>) {
         let view_type = self.lattice.view_type(id);
         let done_flag = self.lattice.done_flag_path(id);
-        let Transformation::Plugin { plugin: plugin_name, output, .. } = &view_type.transformation else {
+        let Transformation::Plugin { plugin: plugin_name, .. } = &view_type.transformation else {
             // External data: its done flag is its transformation.
             let data = done_flag.exists();
             let result = TaskReport::Done { view: id, data, timestamp: now_millis(), counters: None, txlog: None };
@@ -1084,21 +1101,13 @@ impl Scheduler {
         };
         let request_base = TransformRequest {
             view: self.lattice.url_path(id),
-            parameters: view_type
-                .parameters
-                .iter()
-                .map(|p| p.name.clone())
-                .zip(self.lattice.params(id).iter().map(|v| v.to_string()))
-                .collect(),
+            parameters: self.parameters(id),
             nominal_time: self.lattice.time(id).map(|t| t.timestamp_millis()),
             actual_time: actual.timestamp_millis(),
             config,
             inputs,
             output_dir: PathBuf::new(),
-            output_limit: {
-                let cap = self.catalog.settings.output.with(*output);
-                runtime::OutputLimit { bytes: cap.bytes, entries: cap.entries }
-            },
+            output_limit: self.output_limit(id),
         };
         let data_path = self.lattice.data_path(id);
         // Incremental only where the type says so and the plugin can.
