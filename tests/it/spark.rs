@@ -239,19 +239,19 @@ fn spark_sql_and_a_pyspark_application_compute_what_csv_aggregate_computes() {
         &format!("format = \"parquet\"\n{fields}"),
     ));
     // Spark SQL over the PySpark view's Parquet, written as CSV again.
-    rest.push_str(&format!(
+    rest.push_str(
         r#"
 [[view]]
 name = "t.spark/FromParquet"
-time = {{ frequency = "1M", initial = "2015-01-01", timezone = "Europe/Berlin" }}
-transformation = {{ plugin = "spark-sql", config = {{ query = "SELECT shop, day, orders, revenue FROM daily" }} }}
+time = { frequency = "1M", initial = "2015-01-01", timezone = "Europe/Berlin" }
+transformation = { plugin = "spark-sql", config = { query = "SELECT shop, day, orders, revenue FROM daily" } }
 
 [[view.dependency]]
 name = "daily"
 view = "t.spark/DailyPy"
 time = "current(0)"
-"#
-    ));
+"#,
+    );
     project(
         root,
         &[("csv-aggregate", "csv_aggregate"), ("spark-sql", "spark_sql"), ("spark-python", "spark_python")],

@@ -218,16 +218,8 @@ impl Spark {
         }
         let pod = format!("trellis-{}", random_suffix());
         let application = submission.application.as_ref().map(|(name, _)| name.as_str());
-        let command = submit::command_line(
-            &self.settings,
-            installation,
-            &scratch,
-            &submission.job.conf,
-            &submission.view,
-            application,
-            &pod,
-            &|key| std::env::var_os(key),
-        );
+        let job = submit::JobLine { conf: &submission.job.conf, view: &submission.view, application, pod: &pod };
+        let command = submit::command_line(&self.settings, installation, &scratch, &job, &|key| std::env::var_os(key));
         log.push(
             "info",
             format!(

@@ -66,6 +66,18 @@ impl Scratch {
 const KEPT: [&str; 10] =
     ["PATH", "HOME", "USER", "TMPDIR", "LANG", "LC_ALL", "JAVA_HOME", "HADOOP_CONF_DIR", "YARN_CONF_DIR", "KUBECONFIG"];
 
+/// What of one job its command line names.
+pub struct JobLine<'a> {
+    /// The job's own Spark properties.
+    pub conf: &'a [(String, String)],
+    /// The view, as the application's name.
+    pub view: &'a str,
+    /// A Python application's resource name.
+    pub application: Option<&'a str>,
+    /// The Kubernetes driver pod's name, in cluster mode.
+    pub pod: &'a str,
+}
+
 /// The spark-submit command line for one job. Properties are merged in
 /// this order, later over earlier: trellis's defaults (no web UI, warnings
 /// only), `[engines.spark] conf`, the job's own; then trellis's own, which
@@ -74,10 +86,7 @@ pub fn command_line(
     settings: &SparkSettings,
     installation: &Installation,
     scratch: &Scratch,
-    job_conf: &[(String, String)],
-    view: &str,
-    application: Option<&str>,
-    pod: &str,
+    job: &JobLine<'_>,
     environment: &dyn Fn(&str) -> Option<OsString>,
 ) -> CommandLine {
     let mut conf: BTreeMap<String, String> = BTreeMap::new();
@@ -85,7 +94,7 @@ pub fn command_line(
     conf.insert("spark.log.level".into(), "WARN".into());
     // Spark's own done flag: trellis writes the view's.
     conf.insert("spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs".into(), "false".into());
-    for (key, value) in settings.conf.iter().chain(job_conf) {
+    for (key, value) in settings.conf.iter().chain(job.conf) {
         conf.insert(key.clone(), value.clone());
     }
     conf.insert("spark.eventLog.enabled".into(), "true".into());
@@ -98,7 +107,7 @@ pub fn command_line(
     let cluster = settings.deploy_mode == DeployMode::Cluster;
     if cluster && settings.master.starts_with("k8s://") {
         // Named beforehand, so that a stop can kill it by name.
-        conf.insert("spark.kubernetes.driver.pod.name".into(), pod.to_string());
+        conf.insert("spark.kubernetes.driver.pod.name".into(), job.pod.to_string());
     }
     let runner = scratch.runner_dir();
     let mut args: Vec<String> = vec![
@@ -107,7 +116,7 @@ pub fn command_line(
         "--deploy-mode".into(),
         if cluster { "cluster" } else { "client" }.into(),
         "--name".into(),
-        view.to_string(),
+        job.view.to_string(),
         "--driver-memory".into(),
         format!("{}m", settings.memory_mib),
     ];
@@ -122,7 +131,7 @@ pub fn command_line(
         // working directory, where the runner looks when the paths given
         // are not there.
         let mut files = vec![scratch.job().display().to_string()];
-        files.extend(application.map(|name| scratch.application(name).display().to_string()));
+        files.extend(job.application.map(|name| scratch.application(name).display().to_string()));
         args.push("--files".into());
         args.push(files.join(","));
     }
@@ -372,16 +381,8 @@ mod tests {
             "SECRET" => Some(OsString::from("never")),
             _ => None,
         };
-        let command = command_line(
-            settings,
-            &installation(),
-            &scratch,
-            &job_conf,
-            "p.q/V/2015",
-            application,
-            "trellis-x",
-            &environment,
-        );
+        let job = JobLine { conf: &job_conf, view: "p.q/V/2015", application, pod: "trellis-x" };
+        let command = command_line(settings, &installation(), &scratch, &job, &environment);
         let mut text = format!("{}\n", command.program.display());
         for arg in command.args {
             text.push_str(&format!("  {arg}\n"));
