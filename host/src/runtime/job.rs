@@ -177,8 +177,10 @@ fn check_job(job: &EngineJob, request: &JobRequest) -> Result<(), Failure> {
     }
     let mut seen = std::collections::HashSet::new();
     for (key, _) in &job.conf {
-        if key.is_empty() {
-            return malformed("its job sets a property with an empty name".into());
+        // A name with `=` or a space would pass for another property on
+        // spark-submit's command line (`--conf spark.local.dir=x=y`).
+        if key.is_empty() || key.chars().any(|c| c == '=' || c.is_whitespace() || c.is_control()) {
+            return malformed(format!("its job sets a property named {key:?}, which is not a property's name"));
         }
         if !seen.insert(key) {
             return malformed(format!("its job sets `{key}` twice"));
@@ -229,6 +231,8 @@ mod tests {
             Err(failure) => format!("{:?}: {}", failure.kind, failure.message),
         };
         let sql = job(Application::Sql("SELECT 1".into()));
+        let mut disguised = sql.clone();
+        disguised.conf = vec![("spark.local.dir=/elsewhere".into(), "x".into())];
         let mut twice = sql.clone();
         twice.conf = vec![("spark.a".into(), "1".into()), ("spark.a".into(), "2".into())];
         let mut nameless = sql.clone();
@@ -242,6 +246,7 @@ mod tests {
             check(&job(Application::Python("jobs/top.py".into())), &[]),
             check(&job(Application::Python("jobs/top.py".into())), &["jobs/other.py", "sql/a.sql"]),
             check(&twice, &[]),
+            check(&disguised, &[]),
             check(&nameless, &[]),
             check(&many, &[]),
             check(&job(Application::Sql("x".repeat(MAX_JOB_BYTES + 1))), &[]),
@@ -253,6 +258,7 @@ mod tests {
             MalformedResult: its job's application `jobs/top.py` is not one of the view type's resources (the view type lists no `resources`); list it in `resources`, so that editing it rebuilds the views
             MalformedResult: its job's application `jobs/top.py` is not one of the view type's resources (it lists jobs/other.py, sql/a.sql); list it in `resources`, so that editing it rebuilds the views
             MalformedResult: its job sets `spark.a` twice
+            MalformedResult: its job sets a property named "spark.local.dir=/elsewhere", which is not a property's name
             MalformedResult: its job names no engine
             MalformedResult: its job asks for 10001 output files, more than 10000
             MalformedResult: its job description is 1048582 bytes, more than 1048576

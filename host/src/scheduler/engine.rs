@@ -187,31 +187,36 @@ impl Scheduler {
         let task = tokio::spawn(
             async move {
                 let mut stopped = stopped;
+                // Whatever ends the task (a return, a panic, an abort), the
+                // run hears of it: it waits for every job after a stop.
+                let mut last = LastReport { results: results.clone(), view: id, sent: false };
+                // The engine's permit first: jobs queued behind it hold no
+                // transformation permit that plugins could use meanwhile.
                 let admitted = async {
+                    let engine = spark.admit().await;
+                    let local = local.acquire_owned().await;
                     let global = match global {
                         Some(global) => Some(global.acquire_owned().await),
                         None => None,
                     };
-                    let local = local.acquire_owned().await;
-                    let engine = spark.admit().await;
                     (global, local, engine)
                 };
                 let (global, local, engine) = tokio::select! {
                     admitted = admitted => admitted,
-                    _ = &mut stopped => {
-                        let _ = results.send(TaskReport::Reaped { view: id });
-                        return;
-                    }
+                    _ = &mut stopped => return last.send(TaskReport::Reaped { view: id }),
                 };
                 if matches!(global, Some(Err(_))) || local.is_err() {
-                    return;
+                    return last.send(TaskReport::Failed {
+                        view: id,
+                        class: FailureClass::Host,
+                        message: "the scheduler's permits were closed".into(),
+                    });
                 }
                 let _permits = (global, local);
                 let _engine = match engine {
                     Ok(admission) => admission,
                     Err(message) => {
-                        let _ = results.send(TaskReport::Failed { view: id, class: FailureClass::Fatal, message });
-                        return;
+                        return last.send(TaskReport::Failed { view: id, class: FailureClass::Fatal, message });
                     }
                 };
                 started.store(true, Ordering::SeqCst);
@@ -220,11 +225,43 @@ impl Scheduler {
                     Ok(request) => context.run(request, &results, &task_gate, &mut stopped).await,
                     Err(message) => TaskReport::Failed { view: id, class: FailureClass::Fatal, message },
                 };
-                let _ = results.send(final_report);
+                last.send(final_report);
             }
             .instrument(span),
         );
         (task, JobControl { gate, stop: Some(stop) })
+    }
+}
+
+/// A job task's last report, sent once: by the task, or, when it ends
+/// without one (a panic, an abort), as `Reaped` when it is dropped, so that
+/// a run waiting for its jobs after a stop never waits for ever.
+struct LastReport {
+    results: mpsc::UnboundedSender<TaskReport>,
+    view: ViewId,
+    sent: bool,
+}
+
+impl LastReport {
+    fn send(&mut self, report: TaskReport) {
+        self.sent = true;
+        let _ = self.results.send(report);
+    }
+}
+
+impl Drop for LastReport {
+    fn drop(&mut self) {
+        if !self.sent {
+            let _ = self.results.send(TaskReport::Reaped { view: self.view });
+        }
+    }
+}
+
+/// A run that ends without stopping its jobs (on the metastore's error)
+/// still stops them, through the gate, so that none publishes after it.
+impl Drop for JobControl {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 
@@ -278,6 +315,10 @@ impl JobContext {
             Application::Python(name) => request.resources.iter().find(|(n, _)| n == name).cloned(),
             Application::Sql(_) => None,
         };
+        // A stop that came while the job was described starts nothing.
+        if gate.lock().unwrap_or_else(|p| p.into_inner()).stopped {
+            return TaskReport::Reaped { view: id };
+        }
         let staging = match self.staging.create() {
             Ok(dir) => dir,
             Err(e) => return failed(FailureClass::Host, format!("cannot create a staging directory: {e}")),

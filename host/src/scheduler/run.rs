@@ -434,7 +434,12 @@ impl Scheduler {
             TaskReport::Reaped { view } => {
                 run.tasks.remove(&view);
                 run.draining.remove(&view);
+                self.with_table(|table| {
+                    table.running.remove(&view.0);
+                });
             }
+            // A job that got its permits as the run stopped is not running.
+            TaskReport::Started { view } if run.stopped || !run.tasks.contains_key(&view) => {}
             TaskReport::Started { view } => {
                 // Only plugins take permits, so only they report starting.
                 if let Transformation::Plugin { plugin, .. } = &self.lattice.view_type(view).transformation {

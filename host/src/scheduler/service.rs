@@ -516,6 +516,9 @@ impl Service {
         }
         self.scheduler.transformations()?;
         let addressed = self.scheduler.instantiate(pattern)?;
+        if matches!(mode, Mode::Default | Mode::TransformOnly) {
+            self.scheduler.check_engines(&addressed)?;
+        }
         let record = self.scheduler.new_run(pattern, mode, full_refresh)?;
         let views =
             addressed.iter().map(|&id| (self.scheduler.lattice().url_path(id), self.scheduler.state_of(id))).collect();

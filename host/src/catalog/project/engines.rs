@@ -11,6 +11,10 @@ use super::Checker;
 use super::raw::RawSpark;
 use crate::catalog::{DeployMode, SPARK_RESERVED_CONF, SparkSettings};
 
+/// The most jobs in flight one project may ask for: far above what any
+/// cluster queue takes from one client, far below a semaphore's limit.
+const MAX_CONCURRENCY: usize = 1024;
+
 impl Checker<'_> {
     /// The Spark settings, with their defaults where the table says nothing
     /// (or has an error already reported).
@@ -84,10 +88,10 @@ impl Checker<'_> {
         }
         if let Some(n) = &raw.concurrency {
             match usize::try_from(*n.get_ref()) {
-                Ok(n) if n >= 1 => spark.concurrency = n,
+                Ok(n) if (1..=MAX_CONCURRENCY).contains(&n) => spark.concurrency = n,
                 _ => self.error(
                     n.span().start,
-                    format!("engines.spark.concurrency must be at least 1, not {}", n.get_ref()),
+                    format!("engines.spark.concurrency must be from 1 to {MAX_CONCURRENCY}, not {}", n.get_ref()),
                 ),
             }
         }
@@ -157,6 +161,9 @@ fn check_master(master: &str) -> Result<(), String> {
 /// A property: a `spark.` name trellis does not set itself, a string,
 /// number or boolean value.
 fn check_conf(key: &str, value: &toml::Value) -> Result<String, String> {
+    if key.chars().any(|c| c == '=' || c.is_whitespace() || c.is_control()) {
+        return Err(format!("{key:?} is not a property's name"));
+    }
     if !key.starts_with("spark.") {
         return Err(format!("`{key}`: Spark properties start with `spark.` (Hadoop's with `spark.hadoop.`)"));
     }

@@ -212,6 +212,18 @@ impl Tail {
         changed
     }
 
+    /// Reads the rest of the log, however far behind the reading was: at
+    /// the job's end, for its counters.
+    pub fn finish(&mut self, progress: &mut Progress) {
+        loop {
+            let before = self.offset;
+            self.poll(progress);
+            if self.offset == before {
+                return;
+            }
+        }
+    }
+
     /// The log's file: the only regular file in the directory, whatever
     /// its name is now.
     fn file(&self) -> Option<PathBuf> {

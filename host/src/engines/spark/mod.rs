@@ -263,13 +263,13 @@ impl Spark {
                 }
                 () = tokio::time::sleep_until(deadline) => {
                     log.push("warn", format!("the deadline of {} passed: stopping the job", humantime::format_duration(submission.deadline)));
-                    self.kill_on_cluster(installation, streams, &pod, log).await;
+                    self.kill_on_cluster(installation, streams, &job, &command, log).await;
                     submit::terminate(&mut child, &mut group, self.settings.grace).await;
                     break Exit::DeadlinePassed;
                 }
                 () = &mut stop => {
                     log.push("warn", "the run was stopped: stopping the job".to_string());
-                    self.kill_on_cluster(installation, streams, &pod, log).await;
+                    self.kill_on_cluster(installation, streams, &job, &command, log).await;
                     submit::terminate(&mut child, &mut group, self.settings.grace).await;
                     break Exit::Stopped;
                 }
@@ -280,10 +280,13 @@ impl Spark {
                 }
             }
         };
-        for reader in readers.into_iter().flatten() {
-            let _ = tokio::time::timeout(STREAMS_GRACE, reader).await;
+        for mut reader in readers.into_iter().flatten() {
+            if tokio::time::timeout(STREAMS_GRACE, &mut reader).await.is_err() {
+                reader.abort();
+            }
         }
-        tail.poll(&mut seen);
+        // The whole log, however far behind its reading was: the counters.
+        tail.finish(&mut seen);
         if seen.application.is_some() {
             counters.extend([
                 ("rows_in".to_string(), seen.records_read),
@@ -295,7 +298,7 @@ impl Spark {
             .ok()
             .and_then(|bytes| serde_json::from_slice::<outcome::RunnerResult>(&bytes).ok());
         let last_line = streams.1.lock().unwrap_or_else(|p| p.into_inner()).last_line();
-        let verdict = match outcome::verdict(exit, result.as_ref(), &last_line) {
+        let verdict = match outcome::verdict(exit, result.as_ref(), &last_line, seen.application.is_some()) {
             Verdict::Retryable(_) if exit == Exit::DeadlinePassed => Verdict::Timeout(format!(
                 "the deadline of {} passed; the job was stopped",
                 humantime::format_duration(submission.deadline)
@@ -315,14 +318,17 @@ impl Spark {
         &self,
         installation: &Installation,
         streams: &(Arc<Mutex<Bounded>>, Arc<Mutex<Bounded>>),
-        pod: &str,
+        job: &submit::JobLine<'_>,
+        submitted: &submit::CommandLine,
         log: &Log,
     ) {
         let printed = streams.1.lock().unwrap_or_else(|p| p.into_inner()).captured().text;
-        let Some((program, args)) = submit::cluster_kill(&self.settings, installation, &printed, pod) else { return };
+        let Some((program, args)) = submit::cluster_kill(&self.settings, installation, &printed, job) else { return };
         log.push("info", format!("killing the application on the cluster: {} {}", program.display(), args.join(" ")));
         let killed = tokio::process::Command::new(&program)
             .args(&args)
+            .env_clear()
+            .envs(submitted.env.iter().map(|(k, v)| (k, v)))
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())

@@ -79,8 +79,10 @@ const TRANSIENT_JAVA: [&str; 8] = [
 
 /// The verdict on a job: what the runner said if it said anything, else
 /// how the process ended. `last_line` is the last line the process
-/// printed (spark-submit's own error when it failed before the runner).
-pub fn verdict(exit: Exit, result: Option<&RunnerResult>, last_line: &str) -> Verdict {
+/// printed (spark-submit's own error when it failed before the runner);
+/// `started` says whether the Spark application had started (its event
+/// log said so), which a launcher's own failure never does.
+pub fn verdict(exit: Exit, result: Option<&RunnerResult>, last_line: &str, started: bool) -> Verdict {
     match exit {
         Exit::Stopped => return Verdict::Stopped,
         Exit::DeadlinePassed => return Verdict::Retryable("the deadline passed; the job was stopped".into()),
@@ -102,6 +104,11 @@ pub fn verdict(exit: Exit, result: Option<&RunnerResult>, last_line: &str) -> Ve
         // It reported success but exited otherwise, or the reverse: the
         // process is not to be trusted with the data.
         Exit::Code(0) => Verdict::Retryable(format!("spark-submit exited without the job's result{said}")),
+        // The application ran and ended without a word: its driver was
+        // killed (out of memory), or a cluster lost it.
+        Exit::Code(code) if started => Verdict::Retryable(format!(
+            "the application ended without its result, spark-submit exiting with {code}{said}"
+        )),
         // The launcher's own failures (no Java, a bad master URL or
         // option) happen before the runner starts, and again next time.
         Exit::Code(code) => Verdict::Fatal(format!("spark-submit exited with {code} before the job ran{said}")),
@@ -178,6 +185,7 @@ mod tests {
     fn every_way_a_job_ends_has_its_verdict() {
         let ok = |outcome: &str| RunnerResult { outcome: outcome.into(), ..RunnerResult::default() };
         let cases: Vec<(&str, Exit, Option<RunnerResult>, &str)> = vec![
+            ("ran, then exit 1, no result", Exit::Code(1), None, "Killed"),
             ("data", Exit::Code(0), Some(ok("data")), ""),
             ("no data", Exit::Code(0), Some(ok("no-data")), ""),
             ("data, exit 1", Exit::Code(1), Some(ok("data")), "x"),
@@ -279,9 +287,13 @@ mod tests {
         ];
         let lines: Vec<String> = cases
             .iter()
-            .map(|(case, exit, result, last)| format!("{case:<30} {:?}", verdict(*exit, result.as_ref(), last)))
+            .map(|(case, exit, result, last)| {
+                let started = case.starts_with("ran");
+                format!("{case:<30} {:?}", verdict(*exit, result.as_ref(), last, started))
+            })
             .collect();
         expect_test::expect![[r#"
+            ran, then exit 1, no result    Retryable("the application ended without its result, spark-submit exiting with 1: Killed")
             data                           Data
             no data                        NoData
             data, exit 1                   Retryable("the job finished but spark-submit exited with 1: x")

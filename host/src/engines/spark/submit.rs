@@ -166,13 +166,16 @@ pub fn command_line(
 /// In cluster mode, how to kill the application on the cluster once
 /// spark-submit is stopped (which leaves it running there): by the YARN
 /// application id spark-submit printed, or by the Kubernetes driver pod
-/// trellis named. `None` where there is nothing to kill (client mode, or
-/// YARN before it printed an id).
+/// trellis named, in the namespace and with the Kubernetes properties the
+/// job was submitted with (the job's over `[engines.spark] conf`). `None`
+/// where there is nothing to kill (client mode, or YARN before it printed
+/// an id). It runs with the job's own environment (`HADOOP_CONF_DIR`,
+/// `KUBECONFIG`, the PATH).
 pub fn cluster_kill(
     settings: &SparkSettings,
     installation: &Installation,
     printed: &str,
-    pod: &str,
+    job: &JobLine<'_>,
 ) -> Option<(PathBuf, Vec<String>)> {
     if settings.deploy_mode != DeployMode::Cluster {
         return None;
@@ -189,15 +192,19 @@ pub fn cluster_kill(
         return Some((PathBuf::from("yarn"), vec!["application".into(), "-kill".into(), id.to_string()]));
     }
     if settings.master.starts_with("k8s://") {
-        let namespace = settings
-            .conf
-            .iter()
-            .find(|(key, _)| key == "spark.kubernetes.namespace")
-            .map_or("default", |(_, value)| value.as_str());
-        return Some((
-            installation.spark_submit.clone(),
-            vec!["--master".into(), settings.master.clone(), "--kill".into(), format!("{namespace}:{pod}")],
-        ));
+        let mut kubernetes: BTreeMap<&str, &str> = BTreeMap::new();
+        for (key, value) in settings.conf.iter().chain(job.conf) {
+            if key.starts_with("spark.kubernetes.") {
+                kubernetes.insert(key, value);
+            }
+        }
+        let namespace = kubernetes.get("spark.kubernetes.namespace").copied().unwrap_or("default");
+        let mut args = vec!["--master".to_string(), settings.master.clone()];
+        for (key, value) in &kubernetes {
+            args.extend(["--conf".to_string(), format!("{key}={value}")]);
+        }
+        args.extend(["--kill".to_string(), format!("{namespace}:{}", job.pod)]);
+        return Some((installation.spark_submit.clone(), args));
     }
     None
 }
@@ -347,9 +354,15 @@ pub fn spawn(command: &CommandLine, cwd: &Path) -> std::io::Result<tokio::proces
         .process_group(0);
     // SAFETY: prctl is async-signal-safe, and the closure allocates nothing.
     unsafe {
-        process.pre_exec(|| {
+        let parent = libc::getpid();
+        process.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                 return Err(std::io::Error::last_os_error());
+            }
+            // trellis died before the death signal was armed: nobody will
+            // ever stop this job.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::other("trellis ended while the job started"));
             }
             Ok(())
         });
@@ -496,11 +509,12 @@ mod tests {
         let show = |kill: Option<(PathBuf, Vec<String>)>| {
             kill.map_or("none".to_string(), |(program, args)| format!("{} {}", program.display(), args.join(" ")))
         };
+        let job = |pod| JobLine { conf: &[], view: "v", application: None, pod };
         assert_eq!(
-            show(cluster_kill(&yarn, &installation(), printed, "p")),
+            show(cluster_kill(&yarn, &installation(), printed, &job("p"))),
             "yarn application -kill application_1733390000000_0042"
         );
-        assert_eq!(show(cluster_kill(&yarn, &installation(), "no id yet application_x", "p")), "none");
+        assert_eq!(show(cluster_kill(&yarn, &installation(), "no id yet application_x", &job("p"))), "none");
         let k8s = SparkSettings {
             master: "k8s://https://k:6443".into(),
             deploy_mode: DeployMode::Cluster,
@@ -508,10 +522,10 @@ mod tests {
             ..SparkSettings::default()
         };
         assert_eq!(
-            show(cluster_kill(&k8s, &installation(), "", "trellis-ab12")),
-            "/opt/spark/bin/spark-submit --master k8s://https://k:6443 --kill etl:trellis-ab12"
+            show(cluster_kill(&k8s, &installation(), "", &job("trellis-ab12"))),
+            "/opt/spark/bin/spark-submit --master k8s://https://k:6443 --conf spark.kubernetes.namespace=etl --kill etl:trellis-ab12"
         );
-        assert_eq!(show(cluster_kill(&SparkSettings::default(), &installation(), printed, "p")), "none");
+        assert_eq!(show(cluster_kill(&SparkSettings::default(), &installation(), printed, &job("p"))), "none");
     }
 
     #[test]

@@ -316,7 +316,7 @@ def _describe_failure(error: BaseException) -> dict[str, Any]:
 
     if isinstance(error, SystemExit):
         code = error.code
-        message = f"the application exited with status {code}" if isinstance(code, int) else str(code)
+        message = f"the application exited with status {code}" if isinstance(code, int) else _first_line(str(code))
     if not message:
         message = _first_line(str(error)) or exception
     if state and state not in message:
@@ -398,5 +398,20 @@ def main(argv: Sequence[str]) -> int:
     return status
 
 
+def _die_with_the_launcher() -> None:
+    """The kernel kills this driver when the JVM that started it dies: the
+    host arms the same for spark-submit, whose JVM is this process's parent,
+    so that a SIGKILL of trellis leaves no driver behind. Linux only; where
+    it cannot be armed, the host's process group still reaches it."""
+    try:
+        import ctypes
+
+        pr_set_pdeathsig, sigkill = 1, 9
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, sigkill, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
 if __name__ == "__main__":
+    _die_with_the_launcher()
     sys.exit(main(sys.argv))
