@@ -496,11 +496,10 @@ fn a_missing_spark_or_java_is_one_line_in_validate_and_materialize() {
     );
     project(root, &[("spark-sql", "spark_sql")], &rest, &[]);
     orders(&root.join("data"), &mut Lcg::new(1));
-    let empty_tools = root.join("no-tools");
     // Neither SPARK_HOME, nor trellis's tools, nor spark-submit on a PATH
     // that still has java.
     let without_spark = |command: &mut std::process::Command| {
-        command.env_remove("SPARK_HOME").env("TRELLIS_TOOLS_DIR", &empty_tools).env("PATH", "/usr/bin:/bin");
+        crate::support::without_spark(command, root).env("PATH", "/usr/bin:/bin");
     };
     let mut validate = trellis();
     without_spark(validate.args(["validate", "-p"]).arg(root));
@@ -542,4 +541,21 @@ fn a_missing_spark_or_java_is_one_line_in_validate_and_materialize() {
     assert_eq!(refused.stderr.lines().count(), 1, "{}", refused.stderr);
     assert!(refused.stderr.contains("Spark needs Java 17 or newer: JAVA_HOME"), "{}", refused.stderr);
     assert!(refused.stderr.contains("has no bin/java"), "{}", refused.stderr);
+}
+
+#[test]
+fn the_demo_ranks_the_shops_of_may_with_spark_sql() {
+    spark();
+    let dir = tempfile::tempdir().unwrap();
+    let demo = dir.path().join("demo");
+    let result = run_within(trellis().arg("demo").arg(&demo), LIMIT);
+    assert_eq!(result.code, 0, "{}\n{}", result.stdout, result.stderr);
+    assert!(result.stdout.contains("$ trellis materialize -v shop.datamart/ShopRanking/2015/05"), "{}", result.stdout);
+    // The demo's orders are fixed, and so is their ranking.
+    let ranking = std::fs::read_to_string(demo.join("data/shop/datamart/ShopRanking/2015/05/part-00000.csv")).unwrap();
+    assert_eq!(
+        ranking,
+        "rank,shop,orders,revenue,share\n1,SHOP30,12,334.61,38.7\n2,SHOP20,12,281.33,32.6\n3,SHOP10,14,247.80,28.7\n"
+    );
+    assert!(result.stdout.contains("demo finished in"), "{}", result.stdout);
 }
