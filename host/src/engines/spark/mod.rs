@@ -56,7 +56,10 @@ pub struct Spark {
     tools: Option<PathBuf>,
     permits: Arc<Semaphore>,
     budget: MemoryBudget,
-    located: OnceLock<Result<Installation, String>>,
+    /// Where Spark was found. Only a success is kept: a run refused for a
+    /// missing Spark looks again, so `trellis engines install spark` beside
+    /// a running server needs no reload.
+    located: OnceLock<Installation>,
 }
 
 /// One dependency name of the view type, with the data paths of its views
@@ -121,9 +124,14 @@ impl Spark {
     }
 
     /// Where Spark and Java are, found once; or the one line that says
-    /// what is missing.
+    /// what is missing, looked for again at the next call.
     pub fn locate(&self) -> Result<&Installation, String> {
-        self.located.get_or_init(|| locate(&self.settings, self.tools.as_deref())).as_ref().map_err(Clone::clone)
+        if let Some(found) = self.located.get() {
+            return Ok(found);
+        }
+        let found = locate(&self.settings, self.tools.as_deref())?;
+        // Two callers may both look; the first to finish is kept.
+        Ok(self.located.get_or_init(|| found))
     }
 
     /// Waits for an engine permit and, when the driver runs here, for its
@@ -438,5 +446,45 @@ impl Log {
 
     fn take(&self) -> Vec<LogLine> {
         std::mem::take(&mut *self.lines.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn executable(path: &Path, script: &str) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, script).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    /// A server that refused a run for a missing Spark sees it once it is
+    /// installed, without a reload; once found, it is not looked for again.
+    #[test]
+    fn a_missing_spark_is_looked_for_again_and_a_found_one_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("spark");
+        let jdk = dir.path().join("jdk");
+        executable(&jdk.join("bin/java"), "#!/bin/sh\necho 'openjdk version \"17.0.15\" 2025-04-15' >&2\n");
+        let settings = SparkSettings {
+            spark_home: Some(home.clone()),
+            env: vec![("JAVA_HOME".into(), jdk.display().to_string())],
+            ..SparkSettings::default()
+        };
+        let spark = Spark::new(settings, None, MemoryBudget::new(1 << 30));
+
+        let missing = spark.locate().unwrap_err();
+        assert_eq!(missing, format!("engines.spark.spark_home {} has no bin/spark-submit", home.display()));
+
+        executable(&home.join("bin/spark-submit"), "#!/bin/sh\n");
+        let found = spark.locate().unwrap().clone();
+        assert_eq!((found.spark_home.as_path(), found.found_by), (home.as_path(), "engines.spark.spark_home"));
+        assert_eq!(found.java_version, "17.0.15");
+
+        std::fs::remove_dir_all(&home).unwrap();
+        assert_eq!(spark.locate().unwrap(), &found, "a found Spark is kept until the project is loaded again");
     }
 }
