@@ -256,22 +256,42 @@ impl Bounded {
 /// A line the runner prints for the view's log, rather than as output.
 pub const RUNNER_PREFIX: &str = "trellis: ";
 
+/// The longest piece of a line `capture` holds: an application that prints
+/// gigabytes without a newline is kept, as all output, in `Bounded`'s head
+/// and tail, never whole in the host's memory.
+const LONGEST_LINE: usize = 64 << 10;
+
 /// Reads one stream to its end into `into`, line by line, handing the
 /// runner's own lines to `line` instead (they are the view's log lines).
+/// A line longer than `LONGEST_LINE` goes to `into` in pieces; only a
+/// piece that starts a line can be the runner's.
 pub async fn capture(stream: impl AsyncRead + Unpin, into: Arc<Mutex<Bounded>>, mut line: impl FnMut(&str) + Send) {
     let mut reader = BufReader::new(stream);
     let mut buffer = Vec::new();
+    let mut starts_line = true;
     loop {
-        buffer.clear();
-        match reader.read_until(b'\n', &mut buffer).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {
-                let text = String::from_utf8_lossy(&buffer);
-                match text.trim_end().strip_prefix(RUNNER_PREFIX) {
-                    Some(said) => line(said),
-                    None => into.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(&buffer),
-                }
+        let (taken, ended) = match reader.fill_buf().await {
+            Ok([]) | Err(_) => (0, true),
+            Ok(available) => match available.iter().position(|&b| b == b'\n') {
+                Some(newline) => (newline + 1, true),
+                None => (available.len().min(LONGEST_LINE - buffer.len()), false),
+            },
+        };
+        if taken > 0 {
+            buffer.extend_from_slice(&reader.buffer()[..taken]);
+            reader.consume(taken);
+        }
+        if !buffer.is_empty() && (ended || buffer.len() >= LONGEST_LINE) {
+            let runner = if starts_line { String::from_utf8_lossy(&buffer) } else { Default::default() };
+            match runner.trim_end().strip_prefix(RUNNER_PREFIX) {
+                Some(said) if ended => line(said),
+                _ => into.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(&buffer),
             }
+            starts_line = ended;
+            buffer.clear();
+        }
+        if taken == 0 {
+            return;
         }
     }
 }
@@ -373,6 +393,25 @@ pub fn spawn(command: &CommandLine, cwd: &Path) -> std::io::Result<tokio::proces
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An application's endless line is kept within bounds, and never
+    /// mistaken for the runner's: only whole lines that start so are.
+    #[tokio::test]
+    async fn a_long_line_is_captured_in_pieces_and_only_whole_runner_lines_are_log_lines() {
+        let long = "x".repeat(1 << 20);
+        let long_runner = format!("{RUNNER_PREFIX}{long}");
+        let input =
+            format!("{RUNNER_PREFIX}hello\n{long}{RUNNER_PREFIX}not a line\nplain\n{long_runner}\n{RUNNER_PREFIX}bye");
+        let into = Arc::new(Mutex::new(Bounded::default()));
+        let mut lines = Vec::new();
+        capture(input.as_bytes(), into.clone(), |said| lines.push(said.to_string())).await;
+
+        assert_eq!(lines, ["hello", "bye"]);
+        let captured = into.lock().unwrap().captured();
+        let output_bytes = long.len() + RUNNER_PREFIX.len() + "not a line\nplain\n".len() + long_runner.len() + 1;
+        assert_eq!(captured.truncated_bytes as usize, output_bytes - HEAD_BYTES - TAIL_BYTES);
+        assert!(captured.text.ends_with(&format!("{}\n", &long_runner[long_runner.len() - 100..])));
+    }
 
     fn installation() -> Installation {
         Installation {
