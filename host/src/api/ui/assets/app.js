@@ -88,6 +88,7 @@ async function render(focus) {
     return;
   }
   main.innerHTML = await response.text();
+  showLatestStates();
   const next = response.headers.get("x-trellis-next-sequence");
   if (next !== null) eventsShownUntil = Number(next);
   markCurrentNav();
@@ -196,17 +197,39 @@ function summarises() {
   return !!h1;
 }
 
+// The state the stream last gave each view. A fragment can be older than
+// an event the stream has already brought (it was rendered before the
+// event and arrived after it, or the server's table had not caught up with
+// its commit yet), and must not undo it: these are shown again over every
+// fragment. A stream that is behind brings the newer events after, so the
+// page ends where the stream ends. The oldest are forgotten past a bound.
+const latestStates = new Map();
+const LATEST_STATES_KEPT = 10000;
+
+function showState(el, state) {
+  el.querySelectorAll(".view-state").forEach((cell) => {
+    cell.innerHTML = "";
+    cell.appendChild(badge(state));
+  });
+  const rect = el.querySelector("rect");
+  if (rect) rect.setAttribute("class", "state-" + state);
+}
+
+function showLatestStates() {
+  main.querySelectorAll("[data-view]").forEach((el) => {
+    const state = latestStates.get(el.dataset.view);
+    if (state !== undefined) showState(el, state);
+  });
+}
+
 let eventsShownUntil = 0;
 function onEvent(data) {
   const event = JSON.parse(data);
+  latestStates.delete(event.view);
+  latestStates.set(event.view, event.current);
+  if (latestStates.size > LATEST_STATES_KEPT) latestStates.delete(latestStates.keys().next().value);
   document.querySelectorAll("[data-view]").forEach((el) => {
-    if (el.dataset.view !== event.view) return;
-    el.querySelectorAll(".view-state").forEach((cell) => {
-      cell.innerHTML = "";
-      cell.appendChild(badge(event.current));
-    });
-    const rect = el.querySelector("rect");
-    if (rect) rect.setAttribute("class", "state-" + event.current);
+    if (el.dataset.view === event.view) showState(el, event.current);
   });
   const table = document.getElementById("events-table");
   if (table && event.sequence >= eventsShownUntil) {
@@ -298,7 +321,12 @@ function dispatch(block) {
   }
   if (id !== null) lastEventId = id;
   if (kind === "view" && data) onEvent(data);
-  else if (kind === "gap" && summarises()) scheduleRefresh(0);
+  else if (kind === "gap") {
+    // Events were lost to retention: what the stream said of a view may be
+    // stale, and the page too.
+    latestStates.clear();
+    scheduleRefresh(0);
+  }
 }
 
 function restartStream() {
