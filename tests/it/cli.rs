@@ -494,6 +494,12 @@ pub(crate) fn nested_cargo(dir: &std::path::Path, args: &[&str]) -> crate::suppo
             command.env_remove(key);
         }
     }
+    // The crates these tests write share one build directory (cargo's
+    // `build.build-dir` holds only intermediates: each crate's own target/
+    // still gets its component), so wit-bindgen and the SDK are compiled
+    // once per checkout instead of once per crate, in every test and run.
+    let shared = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("nested-cargo-build");
+    command.env("CARGO_BUILD_BUILD_DIR", shared);
     command.current_dir(dir).args(args).arg("--offline");
     run(&mut command)
 }
