@@ -485,7 +485,8 @@ fn deps_shows_lineage_downstream_and_as_a_dot_graph() {
 /// `cargo` for a crate outside this build, as a user would run it there:
 /// the outer build's variables (target dir, features, flags) cleared, and
 /// no network (the SDK's dependencies are in cargo's cache from building
-/// plugins/).
+/// plugins/). Unlike a user's, its intermediates go to one build directory
+/// shared by every crate the tests write.
 pub(crate) fn nested_cargo(dir: &std::path::Path, args: &[&str]) -> crate::support::Run {
     let mut command = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     for (key, _) in std::env::vars_os() {
@@ -494,10 +495,9 @@ pub(crate) fn nested_cargo(dir: &std::path::Path, args: &[&str]) -> crate::suppo
             command.env_remove(key);
         }
     }
-    // The crates these tests write share one build directory (cargo's
-    // `build.build-dir` holds only intermediates: each crate's own target/
-    // still gets its component), so wit-bindgen and the SDK are compiled
-    // once per checkout instead of once per crate, in every test and run.
+    // Cargo's `build.build-dir` holds only intermediates (each crate's own
+    // target/ still gets its component), so wit-bindgen and the SDK are
+    // compiled once per checkout instead of once per crate.
     let shared = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("nested-cargo-build");
     command.env("CARGO_BUILD_BUILD_DIR", shared);
     command.current_dir(dir).args(args).arg("--offline");
