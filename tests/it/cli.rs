@@ -46,6 +46,14 @@ fn bad_input_exits_2_with_one_line_naming_the_problem() {
     let out = dir.path().join("out");
     let csv = plugin_path("csv_aggregate");
     let wrong_world = format!("error: {} is a transformation plugin, not a checksum plugin", csv.display());
+    // A directory that holds something is not the plugin's to write into.
+    let full = dir.path().join("full");
+    std::fs::create_dir_all(&full).unwrap();
+    std::fs::write(full.join("keep.txt"), "mine\n").unwrap();
+    let not_empty = format!(
+        "error: --output {} is not empty; name a new or empty directory, or pass --force to write into it",
+        full.display()
+    );
     let cases: Vec<(Vec<std::ffi::OsString>, &str)> = vec![
         (vec!["plugins".into(), "inspect".into(), "/no/such.wasm".into()], "error: /no/such.wasm does not exist"),
         (
@@ -86,12 +94,25 @@ fn bad_input_exits_2_with_one_line_naming_the_problem() {
             ],
             "error: --deadline -1 is not a positive number of seconds",
         ),
+        (
+            vec![
+                "plugins".into(),
+                "run".into(),
+                csv.clone().into(),
+                "--output".into(),
+                full.clone().into(),
+                "--config".into(),
+                "aggregates=count(*)".into(),
+            ],
+            &not_empty,
+        ),
     ];
     for (args, message) in cases {
         let result = run(trellis().args(&args));
         assert_eq!(result.code, 2, "{args:?}: {}", result.stderr);
         assert_eq!(result.stderr.trim_end(), message, "{args:?}");
     }
+    assert_eq!(std::fs::read_dir(&full).unwrap().count(), 1, "nothing written beside keep.txt");
     // clap's own usage errors exit 2 as well.
     let result = run(trellis().args(["plugins", "run", "x.wasm", "--config", "novalue"]));
     assert_eq!(result.code, 2);
@@ -546,4 +567,34 @@ fn a_plugin_crate_from_plugins_new_tests_builds_and_materializes_a_view_as_it_is
     let bad = run(trellis().current_dir(dir.path()).args(["plugins", "new", "Line_Count"]));
     assert_eq!(bad.code, 2);
     assert!(bad.stderr.contains("`Line_Count` is not a plugin name"), "{}", bad.stderr);
+}
+
+#[test]
+fn bench_writes_only_into_a_new_directory_or_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let bench = dir.path().join("bench");
+    for _ in 0..2 {
+        // A second run in its own directory starts afresh there.
+        let result = run(trellis().args(["bench", "--days", "2", "--shops", "1", "--dir"]).arg(&bench));
+        assert_eq!(result.code, 0, "{}", result.stderr);
+        assert!(result.stdout.starts_with("cold "), "{}", result.stdout);
+    }
+    // A project is not the bench's: refused before anything is written.
+    let project = dir.path().join("project");
+    std::fs::create_dir(&project).unwrap();
+    std::fs::write(project.join("trellis.toml"), "[project]\nname = \"mine\"\n").unwrap();
+    let refused = run(trellis().args(["bench", "--days", "2", "--shops", "1", "--dir"]).arg(&project));
+    assert_eq!(
+        (refused.code, refused.stderr.as_str()),
+        (
+            2,
+            format!(
+                "error: {} exists and was not written by `trellis bench`; name a new or empty directory\n",
+                project.display()
+            )
+            .as_str()
+        )
+    );
+    assert_eq!(std::fs::read_to_string(project.join("trellis.toml")).unwrap(), "[project]\nname = \"mine\"\n");
+    assert_eq!(std::fs::read_dir(&project).unwrap().count(), 1, "nothing written beside trellis.toml");
 }

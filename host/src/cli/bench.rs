@@ -10,10 +10,10 @@
 //! beside a full recomputation, and the manifest check of a large input.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use chrono::{Datelike, Duration, NaiveDate};
 use clap::Args;
 
@@ -97,11 +97,21 @@ impl Setup {
     }
 }
 
+/// The file that marks a directory as a bench's own: a later bench may
+/// clear and reuse it, and nothing else.
+const MARKER: &str = ".trellis-bench";
+
 pub(super) async fn bench(args: &BenchArgs, runtime: &Runtime) -> anyhow::Result<Status> {
-    let temporary = tempfile::tempdir()?;
-    let dir = args.dir.clone().unwrap_or_else(|| temporary.path().to_path_buf());
     let start = NaiveDate::from_ymd_opt(2015, 1, 1).expect("a valid date");
-    let last = start + Duration::days(args.days.max(1) as i64 - 1);
+    let last = last_day(start, args.days)?;
+    let temporary = tempfile::tempdir()?;
+    let dir = match &args.dir {
+        Some(dir) => {
+            prepare(dir)?;
+            dir.clone()
+        }
+        None => temporary.path().to_path_buf(),
+    };
     if args.listeners {
         return bench_listeners(args, runtime, &dir, start, last).await;
     }
@@ -146,7 +156,9 @@ pub(super) async fn bench(args: &BenchArgs, runtime: &Runtime) -> anyhow::Result
     measure("server: first run", &mut scheduler).await?;
     measure("server: unchanged", &mut scheduler).await?;
     let day = last - Duration::days(1);
-    let flag = dir.join(format!("data/raw/SHOP001/{}/{:02}/{:02}/_SUCCESS", day.year(), day.month(), day.day()));
+    // The second shop's, or with one shop its only one.
+    let shop = 1 % args.shops.max(1);
+    let flag = dir.join(format!("data/raw/SHOP{shop:03}/{}/{:02}/{:02}/_SUCCESS", day.year(), day.month(), day.day()));
     std::fs::write(&flag, b"")?;
     measure("server: one input changed", &mut scheduler).await?;
     Ok(Status::Success)
@@ -485,6 +497,53 @@ async fn bench_incremental(
         times[0].as_secs_f64() * 1e3
     );
     Ok(Status::Success)
+}
+
+/// The last of `days` days from `start` (at least one), refused when the
+/// calendar would not reach it.
+fn last_day(start: NaiveDate, days: usize) -> anyhow::Result<NaiveDate> {
+    let latest = NaiveDate::from_ymd_opt(9999, 12, 31).expect("a valid date");
+    u64::try_from(days.max(1) - 1)
+        .ok()
+        .and_then(|more| start.checked_add_days(chrono::Days::new(more)))
+        .filter(|last| *last <= latest)
+        .with_context(|| {
+            format!(
+                "--days {days}: the last day would be after {latest}; at most {} days from {start}",
+                (latest - start).num_days() + 1
+            )
+        })
+}
+
+/// Makes `dir` the bench's: a new or empty directory, or one an earlier
+/// bench marked as its own, which is cleared. Anything else (a project
+/// above all) is refused untouched: the bench writes its own trellis.toml,
+/// data and metastore.
+fn prepare(dir: &Path) -> anyhow::Result<()> {
+    if dir.exists() {
+        let mut entries = std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?;
+        let empty = entries.next().is_none();
+        if !empty && !dir.join(MARKER).is_file() {
+            bail!("{} exists and was not written by `trellis bench`; name a new or empty directory", dir.display());
+        }
+        for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+            let entry = entry.with_context(|| format!("reading {}", dir.display()))?;
+            let path = entry.path();
+            if entry.file_name() == MARKER {
+                continue;
+            }
+            // A link is removed, never followed.
+            let removed = match entry.file_type() {
+                Ok(kind) if kind.is_dir() => std::fs::remove_dir_all(&path),
+                _ => std::fs::remove_file(&path),
+            };
+            removed.with_context(|| format!("clearing {}", path.display()))?;
+        }
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::write(dir.join(MARKER), "written by `trellis bench`; the next bench in this directory replaces it\n")
+        .with_context(|| format!("writing {}", dir.join(MARKER).display()))?;
+    Ok(())
 }
 
 fn write_project(

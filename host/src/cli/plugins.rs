@@ -67,9 +67,12 @@ pub(super) struct RunArgs {
     /// An input directory, granted read-only; repeat for several inputs
     #[arg(long = "input", value_name = "NAME=DIR", value_parser = named_path)]
     inputs: Vec<(String, PathBuf)>,
-    /// The output directory, granted read-write; created if missing
+    /// The output directory, granted read-write; created if missing, refused if not empty
     #[arg(long, value_name = "DIR")]
     output: PathBuf,
+    /// Let the plugin write into an --output directory that is not empty
+    #[arg(long)]
+    force: bool,
     /// A configuration entry; repeat for several
     #[arg(long = "config", value_name = "KEY=VALUE", value_parser = key_value)]
     config: Vec<(String, String)>,
@@ -257,6 +260,17 @@ async fn run(runtime: &Runtime, args: RunArgs) -> anyhow::Result<Status> {
     };
     if let Err(message) = info.check_config(&args.config) {
         bail!("{message}");
+    }
+    // A plugin given a directory that holds something would write among
+    // (and over) it: only a new or empty one, unless asked.
+    if !args.force
+        && let Ok(mut entries) = std::fs::read_dir(&args.output)
+        && entries.next().is_some()
+    {
+        bail!(
+            "--output {} is not empty; name a new or empty directory, or pass --force to write into it",
+            args.output.display()
+        );
     }
     std::fs::create_dir_all(&args.output)
         .with_context(|| format!("cannot create the output directory {}", args.output.display()))?;
