@@ -77,6 +77,18 @@ fn a_backup_restored_holds_every_record_and_finds_everything_up_to_date() {
     let backup = trellis_in(dir.path(), &["metastore", "backup", "backup.jsonl"]);
     assert_eq!(backup.code, 0, "{}", backup.stderr);
     assert!(backup.stdout.starts_with("backed up 37 records from "), "{}", backup.stdout);
+    // An existing file is replaced only when asked.
+    let again = trellis_in(dir.path(), &["metastore", "backup", "backup.jsonl"]);
+    assert_eq!(
+        (again.code, again.stderr.as_str()),
+        (
+            2,
+            "error: backup.jsonl exists; name a new file, or pass --force to replace it (once the new backup is complete)\n"
+        )
+    );
+    let forced = trellis_in(dir.path(), &["metastore", "backup", "--force", "backup.jsonl"]);
+    assert_eq!(forced.code, 0, "{}", forced.stderr);
+    assert_eq!(forced.stdout, backup.stdout);
 
     // A restore never overwrites a metastore in place.
     let refused = trellis_in(dir.path(), &["metastore", "restore", "backup.jsonl"]);
@@ -92,4 +104,25 @@ fn a_backup_restored_holds_every_record_and_finds_everything_up_to_date() {
     let again = trellis_in(dir.path(), &["materialize", "-v", PATTERN]);
     assert_eq!(again.code, 0, "{}", again.stderr);
     assert!(again.stdout.contains("6 views: 6 idle"), "nothing to transform: {}", again.stdout);
+}
+
+#[test]
+fn what_a_killed_backup_or_restore_left_is_removed_at_the_next_open() {
+    let dir = tempfile::tempdir().unwrap();
+    materialized_project(dir.path());
+    let trellis_dir = dir.path().join(".trellis");
+    // As a kill -9 leaves them: a partial backup and the note naming it,
+    // and a restore's staging directory (a store no process holds).
+    let partial = dir.path().join(".trellis-backup-k1ll3d");
+    std::fs::write(&partial, "{\"kind\":\"header\"").unwrap();
+    std::fs::write(trellis_dir.join("metastore/backup-in-progress"), partial.as_os_str().as_encoded_bytes()).unwrap();
+    let staging = trellis_dir.join(".metastore-restore-k1ll3d");
+    std::fs::create_dir(&staging).unwrap();
+    std::fs::copy(db_file(dir.path()), staging.join("db")).unwrap();
+    let runs = trellis_in(dir.path(), &["runs"]);
+    assert_eq!(runs.code, 0, "{}", runs.stderr);
+    assert!(!partial.exists(), "the partial backup is removed");
+    assert!(!staging.exists(), "the staging directory is removed");
+    assert!(!trellis_dir.join("metastore/backup-in-progress").exists());
+    assert!(runs.stderr.contains("left by a backup or restore that was killed"), "{}", runs.stderr);
 }

@@ -2,8 +2,7 @@
 //! for the metastore (docs/operations.md). A server holds the metastore
 //! while it runs, so these run with it stopped.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
@@ -26,8 +25,11 @@ enum Action {
     Check,
     /// Write every record to FILE (JSON lines), which `restore` reads back
     Backup {
-        /// The backup to write; replaced only once it is complete
+        /// The backup to write; an existing one is refused unless --force
         file: PathBuf,
+        /// Replace FILE if it exists (only once the new backup is complete)
+        #[arg(long)]
+        force: bool,
     },
     /// Recreate the metastore from a backup; refused while one exists
     Restore {
@@ -61,12 +63,18 @@ pub(super) fn run(args: &MetastoreArgs) -> anyhow::Result<Status> {
                 contents.logs
             );
         }
-        Action::Backup { file } => {
+        Action::Backup { file, force } => {
             if !path.exists() {
                 bail!("no metastore in {}; nothing to back up", path.display());
             }
+            if !force && std::fs::symlink_metadata(file).is_ok() {
+                bail!(
+                    "{} exists; name a new file, or pass --force to replace it (once the new backup is complete)",
+                    file.display()
+                );
+            }
             let store = Metastore::open(path)?;
-            let records = write_backup(&store, file)?;
+            let records = store.backup_to(file)?;
             println!("backed up {records} records from {} to {}", path.display(), file.display());
         }
         Action::Restore { file } => {
@@ -77,26 +85,4 @@ pub(super) fn run(args: &MetastoreArgs) -> anyhow::Result<Status> {
         }
     }
     Ok(Status::Success)
-}
-
-/// Writes the backup beside `file` and renames it into place once it is
-/// complete and durable, so that a failed backup never replaces a good one.
-fn write_backup(store: &Metastore, file: &Path) -> anyhow::Result<u64> {
-    let parent = match file.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    };
-    let mut partial = tempfile::Builder::new()
-        .prefix(".trellis-backup-")
-        .tempfile_in(parent)
-        .with_context(|| format!("creating a file in {}", parent.display()))?;
-    let records = {
-        let mut out = std::io::BufWriter::new(partial.as_file_mut());
-        let records = store.backup(&mut out)?;
-        out.flush().with_context(|| format!("writing {}", file.display()))?;
-        records
-    };
-    partial.as_file().sync_all().with_context(|| format!("writing {}", file.display()))?;
-    partial.persist(file).with_context(|| format!("writing {}", file.display()))?;
-    Ok(records)
 }

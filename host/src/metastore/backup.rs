@@ -175,6 +175,102 @@ impl Metastore {
     }
 }
 
+/// The file in the metastore's directory that names the backup being
+/// written, while one is: a backup killed midway leaves it, and the next
+/// open removes the partial file it names (see [`remove_leftovers`]).
+const BACKUP_NOTE: &str = "backup-in-progress";
+
+/// The start of a partial backup's name, beside the file it becomes.
+const PARTIAL_PREFIX: &str = ".trellis-backup-";
+
+/// The start of a restore's staging directory's name, beside its target.
+const STAGING_PREFIX: &str = ".metastore-restore-";
+
+impl Metastore {
+    /// Writes a backup to `file`: beside it first, renamed into place once
+    /// it is complete and durable, so that a failed backup never replaces
+    /// a good one. Returns how many records it holds. While it is written,
+    /// a note in the metastore's directory names the partial file, so that
+    /// if this process dies the next open removes it: only one process
+    /// holds the store, so a partial file named there is no one's.
+    pub fn backup_to(&self, file: &Path) -> Result<u64, Error> {
+        let writing = |e: std::io::Error| backup_error(&format!("writing {}", file.display()), e);
+        let parent = match file.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        let partial = tempfile::Builder::new()
+            .prefix(PARTIAL_PREFIX)
+            .tempfile_in(parent)
+            .map_err(|e| backup_error(&format!("creating a file in {}", parent.display()), e))?;
+        let note = self.path.join(BACKUP_NOTE);
+        let named = std::path::absolute(partial.path()).map_err(writing)?;
+        std::fs::write(&note, std::os::unix::ffi::OsStrExt::as_bytes(named.as_os_str())).map_err(writing)?;
+        let written = self.write_partial(partial, file);
+        // Whatever happened, the partial file is gone (renamed, or removed
+        // with its handle): the note has nothing left to name.
+        let _ = std::fs::remove_file(&note);
+        written
+    }
+}
+
+impl Metastore {
+    /// The backup into `partial`, made durable, then renamed to `file`.
+    fn write_partial(&self, mut partial: tempfile::NamedTempFile, file: &Path) -> Result<u64, Error> {
+        let writing = |e: std::io::Error| backup_error(&format!("writing {}", file.display()), e);
+        let records = {
+            let mut out = std::io::BufWriter::new(partial.as_file_mut());
+            let records = self.backup(&mut out)?;
+            out.flush().map_err(writing)?;
+            records
+        };
+        partial.as_file().sync_all().map_err(writing)?;
+        partial.persist(file).map_err(|e| writing(e.error))?;
+        Ok(records)
+    }
+}
+
+/// Removes what a backup or restore killed midway left (called by open,
+/// with `dir` the store just opened): the partial backup its note names,
+/// and restore staging directories beside `dir` that no store holds
+/// (sled locks its `db` file while a store is open; a directory without
+/// one was never opened). Returns what was removed, for the log.
+pub(super) fn remove_leftovers(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut removed = Vec::new();
+    let note = dir.join(BACKUP_NOTE);
+    if let Ok(named) = std::fs::read(&note) {
+        let partial =
+            std::path::PathBuf::from(<std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(named));
+        let is_partial = partial.file_name().is_some_and(|name| name.to_string_lossy().starts_with(PARTIAL_PREFIX));
+        if is_partial && std::fs::remove_file(&partial).is_ok() {
+            removed.push(partial);
+        }
+        let _ = std::fs::remove_file(&note);
+    }
+    let parent = match dir.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let Ok(entries) = std::fs::read_dir(parent) else { return removed };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let staging = entry.file_name().to_string_lossy().starts_with(STAGING_PREFIX)
+            && entry.file_type().is_ok_and(|kind| kind.is_dir())
+            && path.file_name() != dir.file_name();
+        if !staging {
+            continue;
+        }
+        let held = match std::fs::File::open(path.join("db")) {
+            Ok(db) => db.try_lock().is_err(),
+            Err(_) => false,
+        };
+        if !held && std::fs::remove_dir_all(&path).is_ok() {
+            removed.push(path);
+        }
+    }
+    removed
+}
+
 /// Restores a backup into `target`, which must not hold a metastore yet
 /// (absent, or an empty directory). Returns how many records it restored.
 /// Nothing appears at `target` unless all of them did.
@@ -195,7 +291,7 @@ pub fn restore(input: impl BufRead, target: &Path) -> Result<u64, Error> {
     std::fs::create_dir_all(parent).map_err(|e| backup_error(&format!("creating {}", parent.display()), e))?;
     // Beside the target, so that the final rename stays on one filesystem.
     let staging = tempfile::Builder::new()
-        .prefix(".metastore-restore-")
+        .prefix(STAGING_PREFIX)
         .tempdir_in(parent)
         .map_err(|e| backup_error(&format!("creating a directory in {}", parent.display()), e))?;
     let records = {
@@ -383,6 +479,24 @@ mod tests {
     use crate::metastore::Commit;
     use crate::metastore::fixtures::{event, materialized};
     use crate::model::{FlowStatus, ViewState};
+
+    /// A restore that is under way (its staging store open) keeps its
+    /// directory when a store beside it opens; one that no process holds
+    /// (killed midway) is removed.
+    #[test]
+    fn open_removes_only_the_staging_directories_no_store_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let live = dir.path().join(".metastore-restore-live");
+        let dead = dir.path().join(".metastore-restore-dead");
+        // What a killed restore leaves: sled's files, their lock gone with the process.
+        std::fs::create_dir(&dead).unwrap();
+        std::fs::write(dead.join("db"), b"half a store").unwrap();
+        let _restoring = Metastore::open(&live).unwrap();
+        let target = dir.path().join("metastore");
+        drop(Metastore::open(&target).unwrap());
+        assert!(live.join("db").exists(), "the live restore's store is left alone");
+        assert!(!dead.exists(), "the dead restore's directory is removed");
+    }
 
     fn filled(dir: &Path) -> Metastore {
         let store = Metastore::open(dir).unwrap();

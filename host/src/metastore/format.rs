@@ -106,6 +106,9 @@ impl Metastore {
             store.read_through(false)?;
             store.check_commits()?;
             store.appended.send_replace(store.next_sequence()?);
+            for leftover in super::backup::remove_leftovers(dir) {
+                tracing::warn!("removed {}, left by a backup or restore that was killed", leftover.display());
+            }
             Ok(store)
         })
         .map_err(damaged)
