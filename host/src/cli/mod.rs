@@ -183,6 +183,21 @@ impl From<Status> for ExitCode {
 const LOCAL_ONLY: [&str; 9] =
     ["validate", "deps", "demo", "plugins", "bench", "metastore", "coordinate", "serve", "engines"];
 
+/// Refuses `--server` typed before a command that has no remote form
+/// (`trellis --server URL validate`), as the command's own hidden option
+/// refuses it after the command; one from `$TRELLIS_SERVER` is not typed
+/// for this command, and such a command runs here as it says.
+fn refuse_server_before_local(matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+    let Some(name) = matches.subcommand_name().filter(|name| LOCAL_ONLY.contains(name)) else { return Ok(()) };
+    if matches.value_source("server") != Some(clap::parser::ValueSource::CommandLine) {
+        return Ok(());
+    }
+    Err(clap::Error::raw(
+        clap::error::ErrorKind::ArgumentConflict,
+        format!("`trellis {name}` has no remote form: it runs here, so --server does not apply\n"),
+    ))
+}
+
 impl Cli {
     /// The command line's description: the derived one, with `--server`
     /// taken from the commands that have no remote form (a hidden option
@@ -204,6 +219,7 @@ impl Cli {
     /// The command line, parsed (exiting with clap's message when it is not one).
     pub fn from_command_line() -> Cli {
         let matches = Cli::command().get_matches();
+        refuse_server_before_local(&matches).unwrap_or_else(|e| e.exit());
         <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
     }
 
@@ -370,8 +386,16 @@ impl Cli {
             Command::Materialize(args) if args.verbose => (false, "warn,trellis::plugin=info"),
             _ => (false, "warn"),
         };
-        let filter = tracing_subscriber::EnvFilter::try_from_env("TRELLIS_LOG")
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+        // sled's own log lines (through the `log` crate) say in its words
+        // what the metastore's one-line errors already say: they are off
+        // unless TRELLIS_LOG names sled.
+        let filter = match std::env::var("TRELLIS_LOG") {
+            Ok(filter) if filter.contains("sled") => filter,
+            Ok(filter) => format!("{filter},sled=off"),
+            Err(_) => format!("{default},sled=off"),
+        };
+        let filter = tracing_subscriber::EnvFilter::try_new(&filter)
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{default},sled=off")));
         let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
         if json {
             builder.json().init();

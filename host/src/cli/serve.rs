@@ -32,7 +32,7 @@ pub(super) struct ServeArgs {
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     grace: Duration,
     /// Requests not answered within this get 408 (event streams excepted)
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = positive_duration)]
     request_timeout: Duration,
     /// The most views the server holds, dependencies included; requests that would
     /// instantiate more get 409
@@ -45,6 +45,15 @@ pub(super) struct ServeArgs {
     /// A connection that does not send a request's headers within this is closed
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     header_timeout: Duration,
+}
+
+/// A duration above zero: a request timeout of zero would answer every
+/// request 408.
+fn positive_duration(text: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(text) {
+        Ok(duration) if duration.is_zero() => Err("must be more than zero (every request would time out)".into()),
+        parsed => parsed.map_err(|e| e.to_string()),
+    }
 }
 
 /// `token` is the one clients must send (the global `--token-file`, else `$TRELLIS_TOKEN`).

@@ -82,6 +82,7 @@ async fn execute(line: &str, globals: &Globals) {
     };
     let parsed =
         Cli::command().try_get_matches_from(std::iter::once("trellis".to_string()).chain(words)).and_then(|matches| {
+            super::refuse_server_before_local(&matches)?;
             let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches)?;
             Ok((cli, matches.value_source("server")))
         });

@@ -8,7 +8,9 @@
 //! `dependencies` (one dependency declaration), `paths` (every view its own
 //! directory), `graph` (no cycle between types), `checksum` (what a
 //! type stores), `resources` (the files a transformation's logic
-//! includes, read here, the only I/O of loading besides the file itself)
+//! includes, read here, the only I/O of loading besides the file itself
+//! and `settings`' look at whether the storage root and the metastore
+//! name files)
 //! and `engines` (`[engines.spark]`).
 
 mod checksum;
@@ -71,7 +73,7 @@ pub fn metastore_path(dir: &Path) -> Option<std::path::PathBuf> {
     let text = std::fs::read_to_string(dir.join(PROJECT_FILE)).ok()?;
     let raw: RawProject = raw::parse(&text).ok()?;
     let root = std::path::absolute(dir).ok()?;
-    Some(settings::metastore_path(&root, raw.project.metastore.as_deref()))
+    Some(settings::metastore_path(&root, raw.project.metastore.as_ref().map(|m| m.get_ref().as_str())))
 }
 
 /// Parses and validates a project file's text; `root` is its directory.

@@ -375,8 +375,8 @@ pub(super) struct RawListener {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawSettings {
     pub(super) name: Option<String>,
-    pub(super) storage: Option<String>,
-    pub(super) metastore: Option<String>,
+    pub(super) storage: Option<Spanned<String>>,
+    pub(super) metastore: Option<Spanned<String>>,
     pub(super) evaluation_time: Option<EvaluationTime>,
 }
 

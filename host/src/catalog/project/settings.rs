@@ -2,12 +2,12 @@
 //! `Settings` (with their defaults), `[plugins]` and `[[listener]]`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use toml::Spanned;
 
-use super::raw::{RawListener, RawPluginTable, RawProject, with_suggestion};
+use super::raw::{RawListener, RawPluginTable, RawProject, RawSettings, with_suggestion};
 use super::{Checker, Diagnostic};
 use crate::catalog::template::is_identifier;
 use crate::catalog::{
@@ -22,7 +22,27 @@ pub(super) const DEFAULT_BACKOFF: Duration = Duration::from_millis(100);
 /// Where a project in `root` keeps its metastore: `[project] metastore`,
 /// else `.trellis/metastore`.
 pub(super) fn metastore_path(root: &Path, declared: Option<&str>) -> std::path::PathBuf {
-    root.join(declared.unwrap_or(".trellis/metastore"))
+    lexical(&root.join(declared.unwrap_or(".trellis/metastore")))
+}
+
+/// `path` with its `.` and `..` resolved by name alone (no link is
+/// followed), so that `metastore = "."` or `storage = ".."` is seen to be
+/// the project directory or one that holds it.
+fn lexical(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut resolved = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !resolved.pop() {
+                    resolved.push(component);
+                }
+            }
+            other => resolved.push(other),
+        }
+    }
+    resolved
 }
 
 impl Checker<'_> {
@@ -88,8 +108,8 @@ impl Checker<'_> {
                 .name
                 .clone()
                 .unwrap_or_else(|| root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()),
-            storage: root.join(declared.storage.as_deref().unwrap_or("data")),
-            metastore: metastore_path(root, declared.metastore.as_deref()),
+            storage: lexical(&root.join(declared.storage.as_ref().map_or("data", |s| s.get_ref().as_str()))),
+            metastore: metastore_path(root, declared.metastore.as_ref().map(|m| m.get_ref().as_str())),
             evaluation_time: declared.evaluation_time.unwrap_or(EvaluationTime::Present),
             retries,
             retry,
@@ -101,6 +121,7 @@ impl Checker<'_> {
             output,
             spark: self.spark(raw.engines.spark.as_ref(), root),
         };
+        self.check_directories(declared, root, &settings);
         if root.starts_with(&settings.storage) || settings.metastore.starts_with(&settings.storage) {
             // Publishing a view replaces its directory: the storage root
             // must never hold the project file, plugins or the metastore.
@@ -112,6 +133,41 @@ impl Checker<'_> {
             });
         }
         Some(settings)
+    }
+
+    /// The storage root and the metastore are directories: a setting that
+    /// names a file (every view would be found without data) or puts the
+    /// metastore's files among the project's is refused, at its line.
+    fn check_directories(&mut self, declared: &RawSettings, root: &Path, settings: &Settings) {
+        if let Some(storage) = &declared.storage
+            && settings.storage.exists()
+            && !settings.storage.is_dir()
+        {
+            self.error(
+                storage.span().start,
+                format!(
+                    "project.storage `{}` is a file; the storage root is a directory (created when missing)",
+                    storage.get_ref()
+                ),
+            );
+        }
+        let Some(metastore) = &declared.metastore else { return };
+        let text = metastore.get_ref();
+        let problem = if text.trim().is_empty() {
+            Some("is empty; name a directory of its own (by default `.trellis/metastore`)".to_string())
+        } else if root.starts_with(&settings.metastore) {
+            Some(format!(
+                "`{text}` is the project directory{}; the metastore needs a directory of its own (by default `.trellis/metastore`)",
+                if settings.metastore == root { "" } else { " or one that holds it" }
+            ))
+        } else if settings.metastore.exists() && !settings.metastore.is_dir() {
+            Some(format!("`{text}` is a file; the metastore is a directory (created when missing)"))
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            self.error(metastore.span().start, format!("project.metastore {problem}"));
+        }
     }
 
     pub(super) fn plugins(
