@@ -157,7 +157,12 @@ impl fmt::Display for ViewState {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum FlowStatus {
+    /// Asked, and waiting for its dependencies to settle.
     Queued,
+    /// Its dependencies settled and it is to be transformed: waiting for
+    /// its permits (or, for external data, its done flag's check).
+    Starting,
+    /// Its transformation holds its permits and runs.
     Running,
     Successful,
     TerminatedWithError,

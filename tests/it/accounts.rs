@@ -65,6 +65,14 @@ async fn the_counters_a_transformation_returns_are_kept_with_the_view_and_the_ru
     let detail = json(cli(&project, &["runs", "--json", &id]), "runs --json ID");
     let flow = detail["flows"].as_array().unwrap().iter().find(|f| f["view"] == OUT).cloned();
     assert_eq!(flow.map(|f| f["counters"].clone()), Some(expected.clone()), "{detail}");
+    // The fields the API gives: the run's status, and the views' flags.
+    assert_eq!(detail["run"]["status"], "finished", "{detail}");
+    assert_eq!(
+        (&detail["with_errors"], &detail["incomplete"]),
+        (&serde_json::json!([]), &serde_json::json!([])),
+        "{detail}"
+    );
+    assert_eq!(detail["run"]["no_data"], 0, "{detail}");
     let text = ok(cli(&project, &["runs", &id]), "runs ID");
     assert!(text.contains(&format!("SUCCESSFUL             {OUT}  [files=1 rows-in=3 rows-out=1]\n")), "{text}");
 
@@ -102,11 +110,12 @@ async fn a_run_s_flows_are_recorded_as_its_views_settle_not_only_at_its_end() {
     let id = accepted["run"].as_str().unwrap_or_else(|| panic!("{accepted}")).to_string();
 
     // One day's transformation let through, the other still held: the
-    // run is running, and its record already shows what has settled.
+    // run is running, and its detail shows what has settled and the other
+    // flow as it stands.
     std::fs::write(project.join("data/raw/2015/01/01/GO"), "").unwrap();
     let out = |day: u32, status: &str| (format!("g.mart/Out/2015/01/{day:02}"), status.to_string());
     let input = |day: u32| (format!("g.raw/In/2015/01/{day:02}"), "SUCCESSFUL".to_string());
-    let expected = [out(1, "SUCCESSFUL"), input(1), input(2)];
+    let expected = [out(1, "SUCCESSFUL"), out(2, "RUNNING"), input(1), input(2)];
     let during = eventually("the settled flows while the run runs", async || {
         let detail = get(&format!("{url}/runs/{id}")).await;
         (flows(&detail) == expected).then_some(detail)
@@ -157,7 +166,13 @@ async fn a_run_keeps_its_own_account_of_how_it_ended_and_what_failed_in_it() {
         listed.lines().all(|line| line.contains(" s  DEFAULT") || line.contains(" ms  DEFAULT")),
         "a duration on each line: {listed}"
     );
-    assert!(listed.lines().all(|line| line.contains(" (1 transformed, ")), "{listed}");
+    // Counted in the words the runs' own summaries used.
+    let counts: Vec<&str> = listed.lines().filter_map(|line| line.rsplit_once(" (")).map(|(_, c)| c).collect();
+    assert_eq!(
+        counts,
+        ["2 views: 1 successful, 1 terminated_with_error)", "2 views: 1 successful, 1 idle)"],
+        "{listed}"
+    );
 
     // Typed, in `runs --json` and the API, beside the text.
     let runs = json(cli(&project, &["runs", "--json"]), "runs --json");

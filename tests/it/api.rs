@@ -407,6 +407,102 @@ async fn a_failed_view_s_log_keeps_its_last_three_attempts() {
     assert_eq!(status, StatusCode::BAD_REQUEST);
 }
 
+/// A view built while its only dependency failed carries `errors` in its
+/// view, its run's detail (its flow naming the failed input) and its events;
+/// and the view's data, rebuilt upstream since, is stale until rebuilt.
+#[tokio::test(flavor = "multi_thread")]
+async fn downstream_of_a_failure_says_so_and_outdated_data_is_stale() {
+    let project = Project::new(&[1]);
+    let app = App::new(&project, Some(TOKEN)).await;
+    let (above, broken) = ("t.bad/Above/2015/01/01", "t.bad/Broken/2015/01/01");
+    let (status, accepted) = app.call(Method::POST, &format!("/materialize/{above}"), Some(TOKEN)).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    let run = accepted["run"].as_str().unwrap().to_string();
+    finished(&app.store, &run).await;
+    let (_, detail) = app.call(Method::GET, &format!("/runs/{run}"), Some(TOKEN)).await;
+    let flow = detail["flows"].as_array().unwrap().iter().find(|f| f["view"] == above).cloned().unwrap();
+    assert_eq!(flow["status"], "SUCCESSFUL", "{detail}");
+    assert_eq!(flow["reason"], Value::from(format!("upstream failed: {broken}")), "{detail}");
+    assert_eq!(detail["with_errors"], serde_json::json!([above]), "{detail}");
+    let (_, listed) = app.call(Method::GET, &format!("/views/{above}"), Some(TOKEN)).await;
+    assert_eq!(listed["views"][0]["errors"], true, "{listed}");
+    let settled = crate::inprocess::events(&app.store)
+        .into_iter()
+        .rfind(|e| &*e.event.view == above && e.event.current == ViewState::Materialized)
+        .expect("its event is logged");
+    assert!(settled.event.errors, "{settled:?}");
+
+    // Daily is materialized, then its input delivered again: stale, with
+    // `plan`'s reason, until a run rebuilds it.
+    let daily = "t.mart/Daily/2015/01/01";
+    let (_, accepted) = app.call(Method::POST, &format!("/materialize/{daily}"), Some(TOKEN)).await;
+    finished(&app.store, accepted["run"].as_str().unwrap()).await;
+    let (_, current) = app.call(Method::GET, &format!("/views/{daily}"), Some(TOKEN)).await;
+    assert_eq!(
+        (&current["views"][0]["state"], &current["views"][0]["stale"]),
+        (&Value::from("materialized"), &Value::from(false)),
+        "{current}"
+    );
+    let recorded = app.store.view(daily).unwrap().unwrap().timestamp.unwrap();
+    project.redeliver(1, recorded);
+    let (_, stale) = app.call(Method::GET, &format!("/views/{daily}"), Some(TOKEN)).await;
+    assert_eq!(stale["views"][0]["stale"], true, "{stale}");
+    assert_eq!(stale["views"][0]["stale_reason"], "dependency t.raw/In/2015/01/01 will be rematerialized", "{stale}");
+}
+
+/// While a run executes, its detail lists every flow as it stands (seed
+/// 003's pipeline state): the two transformations holding the project's
+/// two permits RUNNING, the third waiting for one STARTING. Stopped, the
+/// one that never started is SKIPPED with no attempt counted.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_in_flight_shows_each_flow_live_and_a_view_never_started_has_no_attempt() {
+    let project = Project::new(&[1, 2, 3]);
+    let app = App::new(&project, Some(TOKEN)).await;
+    let (status, accepted) =
+        app.call(Method::POST, "/materialize/t.gate/Held/rymd(20150101-20150103)", Some(TOKEN)).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    let run = accepted["run"].as_str().unwrap().to_string();
+    let held = |detail: &Value, status: &str| -> Vec<String> {
+        let flows = detail["flows"].as_array().cloned().unwrap_or_default();
+        flows
+            .iter()
+            .filter(|f| f["view"].as_str().unwrap().starts_with("t.gate/Held/") && f["status"] == status)
+            .map(|f| f["view"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // Permits are taken by the tasks as they get them: waited for, as
+    // the detail shows it, without a guess at how long that takes.
+    let live = async {
+        loop {
+            let (_, detail) = app.call(Method::GET, &format!("/runs/{run}"), Some(TOKEN)).await;
+            if held(&detail, "RUNNING").len() == 2 && held(&detail, "STARTING").len() == 1 {
+                return detail;
+            }
+            tokio::task::yield_now().await;
+        }
+    };
+    let detail = tokio::time::timeout(Duration::from_secs(120), live).await.expect("the run shows its live flows");
+    assert_eq!(detail["run"]["status"], "running", "{detail}");
+    let inputs: Vec<&Value> = detail["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["view"].as_str().unwrap().starts_with("t.raw/In/"))
+        .collect();
+    assert!(inputs.len() == 3 && inputs.iter().all(|f| f["status"] == "SUCCESSFUL"), "{detail}");
+    let waiting = held(&detail, "STARTING").remove(0);
+
+    let (status, _) = app.call(Method::POST, &format!("/runs/{run}/stop"), Some(TOKEN)).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    finished(&app.store, &run).await;
+    let (_, detail) = app.call(Method::GET, &format!("/runs/{run}"), Some(TOKEN)).await;
+    let flow = detail["flows"].as_array().unwrap().iter().find(|f| f["view"] == waiting.as_str()).cloned().unwrap();
+    assert_eq!(flow["status"], "SKIPPED", "{detail}");
+    assert!(flow.get("attempts").is_none(), "a transformation that never started was not attempted: {detail}");
+    assert_eq!(held(&detail, "CANCELED").len(), 2, "{detail}");
+    assert_eq!(detail["run"]["status"], "finished", "{detail}");
+}
+
 /// The web UI: its shell and assets hold no data and are served without a
 /// token wherever the server listens; its fragments are reads like the
 /// API's, so off loopback they need the token; a fragment escapes what it

@@ -59,7 +59,8 @@ scenarios!(
     refresh,
     resources,
     rules,
-    shop
+    shop,
+    states
 );
 
 #[test]

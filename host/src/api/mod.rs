@@ -51,6 +51,7 @@ use crate::scheduler::table::{SharedTable, Table};
 pub use extract::REQUEST_PATTERN_LIMIT;
 pub use openapi::spec;
 pub use routes::ROUTES;
+pub use runs::detail as run_detail;
 pub use serve::{ConnectionLimits, serve};
 
 /// Requests larger than this are refused with 413: no endpoint takes a body.

@@ -82,12 +82,40 @@ pub(super) fn unknown_run(id: &str) -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, format!("no run `{id}` (GET /runs lists them)"))
 }
 
-/// A run with its flows, its failures' errors and its views' flags, as recorded.
+/// A run with its flows, its failures' errors and its views' flags, as
+/// recorded; while it executes, every flow as it stands now.
 pub(super) fn run_detail(state: &AppState, id: &str) -> Result<wire::RunDetail, ApiError> {
     let record = state.store.run(id)?.ok_or_else(|| unknown_run(id))?;
+    let (status, live) = {
+        let table = state.table();
+        let status = status_of(&record, &table, state.started);
+        let live: Vec<(String, FlowStatus)> = match &table.current_run {
+            Some(current) if current.id == record.id => table
+                .current_run_flows
+                .iter()
+                .filter_map(|(&index, &status)| Some((table.views().get(index as usize)?.url.to_string(), status)))
+                .collect(),
+            _ => Vec::new(),
+        };
+        (status, live)
+    };
+    Ok(detail(&state.store, record, status, live)?)
+}
+
+/// A run's detail as the API gives it (and `trellis runs ID --json`):
+/// its flows as recorded, with `live` (a run executing: each view's flow
+/// as it stands now) laid over them, the failures with their errors, and
+/// the views built with their flags.
+pub fn detail(
+    store: &crate::metastore::Metastore,
+    record: RunRecord,
+    status: RunStatus,
+    live: Vec<(String, FlowStatus)>,
+) -> Result<wire::RunDetail, crate::metastore::Error> {
     let idle = record.idle;
     let attempts = record.attempts.clone();
-    let run = run_of(record, &state.table(), state.started);
+    let id = record.id.clone();
+    let run = wire::Run::new(record, status);
     let mut detail = wire::RunDetail {
         run,
         flows: Vec::new(),
@@ -96,20 +124,25 @@ pub(super) fn run_detail(state: &AppState, id: &str) -> Result<wire::RunDetail, 
         incomplete: Vec::new(),
         with_errors: Vec::new(),
     };
-    for (view, flow) in state.store.flow_records(id)? {
-        let FlowRecord { status, error, counters } = flow;
+    let mut flows: std::collections::BTreeMap<String, FlowRecord> = store.flow_records(&id)?.into_iter().collect();
+    for (view, status) in live {
+        let flow = flows.entry(view).or_insert_with(|| status.into());
+        flow.status = status;
+    }
+    for (view, flow) in flows {
+        let FlowRecord { status, error, counters, reason } = flow;
         match status {
             FlowStatus::TerminatedWithError => {
                 // The run's own error; flows recorded before they kept one
                 // have only the view's last error to show.
                 let error = match &error {
                     Some(error) => error.clone(),
-                    None => state.store.view(&view)?.and_then(|record| record.last_error).unwrap_or_default(),
+                    None => store.view(&view)?.and_then(|record| record.last_error).unwrap_or_default(),
                 };
                 detail.failures.push(wire::FailedView { view: view.clone(), error });
             }
             FlowStatus::Successful => {
-                if let Some(record) = state.store.view(&view)? {
+                if let Some(record) = store.view(&view)? {
                     if record.incomplete {
                         detail.incomplete.push(view.clone());
                     }
@@ -121,7 +154,7 @@ pub(super) fn run_detail(state: &AppState, id: &str) -> Result<wire::RunDetail, 
             _ => {}
         }
         let attempts = attempts.get(&view).copied();
-        detail.flows.push(wire::Flow { view, status, error, counters, attempts });
+        detail.flows.push(wire::Flow { view, status, error, counters, attempts, reason });
     }
     Ok(detail)
 }

@@ -126,46 +126,67 @@ pub(super) async fn listing(
         }
         None => None,
     };
-    let table = state.table();
-    let candidates: Box<dyn Iterator<Item = usize>> = match &addressed {
-        Some(ids) => Box::new(ids.iter().map(|&id| id as usize)),
-        None => Box::new(0..table.views().len()),
+    let (views, next) = {
+        let table = state.table();
+        let candidates: Box<dyn Iterator<Item = usize>> = match &addressed {
+            Some(ids) => Box::new(ids.iter().map(|&id| id as usize)),
+            None => Box::new(0..table.views().len()),
+        };
+        if query.overview == Some(true) {
+            // Keyed by the states' names (not the states), so that the JSON
+            // object lists them in the order of their names, as it always has.
+            // Every view, unfiltered: the table keeps the counts.
+            if addressed.is_none() && selection.is_everything() {
+                let overview: BTreeMap<String, usize> = table
+                    .overview()
+                    .into_iter()
+                    .filter(|(_, n)| *n > 0)
+                    .map(|(s, n)| (s.as_str().to_string(), n))
+                    .collect();
+                return Ok(Listing::Overview(wire::Overview { overview, total: table.views().len() }));
+            }
+            let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+            let mut total = 0;
+            for row in candidates.filter_map(|index| table.views().get(index)).filter(|row| selection.selects(row)) {
+                *counts.entry(row.state.as_str().to_string()).or_default() += 1;
+                total += 1;
+            }
+            return Ok(Listing::Overview(wire::Overview { overview: counts, total }));
+        }
+        let start = query.cursor.unwrap_or(0);
+        let mut views = Vec::new();
+        let mut next = None;
+        for (position, index) in candidates.enumerate().skip(start) {
+            let Some(row) = table.views().get(index) else { continue };
+            if !selection.selects(row) {
+                continue;
+            }
+            if views.len() == limit {
+                next = Some(position);
+                break;
+            }
+            views.push((
+                index,
+                view_of(&table, index, query.dependencies == Some(true), query.dependents == Some(true)),
+            ));
+        }
+        (views, next)
     };
-    if query.overview == Some(true) {
-        // Keyed by the states' names (not the states), so that the JSON
-        // object lists them in the order of their names, as it always has.
-        // Every view, unfiltered: the table keeps the counts.
-        if addressed.is_none() && selection.is_everything() {
-            let overview: BTreeMap<String, usize> = table
-                .overview()
-                .into_iter()
-                .filter(|(_, n)| *n > 0)
-                .map(|(s, n)| (s.as_str().to_string(), n))
-                .collect();
-            return Ok(Listing::Overview(wire::Overview { overview, total: table.views().len() }));
-        }
-        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-        let mut total = 0;
-        for row in candidates.filter_map(|index| table.views().get(index)).filter(|row| selection.selects(row)) {
-            *counts.entry(row.state.as_str().to_string()).or_default() += 1;
-            total += 1;
-        }
-        return Ok(Listing::Overview(wire::Overview { overview: counts, total }));
-    }
-    let start = query.cursor.unwrap_or(0);
-    let mut views = Vec::new();
-    let mut next = None;
-    for (position, index) in candidates.enumerate().skip(start) {
-        let Some(row) = table.views().get(index) else { continue };
-        if !selection.selects(row) {
-            continue;
-        }
-        if views.len() == limit {
-            next = Some(position);
-            break;
-        }
-        views.push(view_of(&table, index, query.dependencies == Some(true), query.dependents == Some(true)));
-    }
+    // Which of them are stale is `plan`'s judgement, which the service makes.
+    let materialized: Vec<u32> = views
+        .iter()
+        .filter(|(_, view)| view.state == ViewState::Materialized)
+        .map(|(index, _)| *index as u32)
+        .collect();
+    let stale = if materialized.is_empty() { Default::default() } else { state.handle.stale(materialized).await? };
+    let views = views
+        .into_iter()
+        .map(|(index, mut view)| {
+            view.stale_reason = stale.get(&(index as u32)).cloned();
+            view.stale = view.stale_reason.is_some();
+            view
+        })
+        .collect();
     Ok(Listing::Page(wire::ViewsPage { views, next }))
 }
 
@@ -185,6 +206,8 @@ pub(super) fn view_of(table: &Table, index: usize, dependencies: bool, dependent
         incomplete: row.incomplete,
         errors: row.errors,
         invalidation_pending: row.invalidation_pending,
+        stale: false,
+        stale_reason: None,
         last_error: row.last_error.clone(),
         counters: row.counters.clone(),
         data_path: row.data_path.display().to_string(),

@@ -71,6 +71,13 @@ pub struct View {
     /// next run transforms it, and `status=invalidated` selects it.
     #[serde(default)]
     pub invalidation_pending: bool,
+    /// Materialized, and `plan` says the next run rematerializes it (new
+    /// upstream data, changed logic, data gone): its data is not current.
+    #[serde(default)]
+    pub stale: bool,
+    /// Why it is stale, as `plan` says it; absent when it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_reason: Option<String>,
     pub last_error: Option<String>,
     /// What its transformation returned when it last materialized it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -329,6 +336,12 @@ pub struct Run {
     /// The action's nominal time as RFC 3339, in UTC (absent with `action`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nominal_time: Option<String>,
+    /// Once it has finished: how many views ended in each flow status
+    /// (`SUCCESSFUL`, `TERMINATED_WITH_ERROR`, ...; idle ones are `IDLE`),
+    /// as its summary counted them. Absent for runs recorded before it was kept.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schema(value_type = BTreeMap<String, usize>)]
+    pub flow_counts: BTreeMap<String, usize>,
 }
 
 impl Run {
@@ -352,6 +365,7 @@ impl Run {
             idle: record.idle,
             full_refresh: record.full_refresh,
             action: record.action,
+            flow_counts: record.flow_counts,
         }
     }
 }
@@ -404,6 +418,11 @@ pub struct Flow {
     /// included; absent for a view not transformed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempts: Option<u32>,
+    /// Why it ended so when its status alone does not say: a view skipped,
+    /// or built or left without data, while a dependency failed names it
+    /// (`upstream failed: VIEW`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 // A view that failed in a run, with its error (not `Failure`: the runtime
@@ -620,6 +639,7 @@ mod tests {
             transformed: 0,
             no_data: 0,
             nominal_time: None,
+            flow_counts: Default::default(),
         };
         assert_eq!(
             json(&run),
@@ -635,6 +655,7 @@ mod tests {
             error: None,
             counters: None,
             attempts: None,
+            reason: None,
         };
         assert_eq!(json(&flow), r#"{"view":"v","status":"TERMINATED_WITH_ERROR"}"#);
         let failed = FailedView { view: "v".into(), error: "e".into() };

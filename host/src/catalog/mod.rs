@@ -317,6 +317,70 @@ pub struct Parameter {
     pub name: String,
     pub kind: ParameterKind,
     pub comment: String,
+    /// The values it may take, when its declaration says (`values`): a
+    /// value outside them cannot exist, and is refused rather than
+    /// materialized as a view without data.
+    pub values: Option<Values>,
+}
+
+/// A parameter's declared values: a list, or a regular expression the
+/// whole value must match.
+#[derive(Debug, Clone)]
+pub enum Values {
+    /// In canonical form, in declaration order.
+    List(Vec<String>),
+    /// Anchored at both ends; `text` as declared.
+    Pattern { text: String, regex: regex::Regex },
+}
+
+impl Values {
+    /// Whether `value` (canonical) is one of them, or why not.
+    pub fn check(&self, value: &str) -> Result<(), String> {
+        match self {
+            Values::List(values) if values.iter().any(|v| v == value) => Ok(()),
+            Values::List(values) => {
+                let hint = closest(value, values.iter().map(String::as_str));
+                let hint =
+                    if hint.is_empty() { String::new() } else { format!("; did you mean {}?", hint.join(" or ")) };
+                Err(format!("not one of its declared values ({}){hint}", values.join(", ")))
+            }
+            Values::Pattern { regex, .. } if regex.is_match(value) => Ok(()),
+            Values::Pattern { text, .. } => Err(format!("does not match its declared values `{text}`")),
+        }
+    }
+
+    /// From a declaration: values of `kind` (made canonical), or a
+    /// regular expression; the error says what is wrong with it.
+    pub fn declared(kind: ParameterKind, declared: &RawValues) -> Result<Values, String> {
+        match declared {
+            RawValues::List(values) if values.is_empty() => Err("`values` lists no value".to_string()),
+            RawValues::List(values) => {
+                let mut canonical: Vec<String> = Vec::with_capacity(values.len());
+                for value in values {
+                    let value = canonical_value(kind, value)
+                        .map_err(|reason| format!("`values` lists `{}`: {reason}", value.escape_debug()))?;
+                    if canonical.contains(&value) {
+                        return Err(format!("`values` lists `{value}` twice"));
+                    }
+                    canonical.push(value);
+                }
+                Ok(Values::List(canonical))
+            }
+            RawValues::Pattern(text) => {
+                let regex = crate::model::view_filter(&format!("^(?:{text})$"))
+                    .map_err(|_| format!("`values` = `{text}` is not a usable regular expression"))?;
+                Ok(Values::Pattern { text: text.clone(), regex })
+            }
+        }
+    }
+}
+
+/// `values` as written: a list of values, or a regular expression.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(untagged)]
+pub enum RawValues {
+    List(Vec<String>),
+    Pattern(String),
 }
 
 #[derive(Debug, Clone)]

@@ -15,7 +15,7 @@ use crate::api::wire;
 use crate::catalog::{self, Catalog, Transformation};
 use crate::lattice::{Lattice, Resolution, ViewId, on_disk};
 use crate::metastore::{FlowRecord, Metastore, RunRecord};
-use crate::model::{Counters, FlowStatus, ViewCondition, ViewState};
+use crate::model::{Counters, FlowStatus, RunStatus, ViewCondition, ViewState};
 
 #[derive(Debug, Args)]
 pub(super) struct ProjectArgs {
@@ -280,7 +280,7 @@ fn transformation_name(transformation: &Transformation) -> &str {
     }
 }
 
-pub(super) fn views(args: &ViewsArgs) -> anyhow::Result<Status> {
+pub(super) async fn views(args: &ViewsArgs, runtime: &crate::runtime::Runtime) -> anyhow::Result<Status> {
     let catalog = load(&args.project.project)?;
     let mut lattice = Lattice::new(catalog.clone());
     let resolution = Resolution { evaluation_time: Utc::now(), exists: &on_disk };
@@ -313,9 +313,49 @@ pub(super) fn views(args: &ViewsArgs) -> anyhow::Result<Status> {
             data_path: lattice.data_path(id).display().to_string(),
             counters: record.counters,
             last_error: record.last_error,
+            stale: None,
         });
     }
-    print_views(&select(args, rows), args)
+    let mut listing = select(args, rows);
+    if let Listing::Views(rows) = &mut listing
+        && rows.iter().any(|row| row.condition.state == ViewState::Materialized)
+    {
+        // The metastore is the scheduler's to open now.
+        drop(store);
+        judge_stale(&catalog, runtime, rows).await;
+    }
+    print_views(&listing, args)
+}
+
+/// Marks the materialized rows that `plan` would rematerialize, with its
+/// reason: the scheduler's own judgement. When it cannot be made (a plugin
+/// that does not load), stderr says so rather than showing them current.
+async fn judge_stale(catalog: &Arc<Catalog>, runtime: &crate::runtime::Runtime, rows: &mut [ViewRow]) {
+    let judged = async {
+        let plugins = Arc::new(crate::plugins::Plugins::load(runtime, catalog).await);
+        let mut scheduler = crate::scheduler::Scheduler::open(catalog.clone(), plugins).await?;
+        let mut indexes = std::collections::HashMap::new();
+        for row in rows.iter().filter(|row| row.condition.state == ViewState::Materialized) {
+            if let [id] = scheduler.instantiate(&row.view)?[..] {
+                indexes.insert(id.0, row.view.clone());
+            }
+        }
+        let stale = scheduler.stale(&indexes.keys().copied().collect::<Vec<_>>())?;
+        Ok::<_, crate::scheduler::Error>(
+            stale
+                .into_iter()
+                .filter_map(|(id, reason)| Some((indexes.remove(&id)?, reason)))
+                .collect::<std::collections::HashMap<_, _>>(),
+        )
+    };
+    match judged.await {
+        Ok(mut stale) => {
+            for row in rows {
+                row.stale = stale.remove(&row.view);
+            }
+        }
+        Err(e) => eprintln!("whether the materialized views are stale was not judged: {e}"),
+    }
 }
 
 /// Without a pattern, the views the metastore records, instantiated in
@@ -388,6 +428,7 @@ pub(super) async fn views_remote(args: &ViewsArgs, server: &Server) -> anyhow::R
             data_path: view.data_path,
             counters: view.counters,
             last_error: view.last_error,
+            stale: view.stale_reason,
         })
         .collect();
     print_views(&Listing::Views(rows), args)
@@ -403,6 +444,8 @@ struct ViewRow {
     counters: Option<Counters>,
     /// Why its last transformation failed.
     last_error: Option<String>,
+    /// Materialized, and the next run rebuilds it: why, as `plan` says.
+    stale: Option<String>,
 }
 
 /// What `trellis views` prints: views, or their counts per state.
@@ -456,8 +499,12 @@ fn print_views(listing: &Listing, args: &ViewsArgs) -> anyhow::Result<Status> {
                         "incomplete": c.incomplete,
                         "errors": c.errors,
                         "invalidation_pending": c.invalidation_pending,
+                        "stale": row.stale.is_some(),
                         "data_path": row.data_path,
                     });
+                    if let Some(reason) = &row.stale {
+                        value["stale_reason"] = serde_json::json!(reason);
+                    }
                     if let Some(counters) = &row.counters {
                         value["counters"] = serde_json::json!(counters);
                     }
@@ -479,8 +526,10 @@ fn print_views(listing: &Listing, args: &ViewsArgs) -> anyhow::Result<Status> {
                     }
                     _ => String::new(),
                 };
+                // Materialized, but not current: the next run rebuilds it.
+                let stale = row.stale.as_ref().map(|reason| format!("  stale: {reason}")).unwrap_or_default();
                 println!(
-                    "{}  {}{}  {}{}{error}",
+                    "{}  {}{}  {}{}{error}{stale}",
                     row.view,
                     c.state,
                     c.flags_text(),
@@ -517,6 +566,12 @@ pub(super) fn runs(args: &RunsArgs) -> anyhow::Result<Status> {
         }
         Some(id) => {
             let run = store.run(id)?.ok_or_else(|| anyhow::anyhow!("no run `{id}` (see `trellis runs`)"))?;
+            if args.project.json {
+                // The metastore opened here: no process is running it, so
+                // a run without its end was interrupted.
+                let status = if run.termination.is_some() { RunStatus::Finished } else { RunStatus::Interrupted };
+                return print_detail(crate::api::run_detail(&store, run, status, Vec::new())?, args);
+            }
             print_run(&run, &store.flow_records(id)?, args)
         }
     }
@@ -538,6 +593,9 @@ pub(super) async fn runs_remote(args: &RunsArgs, server: &Server) -> anyhow::Res
         }
         Some(id) => {
             let detail = run_detail(server, id).await?;
+            if args.project.json {
+                return print_detail(detail, args);
+            }
             let mut run = run_record(detail.run);
             run.attempts = detail.flows.iter().filter_map(|f| Some((f.view.clone(), f.attempts?))).collect();
             print_run(&run, &flow_records_of(detail.flows), args)
@@ -563,6 +621,7 @@ fn run_record(run: wire::Run) -> RunRecord {
         attempts: Default::default(),
         action: run.action,
         no_data: run.no_data,
+        flow_counts: run.flow_counts,
     }
 }
 
@@ -575,7 +634,11 @@ pub(super) fn flows_of(flows: Vec<wire::Flow>) -> Vec<(String, FlowStatus)> {
 fn flow_records_of(flows: Vec<wire::Flow>) -> Vec<(String, FlowRecord)> {
     flows
         .into_iter()
-        .map(|flow| (flow.view, FlowRecord { status: flow.status, error: flow.error, counters: flow.counters }))
+        .map(|flow| {
+            let record =
+                FlowRecord { status: flow.status, error: flow.error, counters: flow.counters, reason: flow.reason };
+            (flow.view, record)
+        })
         .collect()
 }
 
@@ -634,7 +697,7 @@ fn print_runs(runs: &[(RunRecord, usize)], json: bool) -> anyhow::Result<Status>
     } else {
         for (run, transformed) in runs {
             let termination = termination_text(run);
-            let counts = format!("{transformed} transformed, {} up to date", run.idle);
+            let counts = listed_counts(run, *transformed);
             println!(
                 "{}  {}  {:>10}  {:<8} {}  {termination} ({counts})",
                 run.id,
@@ -650,42 +713,49 @@ fn print_runs(runs: &[(RunRecord, usize)], json: bool) -> anyhow::Result<Status>
 
 fn print_run(run: &RunRecord, flows: &[(String, FlowRecord)], args: &RunsArgs) -> anyhow::Result<Status> {
     let listed = flows.iter().filter(|(_, flow)| args.status.is_none_or(|wanted| flow.status == wanted));
-    if args.project.json {
-        // Each flow as the API writes it.
-        let flows: Vec<wire::Flow> = listed
-            .map(|(view, flow)| wire::Flow {
-                view: view.clone(),
-                status: flow.status,
-                error: flow.error.clone(),
-                counters: flow.counters.clone(),
-                attempts: run.attempts.get(view).copied(),
-            })
-            .collect();
-        let value = serde_json::json!({ "run": run_json(run)?, "flows": flows });
-        println!("{}", serde_json::to_string_pretty(&value)?);
-    } else {
-        println!("run {} ({}, {}): {}", run.id, run.mode, run.pattern, termination_text(run));
-        let finished = run.finished.map_or_else(|| "not finished".to_string(), |ms| format!("finished {}", time(ms)));
-        println!("  started {}, {finished}, took {}", time(run.started), run_duration(run));
-        println!(
-            "  {}",
-            super::schedule::flow_counts(flows.iter().map(|(_, flow)| flow.status), run.idle, run.no_data)
-        );
-        // What happened to each view in this run, as the run recorded it.
-        for (view, flow) in listed {
-            // Attempts are worth a word only when there was more than one.
-            let attempts = match run.attempts.get(view) {
-                Some(&attempts) if attempts > 1 => format!("  ({attempts} attempts)"),
-                _ => String::new(),
-            };
-            let counters = counters_text(flow.counters.as_ref());
-            println!("  {:<22} {view}{attempts}{counters}", crate::model::wire_name(&flow.status));
-            if let Some(error) = &flow.error {
-                println!("    error: {error}");
-            }
+    println!("run {} ({}, {}): {}", run.id, run.mode, run.pattern, termination_text(run));
+    let finished = run.finished.map_or_else(|| "not finished".to_string(), |ms| format!("finished {}", time(ms)));
+    println!("  started {}, {finished}, took {}", time(run.started), run_duration(run));
+    println!("  {}", super::schedule::flow_counts(flows.iter().map(|(_, flow)| flow.status), run.idle, run.no_data));
+    // What happened to each view in this run, as the run recorded it.
+    for (view, flow) in listed {
+        // Attempts are worth a word only when there was more than one.
+        let attempts = match run.attempts.get(view) {
+            Some(&attempts) if attempts > 1 => format!("  ({attempts} attempts)"),
+            _ => String::new(),
+        };
+        let counters = counters_text(flow.counters.as_ref());
+        println!("  {:<22} {view}{attempts}{counters}", crate::model::wire_name(&flow.status));
+        if let Some(error) = &flow.error {
+            println!("    error: {error}");
+        }
+        if let Some(reason) = &flow.reason {
+            println!("    {reason}");
         }
     }
     Ok(Status::Success)
+}
+
+/// A run's detail as JSON, as the API gives it (`GET /runs/{id}`), its
+/// flows those of `--status` if given.
+fn print_detail(mut detail: wire::RunDetail, args: &RunsArgs) -> anyhow::Result<Status> {
+    detail.flows.retain(|flow| args.status.is_none_or(|wanted| flow.status == wanted));
+    println!("{}", serde_json::to_string_pretty(&detail)?);
+    Ok(Status::Success)
+}
+
+/// A listed run's counts, in the words of its own summary (`3 views: 3
+/// successful`); a record from before those were kept has its count of
+/// views transformed and found up to date.
+fn listed_counts(run: &RunRecord, transformed: usize) -> String {
+    if run.flow_counts.is_empty() {
+        return format!("{transformed} transformed, {} up to date", run.idle);
+    }
+    let flows = run.flow_counts.iter().filter_map(|(status, &n)| {
+        let status: FlowStatus = crate::model::from_wire_name(status)?;
+        (status != FlowStatus::Idle).then(|| std::iter::repeat_n(status, n))
+    });
+    super::schedule::flow_counts(flows.flatten(), run.idle, run.no_data)
 }
 
 #[derive(Debug, Args)]
@@ -695,7 +765,7 @@ pub(super) struct RunsArgs {
     /// A run's id, to show its views' flow statuses
     id: Option<String>,
     /// With a run's id: only its views with this flow status (SUCCESSFUL, TERMINATED_WITH_ERROR,
-    /// SKIPPED, CANCELED, EXCLUDED, RUNNING, QUEUED)
+    /// SKIPPED, CANCELED, EXCLUDED, RUNNING, STARTING, QUEUED)
     #[arg(long, short = 's', value_name = "STATUS", value_parser = flow_status, requires = "id")]
     status: Option<FlowStatus>,
 }
@@ -703,7 +773,7 @@ pub(super) struct RunsArgs {
 fn flow_status(text: &str) -> Result<FlowStatus, String> {
     crate::model::from_wire_name(&text.to_uppercase()).ok_or_else(|| {
         format!(
-            "`{text}` is not a flow status (SUCCESSFUL, TERMINATED_WITH_ERROR, SKIPPED, CANCELED, EXCLUDED, RUNNING, QUEUED)"
+            "`{text}` is not a flow status (SUCCESSFUL, TERMINATED_WITH_ERROR, SKIPPED, CANCELED, EXCLUDED, RUNNING, STARTING, QUEUED)"
         )
     })
 }

@@ -267,7 +267,7 @@ impl Cli {
             Command::Validate(args) => catalog::validate(&args, &runtime()?).await,
             Command::Views(args) => match server()? {
                 Some(server) => catalog::views_remote(&args, &server).await,
-                None => catalog::views(&args),
+                None => catalog::views(&args, &runtime()?).await,
             },
             Command::Deps(args) => catalog::deps(&args),
             Command::Logs(args) => logs::run(&args, server()?).await,

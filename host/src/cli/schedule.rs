@@ -260,7 +260,9 @@ impl RemoteProgress {
 
 /// The summary an embedded run returns, from the server's record of a run.
 fn summary_of(detail: wire::RunDetail) -> RunSummary {
+    let reasons = detail.flows.iter().filter_map(|flow| Some((flow.view.clone(), flow.reason.clone()?))).collect();
     RunSummary {
+        reasons,
         id: detail.run.id,
         flows: catalog::flows_of(detail.flows),
         idle: detail.idle,
@@ -299,8 +301,24 @@ fn print_summary(summary: &RunSummary, json: bool, verbose: bool) -> anyhow::Res
         for view in &summary.incomplete {
             println!("incomplete (a dependency has no data): {view}");
         }
+        let reason = |view: &str| summary.reasons.iter().find(|(v, _)| v == view).map(|(_, reason)| reason.as_str());
         for view in &summary.with_errors {
-            println!("with errors (a dependency failed): {view}");
+            println!("with errors ({}): {view}", reason(view).unwrap_or("a dependency failed"));
+        }
+        for (view, _) in summary.flows.iter().filter(|(_, status)| *status == FlowStatus::Skipped) {
+            if let Some(reason) = reason(view) {
+                println!("skipped ({reason}): {view}");
+            }
+        }
+        // External data looked for and not found: the first few, each with
+        // the file that was missing (a mistyped parameter value ends here).
+        let missing: Vec<&(String, String)> =
+            summary.reasons.iter().filter(|(_, reason)| reason.starts_with("no done flag")).collect();
+        for (view, reason) in missing.iter().take(MISSING_SHOWN) {
+            println!("no data ({reason}): {view}");
+        }
+        if missing.len() > MISSING_SHOWN {
+            println!("no data: {} more without their done flag", missing.len() - MISSING_SHOWN);
         }
         for (view, error) in &summary.failures {
             eprintln!("failed: {view}: {error}");
@@ -312,6 +330,9 @@ fn print_summary(summary: &RunSummary, json: bool, verbose: bool) -> anyhow::Res
     }
     Ok(())
 }
+
+/// How many views found without their done flag a run's summary names.
+const MISSING_SHOWN: usize = 5;
 
 /// `8 views: 6 successful, 2 idle`: a run's views counted by flow status,
 /// in the words every command and the API use for them.
@@ -337,6 +358,7 @@ pub(super) fn flow_counts(flows: impl Iterator<Item = FlowStatus>, idle: usize, 
         FlowStatus::Canceled,
         FlowStatus::Excluded,
         FlowStatus::Running,
+        FlowStatus::Starting,
         FlowStatus::Queued,
     ]
     .into_iter()

@@ -96,12 +96,18 @@ pub(super) fn check_value(
     kind: ParameterKind,
     value: &str,
 ) -> Result<String, Error> {
-    crate::catalog::canonical_value(kind, value).map_err(|reason| Error::BadValue {
+    let refused = |reason: String| Error::BadValue {
         view_type: view_type.name.clone(),
         parameter: parameter.to_string(),
         value: value.escape_debug().to_string(),
-        reason: reason.to_string(),
-    })
+        reason,
+    };
+    let canonical = crate::catalog::canonical_value(kind, value).map_err(|reason| refused(reason.to_string()))?;
+    // A value outside those declared names a view that cannot exist.
+    if let Some(values) = view_type.parameters.iter().find(|p| p.name == parameter).and_then(|p| p.values.as_ref()) {
+        values.check(&canonical).map_err(refused)?;
+    }
+    Ok(canonical)
 }
 
 #[cfg(test)]

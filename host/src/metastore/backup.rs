@@ -514,6 +514,7 @@ mod tests {
             attempts: [("s.d/Daily/2015/05/01".to_string(), 2)].into(),
             action: None,
             no_data: 1,
+            flow_counts: Default::default(),
         };
         store
             .commit(&Commit {

@@ -148,6 +148,7 @@ mod tests {
                     attempts: Default::default(),
                     action: None,
                     no_data: 0,
+                    flow_counts: Default::default(),
                 }],
                 flows: vec![("r1".into(), "s.d/Daily/A/2015/05/01".into(), FlowStatus::Successful.into())],
                 ..Commit::default()

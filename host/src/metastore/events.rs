@@ -35,6 +35,10 @@ pub struct NewEvent {
     /// `previous` and `current` are then the view's state, unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub txlog: Option<TxLogChange>,
+    /// The view is left, by this event, built or without data while some
+    /// of its dependencies had failed (as its record's `errors` says).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub errors: bool,
 }
 
 /// What an event says of a transaction log's change.

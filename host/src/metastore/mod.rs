@@ -130,6 +130,7 @@ mod fixtures {
             error: None,
             action: None,
             txlog: None,
+            errors: false,
         }
     }
 

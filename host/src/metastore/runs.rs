@@ -35,6 +35,12 @@ pub struct RunRecord {
     /// nothing); absent before it was counted.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub no_data: usize,
+    /// How many of its views ended in each flow status (idle ones are
+    /// `idle`), so that a list of runs counts them in the words the run's
+    /// own summary used (by status as written, `SUCCESSFUL`); empty in
+    /// records from before it was kept.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub flow_counts: std::collections::BTreeMap<String, usize>,
 }
 
 impl RunRecord {
@@ -62,11 +68,16 @@ pub struct FlowRecord {
     /// What its transformation returned in this run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<Counters>,
+    /// Why it ended as it did when its status alone does not say: a view
+    /// skipped or built while a dependency failed names it (`upstream
+    /// failed: VIEW`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl From<FlowStatus> for FlowRecord {
     fn from(status: FlowStatus) -> FlowRecord {
-        FlowRecord { status, error: None, counters: None }
+        FlowRecord { status, error: None, counters: None, reason: None }
     }
 }
 
@@ -81,6 +92,8 @@ enum StoredFlow {
         error: Option<String>,
         #[serde(default)]
         counters: Option<Counters>,
+        #[serde(default)]
+        reason: Option<String>,
     },
 }
 
@@ -88,7 +101,7 @@ impl From<StoredFlow> for FlowRecord {
     fn from(stored: StoredFlow) -> FlowRecord {
         match stored {
             StoredFlow::Bare(status) => status.into(),
-            StoredFlow::Record { status, error, counters } => FlowRecord { status, error, counters },
+            StoredFlow::Record { status, error, counters, reason } => FlowRecord { status, error, counters, reason },
         }
     }
 }

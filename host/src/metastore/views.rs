@@ -45,6 +45,11 @@ pub struct ViewRecord {
     /// before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latest: Option<Vec<String>>,
+    /// When its transformation last failed for good (with `last_error`),
+    /// in milliseconds since the Unix epoch; absent in records from before
+    /// it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_at: Option<i64>,
 }
 
 impl ViewRecord {

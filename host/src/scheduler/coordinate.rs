@@ -164,6 +164,7 @@ fn event_of(record: &ActionRecord, previous: Option<ActionState>, now: i64) -> N
             current: record.state,
         }),
         txlog: None,
+        errors: false,
     }
 }
 

@@ -78,6 +78,7 @@ pub fn record(mut record: ViewRecord, actions: &[Action], facts: &Facts) -> Reco
                 record.incomplete = settled.some_no_data;
                 record.errors = settled.some_failed;
                 record.last_error = None;
+                record.failed_at = None;
                 // What this materialization returned; a view marked
                 // materialized returned nothing.
                 record.counters = facts.counters.cloned();
@@ -92,16 +93,28 @@ pub fn record(mut record: ViewRecord, actions: &[Action], facts: &Facts) -> Reco
             }
             Action::RecordNoData => {
                 record.invalidated = false;
+                // No data while a dependency failed is not the no-data of
+                // seed 000 (all dependencies without data): it says so.
+                let settled = facts.settled.unwrap_or_default();
+                let errors_before = record.errors;
+                record.incomplete = false;
+                record.errors = settled.some_failed;
                 if facts.flag_found.is_some() {
                     record.done_flag = Some(SeenFlag::Absent);
                 }
                 changed = true;
                 // Still no data is nothing new.
-                let unchanged = record.timestamp.is_none() && record.last_error.is_none() && facts.no_data_before_run;
+                // (Without data now because a dependency failed, or no
+                // longer so, is news.)
+                let unchanged = record.timestamp.is_none()
+                    && record.last_error.is_none()
+                    && facts.no_data_before_run
+                    && errors_before == record.errors;
                 flow = Some(if unchanged { FlowStatus::Idle } else { FlowStatus::Successful });
             }
             Action::RecordFailed { error } => {
                 record.last_error = Some(error.clone());
+                record.failed_at = Some(facts.now);
                 changed = true;
                 failure = Some(error.clone());
                 flow = Some(FlowStatus::TerminatedWithError);
@@ -109,7 +122,8 @@ pub fn record(mut record: ViewRecord, actions: &[Action], facts: &Facts) -> Reco
             Action::ReportIdle => flow = Some(FlowStatus::Idle),
             // Skipped for a failed dependency: the record stays as it was.
             Action::ReportSkipped => flow = Some(FlowStatus::Skipped),
-            Action::Transform => flow = Some(FlowStatus::Running),
+            // Running once its task holds its permits (the run says so).
+            Action::Transform => flow = Some(FlowStatus::Starting),
             _ => {
                 flow = flow.or(Some(FlowStatus::Queued));
             }
@@ -289,63 +303,63 @@ mod tests {
             DEFAULT                                      fresh        record-materialized,notify-dependents      version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
             DEFAULT                                      fresh        record-without-transforming,notify-dependents version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
             DEFAULT                                      fresh        record-version,notify-dependents           version=v2 ts=- flags=[] error=- | changed=true flow=SUCCESSFUL failure=-
-            DEFAULT                                      fresh        record-no-data,notify-dependents           version=- ts=- flags=[] error=- | changed=true flow=SUCCESSFUL failure=-
+            DEFAULT                                      fresh        record-no-data,notify-dependents           version=- ts=- flags=[errors] error=- | changed=true flow=SUCCESSFUL failure=-
             DEFAULT                                      fresh        record-failed,notify-dependents            version=- ts=- flags=[] error=boom | changed=true flow=TERMINATED_WITH_ERROR failure=boom
             DEFAULT                                      fresh        report-idle,notify-dependents              version=- ts=- flags=[] error=- | changed=false flow=IDLE failure=-
             DEFAULT                                      fresh        report-skipped,notify-dependents           version=- ts=- flags=[] error=- | changed=false flow=SKIPPED failure=-
-            DEFAULT                                      fresh        transform                                  version=- ts=- flags=[] error=- | changed=false flow=RUNNING failure=-
+            DEFAULT                                      fresh        transform                                  version=- ts=- flags=[] error=- | changed=false flow=STARTING failure=-
             DEFAULT                                      fresh        ask-dependencies                           version=- ts=- flags=[] error=- | changed=false flow=QUEUED failure=-
-            DEFAULT                                      fresh  nd    record-no-data,notify-dependents           version=- ts=- flags=[] error=- | changed=true flow=IDLE failure=-
+            DEFAULT                                      fresh  nd    record-no-data,notify-dependents           version=- ts=- flags=[errors] error=- | changed=true flow=SUCCESSFUL failure=-
             DEFAULT                                      before       record-materialized,notify-dependents      version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
             DEFAULT                                      before       record-without-transforming,notify-dependents version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
             DEFAULT                                      before       record-version,notify-dependents           version=v2 ts=100 flags=[invalidated] error=earlier | changed=true flow=SUCCESSFUL failure=-
-            DEFAULT                                      before       record-no-data,notify-dependents           version=old ts=100 flags=[] error=earlier | changed=true flow=SUCCESSFUL failure=-
+            DEFAULT                                      before       record-no-data,notify-dependents           version=old ts=100 flags=[errors] error=earlier | changed=true flow=SUCCESSFUL failure=-
             DEFAULT                                      before       record-failed,notify-dependents            version=old ts=100 flags=[invalidated] error=boom | changed=true flow=TERMINATED_WITH_ERROR failure=boom
             DEFAULT                                      before       report-idle,notify-dependents              version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=IDLE failure=-
             DEFAULT                                      before       report-skipped,notify-dependents           version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=SKIPPED failure=-
-            DEFAULT                                      before       transform                                  version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=RUNNING failure=-
+            DEFAULT                                      before       transform                                  version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=STARTING failure=-
             DEFAULT                                      before       ask-dependencies                           version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=QUEUED failure=-
-            DEFAULT                                      before nd    record-no-data,notify-dependents           version=old ts=100 flags=[] error=earlier | changed=true flow=SUCCESSFUL failure=-
+            DEFAULT                                      before nd    record-no-data,notify-dependents           version=old ts=100 flags=[errors] error=earlier | changed=true flow=SUCCESSFUL failure=-
             SET_ONLY                                     fresh        record-materialized,notify-dependents      version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
             SET_ONLY                                     fresh        record-without-transforming,notify-dependents version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
             SET_ONLY                                     fresh        record-version,notify-dependents           version=v2 ts=- flags=[] error=- | changed=true flow=SUCCESSFUL failure=-
-            SET_ONLY                                     fresh        record-no-data,notify-dependents           version=- ts=- flags=[] error=- | changed=true flow=SUCCESSFUL failure=-
+            SET_ONLY                                     fresh        record-no-data,notify-dependents           version=- ts=- flags=[errors] error=- | changed=true flow=SUCCESSFUL failure=-
             SET_ONLY                                     fresh        record-failed,notify-dependents            version=- ts=- flags=[] error=boom | changed=true flow=TERMINATED_WITH_ERROR failure=boom
             SET_ONLY                                     fresh        report-idle,notify-dependents              version=- ts=- flags=[] error=- | changed=false flow=IDLE failure=-
             SET_ONLY                                     fresh        report-skipped,notify-dependents           version=- ts=- flags=[] error=- | changed=false flow=SKIPPED failure=-
-            SET_ONLY                                     fresh        transform                                  version=- ts=- flags=[] error=- | changed=false flow=RUNNING failure=-
+            SET_ONLY                                     fresh        transform                                  version=- ts=- flags=[] error=- | changed=false flow=STARTING failure=-
             SET_ONLY                                     fresh        ask-dependencies                           version=- ts=- flags=[] error=- | changed=false flow=QUEUED failure=-
-            SET_ONLY                                     fresh  nd    record-no-data,notify-dependents           version=- ts=- flags=[] error=- | changed=true flow=IDLE failure=-
+            SET_ONLY                                     fresh  nd    record-no-data,notify-dependents           version=- ts=- flags=[errors] error=- | changed=true flow=SUCCESSFUL failure=-
             SET_ONLY                                     before       record-materialized,notify-dependents      version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
             SET_ONLY                                     before       record-without-transforming,notify-dependents version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
             SET_ONLY                                     before       record-version,notify-dependents           version=v2 ts=100 flags=[invalidated] error=earlier | changed=true flow=SUCCESSFUL failure=-
-            SET_ONLY                                     before       record-no-data,notify-dependents           version=old ts=100 flags=[] error=earlier | changed=true flow=SUCCESSFUL failure=-
+            SET_ONLY                                     before       record-no-data,notify-dependents           version=old ts=100 flags=[errors] error=earlier | changed=true flow=SUCCESSFUL failure=-
             SET_ONLY                                     before       record-failed,notify-dependents            version=old ts=100 flags=[invalidated] error=boom | changed=true flow=TERMINATED_WITH_ERROR failure=boom
             SET_ONLY                                     before       report-idle,notify-dependents              version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=IDLE failure=-
             SET_ONLY                                     before       report-skipped,notify-dependents           version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=SKIPPED failure=-
-            SET_ONLY                                     before       transform                                  version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=RUNNING failure=-
+            SET_ONLY                                     before       transform                                  version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=STARTING failure=-
             SET_ONLY                                     before       ask-dependencies                           version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=QUEUED failure=-
-            SET_ONLY                                     before nd    record-no-data,notify-dependents           version=old ts=100 flags=[] error=earlier | changed=true flow=SUCCESSFUL failure=-
+            SET_ONLY                                     before nd    record-no-data,notify-dependents           version=old ts=100 flags=[errors] error=earlier | changed=true flow=SUCCESSFUL failure=-
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh        record-materialized,notify-dependents      version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh        record-without-transforming,notify-dependents version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh        record-version,notify-dependents           version=v2 ts=- flags=[] error=- | changed=true flow=SUCCESSFUL failure=-
-            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh        record-no-data,notify-dependents           version=- ts=- flags=[] error=- | changed=true flow=SUCCESSFUL failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh        record-no-data,notify-dependents           version=- ts=- flags=[errors] error=- | changed=true flow=SUCCESSFUL failure=-
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh        record-failed,notify-dependents            version=- ts=- flags=[] error=boom | changed=true flow=TERMINATED_WITH_ERROR failure=boom
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh        report-idle,notify-dependents              version=- ts=- flags=[] error=- | changed=false flow=IDLE failure=-
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh        report-skipped,notify-dependents           version=- ts=- flags=[] error=- | changed=false flow=SKIPPED failure=-
-            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh        transform                                  version=- ts=- flags=[] error=- | changed=false flow=RUNNING failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh        transform                                  version=- ts=- flags=[] error=- | changed=false flow=STARTING failure=-
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh        ask-dependencies                           version=- ts=- flags=[] error=- | changed=false flow=QUEUED failure=-
-            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh  nd    record-no-data,notify-dependents           version=- ts=- flags=[] error=- | changed=true flow=IDLE failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS fresh  nd    record-no-data,notify-dependents           version=- ts=- flags=[errors] error=- | changed=true flow=SUCCESSFUL failure=-
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before       record-materialized,notify-dependents      version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before       record-without-transforming,notify-dependents version=v2 ts=500 flags=[incomplete,errors] error=- | changed=true flow=SUCCESSFUL failure=-
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before       record-version,notify-dependents           version=v2 ts=100 flags=[invalidated] error=earlier | changed=true flow=SUCCESSFUL failure=-
-            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before       record-no-data,notify-dependents           version=old ts=100 flags=[] error=earlier | changed=true flow=SUCCESSFUL failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before       record-no-data,notify-dependents           version=old ts=100 flags=[errors] error=earlier | changed=true flow=SUCCESSFUL failure=-
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before       record-failed,notify-dependents            version=old ts=100 flags=[invalidated] error=boom | changed=true flow=TERMINATED_WITH_ERROR failure=boom
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before       report-idle,notify-dependents              version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=IDLE failure=-
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before       report-skipped,notify-dependents           version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=SKIPPED failure=-
-            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before       transform                                  version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=RUNNING failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before       transform                                  version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=STARTING failure=-
             RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before       ask-dependencies                           version=old ts=100 flags=[invalidated] error=earlier | changed=false flow=QUEUED failure=-
-            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before nd    record-no-data,notify-dependents           version=old ts=100 flags=[] error=earlier | changed=true flow=SUCCESSFUL failure=-
+            RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS before nd    record-no-data,notify-dependents           version=old ts=100 flags=[errors] error=earlier | changed=true flow=SUCCESSFUL failure=-
             produced_at=42: version=v2 ts=42 flags=[] error=- | changed=true flow=SUCCESSFUL failure=-
             counters returned: version=v2 ts=42 flags=[] error=- counters=rows-in:7,rows-out:2 | changed=true flow=SUCCESSFUL failure=- counters=rows-in:7,rows-out:2
             marked after: version=v2 ts=42 flags=[] error=- | changed=true flow=SUCCESSFUL failure=-

@@ -47,6 +47,9 @@ pub struct RunSummary {
     pub with_errors: Vec<String>,
     /// Of its SUCCESSFUL views, how many it found without data.
     pub no_data: usize,
+    /// Why a flow ended as it did, where its status does not say (a view
+    /// skipped or built while a dependency failed), by URL path.
+    pub reasons: Vec<(String, String)>,
     pub termination: Termination,
 }
 
@@ -135,6 +138,9 @@ struct Task {
     started: Arc<AtomicBool>,
     /// An engine's job, which a stop asks to stop rather than aborts.
     job: Option<JobControl>,
+    /// A transformation's attempt (not a retry's wait): one that never got
+    /// its permits before a stop is no attempt.
+    attempt: bool,
 }
 
 /// What a run keeps per view.
@@ -164,6 +170,11 @@ struct RunView {
     flow_counters: Option<Counters>,
     /// The flow status last written to the metastore for this run.
     flow_written: Option<FlowStatus>,
+    /// The dependencies that had failed (or were skipped for a failure)
+    /// when it settled, by URL path: what its flow names.
+    failed_inputs: Vec<String>,
+    /// Why its flow ended so, when its status does not say.
+    flow_reason: Option<String>,
 }
 
 /// One run's transient state, from `begin` to `finish`.
@@ -311,7 +322,10 @@ impl Scheduler {
             mode: record.mode.clone(),
             started: record.started,
         };
-        self.with_table(|table| table.current_run = Some(current));
+        self.with_table(|table| {
+            table.current_run = Some(current);
+            table.current_run_flows.clear();
+        });
         self.stamp_floor = now_millis().max(self.last_stamp + 1);
         // Every change made before this run was asked for is seen by it.
         if let Some(memo) = &mut self.memo {
@@ -441,6 +455,14 @@ impl Scheduler {
             // A job that got its permits as the run stopped is not running.
             TaskReport::Started { view } if run.stopped || !run.tasks.contains_key(&view) => {}
             TaskReport::Started { view } => {
+                if let Some(flow) = run.flows.get_mut(&view)
+                    && *flow == FlowStatus::Starting
+                {
+                    *flow = FlowStatus::Running;
+                    self.with_table(|table| {
+                        table.current_run_flows.insert(view.0, FlowStatus::Running);
+                    });
+                }
                 // Only plugins take permits, so only they report starting.
                 if let Transformation::Plugin { plugin, .. } = &self.lattice.view_type(view).transformation {
                     let running = Running {
@@ -534,6 +556,22 @@ impl Scheduler {
             if recorded.counters.is_some() {
                 run.view(id).flow_counters = recorded.counters;
             }
+            // Skipped, or built or left without data, while a dependency
+            // failed: the flow names it (seed 000: a failed input is not no data).
+            let settles = actions.contains(&Action::NotifyDependents);
+            let upstream_failed = settles
+                && matches!(recorded.flow, Some(FlowStatus::Successful | FlowStatus::Skipped))
+                && !run.view(id).failed_inputs.is_empty();
+            if upstream_failed {
+                let view = run.view(id);
+                view.flow_reason = Some(format!("upstream failed: {}", view.failed_inputs.join(", ")));
+            }
+            // External data found without its flag says which file was
+            // looked for: a mistyped parameter value ends here.
+            if external && actions.contains(&Action::RecordNoData) && recorded.flow == Some(FlowStatus::Successful) {
+                let flag = self.lattice.done_flag_path(id);
+                run.view(id).flow_reason = Some(format!("no done flag at {}", flag.display()));
+            }
             if let Some(failure) = recorded.failure {
                 run.view(id).flow_error = Some(failure.clone());
                 run.failures.push((slot.url.to_string(), failure));
@@ -541,15 +579,20 @@ impl Scheduler {
             // A flow is written with the commit that settles it, so that the
             // run's record shows it while the run goes on. Queued and idle
             // ones are not: those are most views of an unchanged run, which
-            // `finish` only counts; nor running ones, which may still end
+            // `finish` only counts; nor starting or running ones, which may still end
             // idle (external data still without its flag).
             if let Some(&status) = run.flows.get(&id)
-                && !matches!(status, FlowStatus::Queued | FlowStatus::Running | FlowStatus::Idle)
+                && !matches!(status, FlowStatus::Queued | FlowStatus::Starting | FlowStatus::Running | FlowStatus::Idle)
                 && run.view(id).flow_written != Some(status)
             {
                 let view = run.view(id);
                 view.flow_written = Some(status);
-                let flow = FlowRecord { status, error: view.flow_error.clone(), counters: view.flow_counters.clone() };
+                let flow = FlowRecord {
+                    status,
+                    error: view.flow_error.clone(),
+                    counters: view.flow_counters.clone(),
+                    reason: view.flow_reason.clone(),
+                };
                 commit.flows.push((run.id.to_string(), slot.url.to_string(), flow));
             }
             // Only stable states are kept across processes; and only what
@@ -595,7 +638,9 @@ impl Scheduler {
             }
             // Every application of the state machine is an event, "asked
             // and found up to date" included: listeners see all of it.
-            commit.events.push(new_event(&slot.url, previous, state, &actions, Some(&run.id), error));
+            let mut event = new_event(&slot.url, previous, state, &actions, Some(&run.id), error);
+            event.errors = upstream_failed;
+            commit.events.push(event);
             // Settled as soon as applied: a view asking for it later in
             // this batch's actions takes it as it is, not asking again.
             if actions.contains(&Action::NotifyDependents) {
@@ -610,13 +655,32 @@ impl Scheduler {
             self.commit(commit)?;
         }
         self.refresh_table(deferred.iter().map(|(id, _)| *id));
+        // Every flow as it stands now, for the run's detail while it runs
+        // (seed 003's pipeline state); the idle are counted, not listed.
+        if self.table.is_some() {
+            let live: Vec<(u32, FlowStatus)> =
+                deferred.iter().filter_map(|(id, _)| run.flows.get(id).map(|status| (id.0, *status))).collect();
+            self.with_table(|table| {
+                for (index, status) in live {
+                    if status == FlowStatus::Idle {
+                        table.current_run_flows.remove(&index);
+                    } else {
+                        table.current_run_flows.insert(index, status);
+                    }
+                }
+            });
+        }
         for (id, actions) in deferred {
             for action in actions {
                 self.execute_action(run, id, action);
             }
         }
         if self.progress.is_some() || self.table.is_some() {
-            let settled = run.flows.values().filter(|s| !matches!(s, FlowStatus::Queued | FlowStatus::Running)).count();
+            let settled = run
+                .flows
+                .values()
+                .filter(|s| !matches!(s, FlowStatus::Queued | FlowStatus::Starting | FlowStatus::Running))
+                .count();
             // Running is what holds a permit, as `trellis transformations`
             // counts it; the other tasks wait for one (or for a retry).
             let running = self.global.in_use().min(run.tasks.len());
@@ -647,7 +711,7 @@ impl Scheduler {
         let Run { record, id, mut flows, mut failures, stop, stopped, mut views, .. } = run;
         if stopped {
             for status in flows.values_mut() {
-                if *status == FlowStatus::Queued {
+                if matches!(*status, FlowStatus::Queued | FlowStatus::Starting) {
                     *status = FlowStatus::Skipped;
                 }
             }
@@ -695,14 +759,28 @@ impl Scheduler {
             .map(|(view, status)| {
                 let theirs = views.get_mut(view.0 as usize).map(std::mem::take).unwrap_or_default();
                 let written = theirs.flow_written == Some(status);
-                let record = FlowRecord { status, error: theirs.flow_error, counters: theirs.flow_counters };
+                let record = FlowRecord {
+                    status,
+                    error: theirs.flow_error,
+                    counters: theirs.flow_counters,
+                    reason: theirs.flow_reason,
+                };
                 (self.slots[view.0 as usize].url.to_string(), record, written)
             })
             .collect();
         records.sort_by(|a, b| a.0.cmp(&b.0));
         let flows: Vec<(String, FlowStatus)> =
             records.iter().map(|(view, flow, _)| (view.clone(), flow.status)).collect();
+        let reasons: Vec<(String, String)> =
+            records.iter().filter_map(|(view, flow, _)| Some((view.clone(), flow.reason.clone()?))).collect();
         let no_data = finished.no_data;
+        // Counted as the run's summary counts them.
+        for (_, status) in &flows {
+            *finished.flow_counts.entry(crate::model::wire_name(status)).or_default() += 1;
+        }
+        if idle > 0 {
+            finished.flow_counts.insert(crate::model::wire_name(&FlowStatus::Idle), idle);
+        }
         let commit = Commit {
             runs: vec![finished],
             flows: records
@@ -716,10 +794,21 @@ impl Scheduler {
         self.with_table(|table| {
             table.current_run = None;
             table.current_run_pending = 0;
+            table.current_run_flows.clear();
             table.counters.runs_finished += 1;
         });
         failures.sort();
-        Ok(RunSummary { id: id.to_string(), flows, idle, failures, incomplete, with_errors, no_data, termination })
+        Ok(RunSummary {
+            id: id.to_string(),
+            flows,
+            idle,
+            failures,
+            incomplete,
+            with_errors,
+            no_data,
+            reasons,
+            termination,
+        })
     }
 
     /// The views a run reports EXCLUDED (seed 003: in the graph, not
@@ -828,7 +917,7 @@ impl Scheduler {
                 let attempt = (run.id.clone(), run.view(id).attempts);
                 let (task, job) =
                     self.start_transformation(id, run.reports.clone(), started.clone(), full_refresh, attempt);
-                run.tasks.insert(id, Task { abort: task.abort_handle(), started, job });
+                run.tasks.insert(id, Task { abort: task.abort_handle(), started, job, attempt: true });
             }
             Action::ScheduleRetry => {
                 let backoff = run.view(id).retry_in.take().unwrap_or(self.retry_backoff);
@@ -838,7 +927,7 @@ impl Scheduler {
                     let _ = reports.send(TaskReport::RetryDue { view: id });
                 });
                 let started = Arc::new(AtomicBool::new(false));
-                run.tasks.insert(id, Task { abort: task.abort_handle(), started, job: None });
+                run.tasks.insert(id, Task { abort: task.abort_handle(), started, job: None, attempt: false });
             }
             _ => {}
         }
@@ -870,14 +959,19 @@ impl Scheduler {
         });
         // Which tasks had started is read before any is aborted: an aborted
         // task gives its permits back, and one waiting for them could start.
-        let started: Vec<(ViewId, bool)> = run
+        let started: Vec<(ViewId, bool, bool)> = run
             .tasks
             .iter()
             .filter(|(view, _)| !finishing.contains(view))
-            .map(|(view, task)| (*view, task.started.load(Ordering::SeqCst)))
+            .map(|(view, task)| (*view, task.started.load(Ordering::SeqCst), task.attempt))
             .collect();
-        for (view, started) in started {
+        for (view, started, attempt) in started {
             run.flows.insert(view, if started { FlowStatus::Canceled } else { FlowStatus::Skipped });
+            // A transformation that never got its permits was not attempted.
+            if attempt && !started {
+                let theirs = run.view(view);
+                theirs.attempts = theirs.attempts.saturating_sub(1);
+            }
         }
         // Engine jobs end by themselves, and report it; the rest is aborted.
         run.tasks.retain(|view, task| {
@@ -923,6 +1017,23 @@ impl Scheduler {
             Standing { state, timestamp: slot.record.timestamp }
         });
         run.view(id).settled = Some(judgement.settled);
+        // The failed inputs by name, as the judgement took them, for the flow.
+        let failed_inputs: Vec<String> = if judgement.settled.some_failed {
+            let mut dependencies = self.lattice.dependencies(id).to_vec();
+            dependencies.sort();
+            dependencies.dedup();
+            dependencies
+                .into_iter()
+                .filter(|d| {
+                    run.views.get(d.0 as usize).is_some_and(|view| view.skipped)
+                        || self.slots[d.0 as usize].record.state == ViewState::Failed
+                })
+                .map(|d| self.slots[d.0 as usize].url.to_string())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        run.view(id).failed_inputs = failed_inputs;
         let external = matches!(self.lattice.view_type(id).transformation, Transformation::External);
         // A full refresh rebuilds what it selected, up to date or not; the
         // flag of external data is checked as always, since it cannot be rebuilt.

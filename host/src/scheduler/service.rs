@@ -53,6 +53,10 @@ enum Request {
         pattern: String,
         reply: Reply<Vec<(String, String)>>,
     },
+    Stale {
+        indexes: Vec<u32>,
+        reply: Reply<std::collections::HashMap<u32, String>>,
+    },
     TxLog {
         pattern: Option<String>,
         reply: Reply<Vec<TxLogView>>,
@@ -87,6 +91,7 @@ impl Request {
             Request::Materialize { reply, .. } => reply.is_closed(),
             Request::Invalidate { reply, .. } => reply.is_closed(),
             Request::Plan { reply, .. } => reply.is_closed(),
+            Request::Stale { reply, .. } => reply.is_closed(),
             Request::TxLog { reply, .. } => reply.is_closed(),
             Request::ResetTxLog { reply, .. } => reply.is_closed(),
             Request::Stop { reply, .. } => reply.is_closed(),
@@ -200,6 +205,12 @@ impl Handle {
 
     pub async fn plan(&self, pattern: String) -> Result<Vec<(String, String)>, Error> {
         self.ask(|reply| Request::Plan { pattern, reply }).await
+    }
+
+    /// Of the views held at `indexes`, the materialized ones `plan` would
+    /// rematerialize, with why (see [`Scheduler::stale`]).
+    pub async fn stale(&self, indexes: Vec<u32>) -> Result<std::collections::HashMap<u32, String>, Error> {
+        self.ask(|reply| Request::Stale { indexes, reply }).await
     }
 
     /// The transaction logs of the incremental views of `pattern`, or of
@@ -445,6 +456,9 @@ impl Service {
             }
             Request::Plan { pattern, reply } => {
                 let _ = reply.send(self.scheduler.plan(&pattern));
+            }
+            Request::Stale { indexes, reply } => {
+                let _ = reply.send(self.scheduler.stale(&indexes));
             }
             Request::TxLog { pattern, reply } => {
                 let _ = reply.send(self.scheduler.txlog(pattern.as_deref()));

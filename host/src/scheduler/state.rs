@@ -359,6 +359,7 @@ impl Scheduler {
             attempts: Default::default(),
             action,
             no_data: 0,
+            flow_counts: Default::default(),
         };
         let mut commit = with(&run.id);
         commit.runs.push(run.clone());
@@ -863,8 +864,35 @@ impl Scheduler {
     pub fn plan(&mut self, pattern_text: &str) -> Result<Vec<(String, String)>, Error> {
         self.transformations()?;
         let addressed = self.instantiate(pattern_text)?;
-        self.resolve_latest_below(&addressed);
-        let order = self.dependencies_first(&addressed);
+        let plan = self.plan_of(&addressed);
+        Ok(plan.into_iter().map(|(id, line)| (self.slots[id.0 as usize].url.to_string(), line)).collect())
+    }
+
+    /// Of the views at `indexes` (as the lattice numbers them), those
+    /// materialized that `plan` would rematerialize, with its reason: the
+    /// same judgement, so that a view shown stale is one a run rebuilds.
+    pub fn stale(&mut self, indexes: &[u32]) -> Result<HashMap<u32, String>, Error> {
+        self.transformations()?;
+        let materialized: Vec<ViewId> = indexes
+            .iter()
+            .filter(|&&index| {
+                self.slots.get(index as usize).is_some_and(|slot| slot.record.state == ViewState::Materialized)
+            })
+            .map(|&index| ViewId(index))
+            .collect();
+        let wanted: HashSet<ViewId> = materialized.iter().copied().collect();
+        Ok(self
+            .plan_of(&materialized)
+            .into_iter()
+            .filter(|(id, _)| wanted.contains(id))
+            .filter_map(|(id, line)| Some((id.0, line.strip_prefix("transform: ")?.to_string())))
+            .collect())
+    }
+
+    /// The plan of `addressed` and their dependencies, dependencies first.
+    fn plan_of(&mut self, addressed: &[ViewId]) -> Vec<(ViewId, String)> {
+        self.resolve_latest_below(addressed);
+        let order = self.dependencies_first(addressed);
         let mut will_change = vec![false; self.lattice.len()];
         let mut no_data = vec![false; self.lattice.len()];
         let mut plan = Vec::with_capacity(order.len());
@@ -896,13 +924,17 @@ impl Scheduler {
                         Some(&dependency) => {
                             format!("dependency {} will be rematerialized", self.lattice.url_path(dependency))
                         }
+                        // A failed view is tried again: when and why it
+                        // failed is what a user acts on, not that it never
+                        // was materialized.
+                        None if record.state == ViewState::Failed => failed_text(record, &reason),
                         None => reason.to_string(),
                     })
                 }
             };
             let line = match &explanation {
                 _ if once => "up to date (materialize_once)".to_string(),
-                _ if no_flag => "no data (no done flag)".to_string(),
+                _ if no_flag => format!("no data (no done flag at {})", self.lattice.done_flag_path(id).display()),
                 _ if view_no_data && self.lattice.has_unsatisfied(id) => format!(
                     "no data (dependency {}: latest() found no instance with data)",
                     self.lattice.unsatisfied(id).join(", ")
@@ -917,9 +949,9 @@ impl Scheduler {
                 None => "up to date".to_string(),
             };
             will_change[id.0 as usize] = explanation.is_some();
-            plan.push((self.slots[id.0 as usize].url.to_string(), line));
+            plan.push((id, line));
         }
-        Ok(plan)
+        plan
     }
 
     /// The one judgement of a view whose dependencies have settled, shared
@@ -1055,6 +1087,22 @@ fn reconcile_txlog(store: &Metastore) -> Result<(), Error> {
     Ok(())
 }
 
+/// A failed view's plan: `failed at T (ERROR), will be retried`, and why
+/// it is outdated besides never having been materialized.
+fn failed_text(record: &ViewRecord, reason: &Reason) -> String {
+    let at = record
+        .failed_at
+        .and_then(chrono::DateTime::from_timestamp_millis)
+        .map(|t| format!(" at {}", t.format("%Y-%m-%dT%H:%M:%SZ")))
+        .unwrap_or_default();
+    let error = record.last_error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default();
+    let besides = match reason {
+        Reason::NeverMaterialized => String::new(),
+        other => format!("; {other}"),
+    };
+    format!("failed{at}{error}, will be retried{besides}")
+}
+
 pub(super) fn new_event(
     view: &Arc<str>,
     previous: ViewState,
@@ -1073,5 +1121,6 @@ pub(super) fn new_event(
         error,
         action: None,
         txlog: None,
+        errors: false,
     }
 }

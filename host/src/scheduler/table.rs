@@ -90,6 +90,10 @@ pub struct Table {
     pub current_run: Option<CurrentRun>,
     /// Views of the current run not settled yet.
     pub current_run_pending: usize,
+    /// The current run's flows as they stand (QUEUED, STARTING, RUNNING,
+    /// then how each ended), by view index; views found up to date are
+    /// left out, as a run's record leaves them.
+    pub current_run_flows: BTreeMap<u32, crate::model::FlowStatus>,
     /// Runs accepted and waiting for the current one, in order.
     pub queued_runs: Vec<String>,
     /// Transformations running (holding their permits), by view.

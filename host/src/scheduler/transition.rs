@@ -150,7 +150,7 @@ pub fn freshness(facts: &Facts<'_>) -> Freshness {
 }
 
 /// How a view's dependencies ended up, once none is in flight.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Settled {
     /// The view has dependencies and every one of them is no-data.
     pub all_no_data: bool,

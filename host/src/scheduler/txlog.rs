@@ -434,6 +434,7 @@ pub fn event(
         error: None,
         action: None,
         txlog: Some(change),
+        errors: false,
     }
 }
 

@@ -168,6 +168,11 @@ async fn view(State(state): Shared, Path(url): Path) -> Result<Response, ApiErro
         let version_checksum = row.version_checksum.as_deref().map(str::to_string);
         (view_of(&table, id as usize, false, false), dependencies, graph::neighbourhood(&table, id), version_checksum)
     };
+    let mut view = view;
+    if view.state == crate::model::ViewState::Materialized {
+        view.stale_reason = state.handle.stale(vec![id]).await?.remove(&id);
+        view.stale = view.stale_reason.is_some();
+    }
     let (files, more_files) = published_files(FsPath::new(&view.data_path));
     let page = pages::ViewPage {
         version_checksum,

@@ -270,6 +270,11 @@ fn flags(view: &wire::View) -> String {
     if view.invalidation_pending {
         flags.push("invalidation pending");
     }
+    let stale = view.stale_reason.as_ref().map(|reason| format!("stale: {reason}"));
+    let mut flags: Vec<&str> = flags;
+    if let Some(stale) = &stale {
+        flags.push(stale);
+    }
     flags.join(", ")
 }
 
@@ -451,7 +456,7 @@ pub fn run(detail: &wire::RunDetail, status: Option<FlowStatus>, now: i64) -> Ma
                     td { a href=(view_link(&flow.view)) { (flow.view) } }
                     td { (wire_name(&flow.status)) }
                     td { (flow.attempts.map(|a| a.to_string()).unwrap_or_default()) }
-                    td.error { (flow.error.as_deref().map(first_line).unwrap_or_default()) }
+                    td.error { (flow.error.as_deref().or(flow.reason.as_deref()).map(first_line).unwrap_or_default()) }
                 }
             } }
         }

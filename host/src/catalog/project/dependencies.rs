@@ -61,6 +61,11 @@ impl Checker<'_> {
             .collect();
         let target_parameters: Vec<(&str, ParameterKind)> =
             target_raw.parameters.iter().map(|p| (p.get_ref().name.as_str(), p.get_ref().kind)).collect();
+        // The target's declared values, against which a literal is checked.
+        let declared_values = |parameter: &str| {
+            let declared = target_raw.parameters.iter().map(|p| p.get_ref()).find(|p| p.name == parameter)?;
+            crate::catalog::Values::declared(declared.kind, declared.values.as_ref()?).ok()
+        };
         for (key, binding) in &raw_bindings {
             if !target_parameters.iter().any(|(name, _)| name == key) {
                 let known: Vec<&str> = target_parameters.iter().map(|(name, _)| *name).collect();
@@ -126,7 +131,16 @@ impl Checker<'_> {
                                         format!("{context}: `{target_parameter}` lists `{value}` twice"),
                                     );
                                 }
-                                Ok(_) => {}
+                                Ok(value) => {
+                                    if let Some(Err(reason)) =
+                                        declared_values(target_parameter).map(|v| v.check(&value))
+                                    {
+                                        self.error(
+                                            bindings_at,
+                                            format!("{context}: `{target_parameter}` = `{value}`: {reason}"),
+                                        );
+                                    }
+                                }
                                 Err(reason) => self.error(
                                     bindings_at,
                                     format!("{context}: `{target_parameter}` = `{}`: {reason}", literal.escape_debug()),

@@ -436,6 +436,9 @@ pub(super) struct RawParameter {
     pub(super) kind: ParameterKind,
     #[serde(default)]
     pub(super) comment: String,
+    /// The values it may take: a list, or a regular expression.
+    #[serde(default)]
+    pub(super) values: Option<crate::catalog::RawValues>,
 }
 
 fn default_parameter_kind() -> ParameterKind {

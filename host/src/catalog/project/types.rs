@@ -56,7 +56,15 @@ impl Checker<'_> {
             } else if parameters.iter().any(|q: &Parameter| q.name == p.name) {
                 self.error(parameter.span().start, format!("{name}: parameter `{}` is declared twice", p.name));
             }
-            parameters.push(Parameter { name: p.name.clone(), kind: p.kind, comment: p.comment.clone() });
+            let values = match p.values.as_ref().map(|declared| crate::catalog::Values::declared(p.kind, declared)) {
+                Some(Ok(values)) => Some(values),
+                Some(Err(reason)) => {
+                    self.error(parameter.span().start, format!("{name}: parameter `{}`: {reason}", p.name));
+                    None
+                }
+                None => None,
+            };
+            parameters.push(Parameter { name: p.name.clone(), kind: p.kind, comment: p.comment.clone(), values });
         }
         let mut fields = Vec::new();
         for field in &raw.fields {
