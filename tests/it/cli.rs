@@ -374,6 +374,8 @@ fn a_pending_invalidation_is_shown_and_selected_as_plan_sees_it() {
     let output = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("CANCELED") && stdout.contains("stopped by request"), "{stdout}");
+    // A clean stop takes the canceled transformation's staging directory with it.
+    assert!(!in_flight(), "the stopped run left its staging directory behind");
 
     let plan = run(trellis().current_dir(&project).args(["plan", "-v", view]));
     assert!(plan.stdout.contains(&format!("{view}: transform: invalidated")), "{}", plan.stdout);

@@ -50,50 +50,201 @@ fn start_run(dir: &Path, output: fn() -> std::process::Stdio) -> std::process::C
     child
 }
 
-#[test]
-fn kill_9_during_a_run_loses_nothing_and_the_next_run_converges() {
-    let dir = tempfile::tempdir().unwrap();
-    write_project(dir.path());
-    let mut child = start_run(dir.path(), std::process::Stdio::null);
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let done_before_restart = published(dir.path());
-    let first = first_day();
-    assert!(done_before_restart < DAYS, "the run finished before the kill");
+/// The lattice of the kill loop: per day, external `In` (a part of
+/// `LOOP_ROWS` rows), and two views over it: `Out`, which `concat` rebuilds
+/// whole, and `Inc`, an incremental aggregate with its transaction log.
+const LOOP_DAYS: usize = 60;
+const LOOP_PATTERN: &str = "k.mart/e(Out,Inc)/rymd(20150101-20150301)";
 
-    // The metastore opens, and nothing it says materialized lacks its data;
-    // every published directory is whole (its done flag and its file).
-    {
-        let store = Metastore::open(&dir.path().join(".trellis/metastore")).unwrap();
-        let mut claimed = 0;
-        for entry in store.views_with_prefix("k.mart/Out/") {
-            let (view, record) = entry.unwrap();
-            if record.state == ViewState::Materialized {
-                claimed += 1;
-                let data = dir.path().join("data").join(view.replacen("k.mart/Out", "k/mart/Out", 1));
-                assert!(data.join("_SUCCESS").exists(), "{view} is recorded materialized without its data");
+fn write_loop_project(dir: &Path) {
+    Daily::new("k", "concat", LOOP_DAYS)
+        .concurrency(4)
+        .part("v\n1\n2\n")
+        .plugins(&["csv_aggregate_incremental"], "inc = \"plugins/csv_aggregate_incremental.wasm\"\n")
+        .tail(
+            "\n[[view]]\nname = \"k.mart/Inc\"\ntime = { frequency = \"1d\", initial = \"2015-01-01\" }\n\
+             incremental = true\ntransformation = { plugin = \"inc\", config = { aggregates = \"n=count(*),s=sum(v)\" } }\n\n\
+             [[view.dependency]]\nview = \"k.raw/In\"\n",
+        )
+        .write(dir);
+}
+
+/// Each view of the loop's lattice: its URL path and its data directory.
+fn loop_views(dir: &Path) -> Vec<(String, std::path::PathBuf)> {
+    let mut views = Vec::new();
+    for name in ["Out", "Inc"] {
+        for i in 0..LOOP_DAYS {
+            let day = (first_day() + chrono::Days::new(i as u64)).format("%Y/%m/%d");
+            views.push((format!("k.mart/{name}/{day}"), dir.join(format!("data/k/mart/{name}/{day}"))));
+        }
+    }
+    views
+}
+
+/// The inode of a published directory (its done flag there), if it is.
+fn published_inode(data: &Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    data.join("_SUCCESS").exists().then(|| std::fs::metadata(data).ok().map(|m| m.ino())).flatten()
+}
+
+/// Killed with SIGKILL again and again, each time as soon as it has
+/// published a few more views (kill timing follows progress, so that many
+/// kills land between a publish and the commit that records it), a run of
+/// plain and incremental views, alternately embedded and in a server: no
+/// view is ever transformed again once published, no published directory
+/// is ever replaced, nothing recorded lacks its data, and the next run
+/// converges to records as an uninterrupted run leaves them.
+#[test]
+fn kill_9_again_and_again_never_transforms_a_published_view_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("k");
+    write_loop_project(&project);
+    let views = loop_views(&project);
+    // Per view first seen published: its directory's inode, and the
+    // first event sequence after that kill.
+    let mut published: std::collections::HashMap<String, (u64, u64)> = Default::default();
+    // Kills that left a publish the metastore had not recorded, per type.
+    let mut unrecorded: std::collections::BTreeMap<&str, usize> = Default::default();
+    let mut random = crate::support::Lcg::new(38);
+    let mut kills = 0;
+    // At least 10 kills; more (up to 40) only until both types have had a
+    // kill between their publish and its commit, which the loop is for.
+    while kills < 10 || (unrecorded.len() < 2 && kills < 40) {
+        let before = views.iter().filter(|(_, data)| published_inode(data).is_some()).count();
+        if before == views.len() {
+            break;
+        }
+        let target = (before + 1 + random.below(3) as usize).min(views.len());
+        // Odd rounds kill a server that was asked to run, even ones an
+        // embedded `trellis materialize`.
+        let (mut child, mut server) = (None, None);
+        if kills % 2 == 1 {
+            let started = crate::support::Server::start(&project, &[], &[]);
+            let asked = run(trellis().arg("--server").arg(&started.url).args(["materialize", "-v", LOOP_PATTERN]));
+            assert_eq!(asked.code, 0, "{}", asked.stderr);
+            server = Some(started);
+        } else {
+            let spawned = trellis()
+                .current_dir(&project)
+                .args(["materialize", "-v", LOOP_PATTERN])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            child = Some(spawned);
+        }
+        let mut pending: Vec<&std::path::PathBuf> =
+            views.iter().filter(|(_, data)| published_inode(data).is_none()).map(|(_, data)| data).collect();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mut ended = false;
+        while views.len() - pending.len() < target {
+            assert!(Instant::now() < deadline, "no progress before the deadline");
+            if let Some(child) = &mut child
+                && child.try_wait().unwrap().is_some()
+            {
+                ended = true;
+                break;
+            }
+            pending.retain(|data| !data.join("_SUCCESS").exists());
+        }
+        match (child, server) {
+            (Some(mut child), _) => {
+                let _ = child.kill();
+                child.wait().unwrap();
+            }
+            // Dropped, it is killed with SIGKILL.
+            (_, Some(server)) => drop(server),
+            _ => unreachable!(),
+        }
+        if ended {
+            break;
+        }
+        kills += 1;
+
+        // After each kill: nothing published was replaced, and what the
+        // metastore does not record yet is counted.
+        let store = Metastore::open(&project.join(".trellis/metastore")).unwrap();
+        let next = store.next_sequence().unwrap();
+        let mut missed = std::collections::BTreeSet::new();
+        for (view, data) in &views {
+            let record = store.view(view).unwrap().unwrap_or_default();
+            let Some(inode) = published_inode(data) else {
+                assert_ne!(record.state, ViewState::Materialized, "{view} is recorded materialized without its data");
+                continue;
+            };
+            let (first, _) = *published.entry(view.clone()).or_insert((inode, next));
+            assert_eq!(inode, first, "{view} was published again after a kill");
+            if record.state != ViewState::Materialized {
+                missed.insert(if view.contains("/Inc/") { "incremental" } else { "plain" });
             }
         }
-        assert!(claimed <= done_before_restart);
-    }
-    for i in 0..DAYS {
-        let out = out_dir(dir.path(), first + chrono::Days::new(i as u64));
-        if out.exists() {
-            assert!(out.join("_SUCCESS").exists() && out.join("part-00000").exists(), "{} is partial", out.display());
-            assert_eq!(std::fs::read_to_string(out.join("part-00000")).unwrap(), "x\n".repeat(50));
+        for kind in missed {
+            *unrecorded.entry(kind).or_default() += 1;
         }
     }
+    eprintln!("{kills} kills; kills that left a publish unrecorded: {unrecorded:?}");
+    assert!(kills >= 10, "only {kills} kills before the run ended; make the lattice larger");
+    assert_eq!(unrecorded.len(), 2, "no kill landed between a publish and its commit for both types: {unrecorded:?}");
 
     // The next run converges, and the one after has nothing to do.
-    let result = run(trellis().current_dir(dir.path()).args(["materialize", "-v", PATTERN]));
+    let result = run(trellis().current_dir(&project).args(["materialize", "-v", LOOP_PATTERN]));
     assert_eq!(result.code, 0, "{}\n{}", result.stdout, result.stderr);
-    assert!(
-        !dir.path().join("data/.trellis-staging").exists()
-            || std::fs::read_dir(dir.path().join("data/.trellis-staging")).unwrap().next().is_none()
-    );
-    let result = run(trellis().current_dir(dir.path()).args(["materialize", "-v", PATTERN]));
+    let result = run(trellis().current_dir(&project).args(["materialize", "-v", LOOP_PATTERN]));
     assert_eq!(result.code, 0);
-    assert!(result.stdout.ends_with(&format!("{} views: {} idle\n", 2 * DAYS, 2 * DAYS)), "{}", result.stdout);
+    let all = 3 * LOOP_DAYS;
+    assert!(result.stdout.ends_with(&format!("{all} views: {all} idle\n")), "{}", result.stdout);
+    assert!(std::fs::read_dir(project.join("data/.trellis-staging")).is_ok_and(|mut d| d.next().is_none()));
+
+    let store = Metastore::open(&project.join(".trellis/metastore")).unwrap();
+    // Never transformed once published, never replaced; every output whole.
+    let events = store.events_from(0, usize::MAX).unwrap();
+    for (view, data) in &views {
+        let inode = published_inode(data).unwrap_or_else(|| panic!("{view} has no data"));
+        if let Some(&(first, seen)) = published.get(view) {
+            assert_eq!(inode, first, "{view} was published again after a kill");
+            let again = events.iter().filter(|e| e.sequence >= seen && &*e.event.view == view);
+            let transformed: Vec<_> = again.filter(|e| e.event.actions.iter().any(|a| a == "transform")).collect();
+            assert!(transformed.is_empty(), "{view} was transformed again after its publish: {transformed:?}");
+        }
+        // An incremental view's log agrees with the marker it published.
+        if view.contains("/Inc/") {
+            let head = store.tx_head(view).unwrap().unwrap_or_else(|| panic!("{view} has no transaction log"));
+            let marker = std::fs::read(data.join(trellis::scheduler::txlog::MARKER)).unwrap();
+            let marker: serde_json::Value = serde_json::from_slice(&marker).unwrap();
+            assert_eq!(Some(head.generation), marker["generation"].as_u64(), "{view}");
+        }
+        let expected = if view.contains("/Inc/") { "n,s\n2,3\n" } else { "v\n1\n2\n" };
+        let file = if view.contains("/Inc/") { "part-00000.csv" } else { "part-00000" };
+        assert_eq!(std::fs::read_to_string(data.join(file)).unwrap(), expected, "{view}");
+    }
+    // Every record is what an uninterrupted run writes: the same for every
+    // day of a type (but the timestamps), the done flag it published.
+    for kind in ["Out", "Inc"] {
+        let records: Vec<_> = views
+            .iter()
+            .filter(|(view, _)| view.contains(&format!("/{kind}/")))
+            .map(|(view, _)| (view, store.view(view).unwrap().unwrap()))
+            .collect();
+        for (view, record) in &records {
+            assert_eq!(record.state, ViewState::Materialized, "{view}");
+            assert!(matches!(record.done_flag, Some(trellis::metastore::SeenFlag::Present { .. })), "{view}");
+            let (first, expected) = &records[0];
+            let shape = |r: &trellis::metastore::ViewRecord| {
+                (
+                    r.version_checksum.clone(),
+                    r.counters.clone(),
+                    r.incomplete,
+                    r.errors,
+                    r.invalidated,
+                    r.last_error.clone(),
+                )
+            };
+            assert_eq!(shape(record), shape(expected), "{view} against {first}");
+        }
+    }
+    drop(store);
+    let check = run(trellis().current_dir(&project).args(["metastore", "check"]));
+    assert_eq!(check.code, 0, "{}", check.stderr);
 }
 
 #[test]
@@ -111,7 +262,10 @@ fn ctrl_c_stops_a_run_cleanly() {
     assert!(stdout.contains(" skipped"), "{stdout}");
     let summary = stdout.lines().rev().nth(1).unwrap();
     assert!(!summary.contains("terminated_with_error"), "{summary}");
-    // Whatever was published is whole, and the next run finishes the job.
+    // Nothing is left in staging, whatever was published is whole, and
+    // the next run finishes the job.
+    let staging = dir.path().join("data/.trellis-staging");
+    assert!(std::fs::read_dir(&staging).is_ok_and(|mut entries| entries.next().is_none()), "staging left behind");
     for i in 0..DAYS {
         let out = out_dir(dir.path(), first + chrono::Days::new(i as u64));
         if out.exists() {

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
-use super::publish::Staging;
+use super::publish::{Receipt, Staging};
 use super::run::TaskReport;
 use super::state::{Scheduler, now_millis};
 use super::transition::FailureClass;
@@ -102,8 +102,10 @@ impl Scheduler {
         spark: Arc<Spark>,
         results: mpsc::UnboundedSender<TaskReport>,
         started: Arc<AtomicBool>,
-        attempt: (Arc<str>, u32),
+        receipt: Receipt,
     ) -> (tokio::task::JoinHandle<()>, JobControl) {
+        // The attempt is the one its receipt names.
+        let attempt: (Arc<str>, u32) = (receipt.run.as_str().into(), receipt.attempt);
         let view_type = self.lattice.view_type(id);
         let Transformation::Plugin { plugin: plugin_name, resources, .. } = &view_type.transformation else {
             unreachable!("only a plugin's view starts a job")
@@ -174,6 +176,7 @@ impl Scheduler {
             output_limit,
             declared: plugin_name.clone(),
             attempt,
+            receipt,
         };
         let gate = Arc::new(Mutex::new(JobGate::default()));
         let (stop, stopped) = oneshot::channel();
@@ -277,12 +280,14 @@ struct JobContext {
     output_limit: runtime::OutputLimit,
     declared: String,
     attempt: (Arc<str>, u32),
+    /// What its output carries of the attempt (see `publish`).
+    receipt: Receipt,
 }
 
 impl JobContext {
     /// Describes the job, runs it, publishes its data: the task's last report.
     async fn run(
-        self,
+        mut self,
         request: JobRequest,
         results: &mpsc::UnboundedSender<TaskReport>,
         gate: &Mutex<JobGate>,
@@ -333,7 +338,7 @@ impl JobContext {
             format: request.format.clone(),
             fields: request.fields.clone(),
             application,
-            staging: staging.clone(),
+            staging: staging.path().to_path_buf(),
             deadline: self.plugin.limits().deadline,
             output_limit: self.output_limit,
         };
@@ -358,6 +363,8 @@ impl JobContext {
         };
         self.log(results, lines, report.stdout, report.stderr, &outcome);
         let counters = (!report.counters.is_empty()).then(|| counters_of(&report.counters));
+        // Removed when dropped, unless published.
+        let mut staging = Some(staging);
         let result = match report.verdict {
             Verdict::Data => {
                 // Published only if no stop came first; once published, a
@@ -366,7 +373,10 @@ impl JobContext {
                 if gate.stopped {
                     Err(None)
                 } else {
-                    match self.staging.publish(&staging, &self.data_path, &self.done_flag) {
+                    self.receipt.counters = counters.clone();
+                    self.receipt.timestamp = self.receipt.timestamp.max(now_millis());
+                    let dir = staging.take().expect("published once");
+                    match self.staging.publish(dir, &self.data_path, &self.done_flag, &mut self.receipt) {
                         Ok(()) => {
                             gate.published = true;
                             Ok(true)
@@ -385,12 +395,12 @@ impl JobContext {
             Verdict::Crash(m) => Err(Some((FailureClass::Crash, m))),
             Verdict::Host(m) => Err(Some((FailureClass::Host, m))),
         };
-        if !matches!(result, Ok(true)) {
-            self.staging.discard(&staging);
-        }
+        drop(staging);
         let stopped = gate.lock().unwrap_or_else(|p| p.into_inner()).stopped;
+        // Published, its timestamp is the one its receipt carries.
+        let timestamp = if matches!(result, Ok(true)) { self.receipt.timestamp } else { now_millis() };
         match result {
-            Ok(data) => TaskReport::Done { view: id, data, timestamp: now_millis(), counters, txlog: None },
+            Ok(data) => TaskReport::Done { view: id, data, timestamp, counters, txlog: None },
             Err(_) if stopped => TaskReport::Reaped { view: id },
             Err(None) => TaskReport::Reaped { view: id },
             Err(Some((class, message))) => failed(class, message),

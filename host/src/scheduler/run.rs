@@ -19,7 +19,7 @@ use tracing::Instrument;
 
 use super::Error;
 use super::engine::JobControl;
-use super::publish::Staging;
+use super::publish::{Receipt, Staging};
 use super::record::{self, previous_stable};
 use super::state::{Progress, Scheduler, Standing, flag_identity, new_event, now_millis};
 use super::table::CurrentRun;
@@ -134,7 +134,7 @@ pub enum TaskReport {
 /// A running task: how to abort it, and whether it got past the permits
 /// (a transformation that never started is skipped, not canceled).
 struct Task {
-    abort: tokio::task::AbortHandle,
+    handle: tokio::task::JoinHandle<()>,
     started: Arc<AtomicBool>,
     /// An engine's job, which a stop asks to stop rather than aborts.
     job: Option<JobControl>,
@@ -197,6 +197,9 @@ pub struct Run {
     /// Engine jobs whose last report has not come yet after a stop: the
     /// run ends once they are gone, so that no job outlives it.
     draining: HashSet<ViewId>,
+    /// Tasks a stop aborted, which the embedded driver waits for: each
+    /// removes its staging directory as it goes.
+    aborted: Vec<tokio::task::JoinHandle<()>>,
     /// The views the run was asked for.
     addressed: Vec<ViewId>,
     /// A full refresh: the addressed views are its selection, rebuilt
@@ -302,6 +305,12 @@ impl Scheduler {
             }
         };
         let steps = steps.await;
+        // An aborted task is gone once its future is dropped, with its
+        // staging directory: waited for, so that a stopped process leaves
+        // none behind (each takes at most a tick of the epoch to go).
+        for task in std::mem::take(&mut run.aborted) {
+            let _ = task.await;
+        }
         self.finish(run, steps)
     }
 
@@ -355,6 +364,7 @@ impl Scheduler {
             stop: None,
             stopped: false,
             draining: HashSet::new(),
+            aborted: Vec::new(),
             addressed: addressed.to_vec(),
             full_refresh,
             actual_time: chrono::Utc::now(),
@@ -915,9 +925,10 @@ impl Scheduler {
                 let started = Arc::new(AtomicBool::new(false));
                 let full_refresh = run.full_refresh.as_ref().is_some_and(|selected| selected.contains(&id));
                 let attempt = (run.id.clone(), run.view(id).attempts);
+                let receipt = self.receipt(run, id);
                 let (task, job) =
-                    self.start_transformation(id, run.reports.clone(), started.clone(), full_refresh, attempt);
-                run.tasks.insert(id, Task { abort: task.abort_handle(), started, job, attempt: true });
+                    self.start_transformation(id, run.reports.clone(), started.clone(), full_refresh, attempt, receipt);
+                run.tasks.insert(id, Task { handle: task, started, job, attempt: true });
             }
             Action::ScheduleRetry => {
                 let backoff = run.view(id).retry_in.take().unwrap_or(self.retry_backoff);
@@ -927,15 +938,15 @@ impl Scheduler {
                     let _ = reports.send(TaskReport::RetryDue { view: id });
                 });
                 let started = Arc::new(AtomicBool::new(false));
-                run.tasks.insert(id, Task { abort: task.abort_handle(), started, job: None, attempt: false });
+                run.tasks.insert(id, Task { handle: task, started, job: None, attempt: false });
             }
             _ => {}
         }
     }
 
     /// Stops everything in flight: tasks are aborted (a transformation's
-    /// staging directory is left for the next start to remove; its view
-    /// keeps its previous data), engine jobs are asked to stop (the run
+    /// staging directory goes with its task, which the embedded driver
+    /// waits for; its view keeps its previous data), engine jobs are asked to stop (the run
     /// waits for them to be gone), and each view in flight goes back to the
     /// state it had before the run. An engine job that published its data
     /// before the stop came is left to report it.
@@ -974,12 +985,14 @@ impl Scheduler {
             }
         }
         // Engine jobs end by themselves, and report it; the rest is aborted.
-        run.tasks.retain(|view, task| {
-            if task.job.is_none() {
-                task.abort.abort();
+        for (view, task) in std::mem::take(&mut run.tasks) {
+            if task.job.is_some() && finishing.contains(&view) {
+                run.tasks.insert(view, task);
+            } else if task.job.is_none() {
+                task.handle.abort();
+                run.aborted.push(task.handle);
             }
-            task.job.is_some() && finishing.contains(view)
-        });
+        }
         for (index, slot) in self.slots.iter().enumerate() {
             if finishing.contains(&ViewId(index as u32)) {
                 continue;
@@ -1049,6 +1062,20 @@ impl Scheduler {
             on_failure: self.lattice.view_type(id).on_dependency_failure,
             previous: previous_stable(slot.record.state, &slot.record),
         }
+    }
+
+    /// The receipt of the attempt about to start: what this run's commit
+    /// of its data would record, which its published output carries in
+    /// case the process ends before that commit (see `publish`).
+    fn receipt(&self, run: &mut Run, id: ViewId) -> Receipt {
+        let url = self.slots[id.0 as usize].url.to_string();
+        let settled = run.view(id).settled;
+        let attempt = run.view(id).attempts;
+        let mut receipt =
+            Receipt::new(url, run.id.to_string(), attempt, self.version(id).to_string(), settled, self.stamp_floor);
+        receipt.schema = self.lattice.view_type(id).schema_checksum.clone();
+        receipt.latest = self.latest_read(id);
+        receipt
     }
 
     /// Records an incremental view's commit, published with its data, in
@@ -1168,6 +1195,7 @@ impl Scheduler {
         started: Arc<AtomicBool>,
         full_refresh: bool,
         attempt: (Arc<str>, u32),
+        receipt: Receipt,
     ) -> (tokio::task::JoinHandle<()>, Option<JobControl>) {
         let view_type = self.lattice.view_type(id);
         let done_flag = self.lattice.done_flag_path(id);
@@ -1189,7 +1217,7 @@ impl Scheduler {
             Err(message) => return (fail_at_once(id, results, message), None),
         };
         if plugin.world() == runtime::World::Engine {
-            let (task, job) = self.start_job(id, plugin, spark, results, started, attempt);
+            let (task, job) = self.start_job(id, plugin, spark, results, started, receipt);
             return (task, Some(job));
         }
         let own_timestamp = self.slots[id.0 as usize].record.timestamp;
@@ -1241,7 +1269,9 @@ impl Scheduler {
             started.store(true, Ordering::SeqCst);
             let _ = results.send(TaskReport::Started { view: id });
             let mut printed = None;
-            let result = run_plugin(&plugin, request_base, incremental, &staging, &data_path, &flag, &mut printed)
+            let mut receipt = receipt;
+            let published = (&*staging, data_path.as_path(), flag.as_str());
+            let result = run_plugin(&plugin, request_base, incremental, published, &mut receipt, &mut printed)
                 .instrument(span)
                 .await;
             if let Some(printed) = printed {
@@ -1253,9 +1283,14 @@ impl Scheduler {
                 let log = attempt_log(&declared, attempt, printed, outcome);
                 let _ = results.send(TaskReport::Logged { view: id, log: Box::new(log) });
             }
+            // The timestamp its receipt carries, if it published: the record's.
+            let timestamp = match &result {
+                Ok((true, ..)) => receipt.timestamp,
+                _ => now_millis(),
+            };
             let _ = results.send(match result {
                 Ok((data, counters, txlog)) => {
-                    TaskReport::Done { view: id, data, timestamp: now_millis(), counters, txlog: txlog.map(Box::new) }
+                    TaskReport::Done { view: id, data, timestamp, counters, txlog: txlog.map(Box::new) }
                 }
                 Err((class, message)) => TaskReport::Failed { view: id, class, message },
             });
@@ -1346,15 +1381,15 @@ async fn run_plugin(
     plugin: &Plugin,
     mut request: TransformRequest,
     incremental: Option<txlog::Spec>,
-    staging: &Staging,
-    data_path: &std::path::Path,
-    done_flag: &str,
+    (staging, data_path, done_flag): (&Staging, &std::path::Path, &str),
+    receipt: &mut Receipt,
     printed: &mut Option<Printed>,
 ) -> Result<Produced, (FailureClass, String)> {
     // Staging and publishing are the host's own I/O: trouble there is not
-    // the view's fault, and is retried until it passes.
+    // the view's fault, and is retried until it passes. However the call
+    // ends (an abort included), the directory goes unless published.
     let dir = staging.create().map_err(|e| (FailureClass::Host, format!("cannot create a staging directory: {e}")))?;
-    request.output_dir = dir.clone();
+    request.output_dir = dir.path().to_path_buf();
     let prepared = match incremental {
         Some(spec) => {
             let checked = tokio::task::spawn_blocking(move || txlog::prepare(&spec).map(|prepared| (spec, prepared)))
@@ -1364,7 +1399,7 @@ async fn run_plugin(
             match checked {
                 Ok(prepared) => Some(prepared),
                 Err(message) => {
-                    staging.discard(&dir);
+                    staging.discard(dir);
                     return Err((FailureClass::Host, message));
                 }
             }
@@ -1381,7 +1416,7 @@ async fn run_plugin(
     let mut report = match called {
         Ok(report) => report,
         Err(e) => {
-            staging.discard(&dir);
+            staging.discard(dir);
             // The host refused the call (its memory cap over the whole
             // budget, a grant it cannot make): the same every time.
             return Err((FailureClass::Fatal, e.to_string()));
@@ -1396,30 +1431,32 @@ async fn run_plugin(
         Ok(runtime::IncrementalOutcome { outcome: TransformOutcome::Data { counters }, commits }) => {
             // An incremental view's commit goes into the output it describes.
             let marker = match prepared {
-                Some((spec, prepared)) => match txlog::write_marker(&spec, prepared, &commits, &dir, now_millis()) {
-                    Ok(marker) => Some(marker),
-                    Err(e) => {
-                        staging.discard(&dir);
-                        return Err((FailureClass::Host, format!("cannot write {}: {e}", txlog::MARKER)));
+                Some((spec, prepared)) => {
+                    match txlog::write_marker(&spec, prepared, &commits, dir.path(), now_millis()) {
+                        Ok(marker) => Some(marker),
+                        Err(e) => {
+                            staging.discard(dir);
+                            return Err((FailureClass::Host, format!("cannot write {}: {e}", txlog::MARKER)));
+                        }
                     }
-                },
+                }
                 None => None,
             };
-            match staging.publish(&dir, data_path, done_flag) {
-                // No counters returned is none to keep, not an empty set.
-                Ok(()) => Ok((true, (!counters.is_empty()).then(|| counters_of(&counters)), marker)),
-                Err(e) => {
-                    staging.discard(&dir);
-                    Err((FailureClass::Host, format!("cannot publish to {}: {e}", data_path.display())))
-                }
+            // No counters returned is none to keep, not an empty set.
+            let counters = (!counters.is_empty()).then(|| counters_of(&counters));
+            receipt.counters = counters.clone();
+            receipt.timestamp = receipt.timestamp.max(now_millis());
+            match staging.publish(dir, data_path, done_flag, receipt) {
+                Ok(()) => Ok((true, counters, marker)),
+                Err(e) => Err((FailureClass::Host, format!("cannot publish to {}: {e}", data_path.display()))),
             }
         }
         Ok(runtime::IncrementalOutcome { outcome: TransformOutcome::NoData, .. }) => {
-            staging.discard(&dir);
+            staging.discard(dir);
             Ok((false, None, None))
         }
         Err(failure) => {
-            staging.discard(&dir);
+            staging.discard(dir);
             let class = if failure.is_retryable() {
                 FailureClass::Retryable
             } else if failure.is_crash() {

@@ -22,6 +22,10 @@ use crate::metastore::{Commit, FlagIdentity, Metastore, RunRecord, SchemaChange,
 use crate::model::{Termination, ViewState};
 use crate::plugins::Plugins;
 
+/// The action an event of a recovered publish ends with (see
+/// `Scheduler::adopt_published`).
+pub const RECOVERED: &str = "recover-published";
+
 /// What the scheduler keeps per view between runs.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Slot {
@@ -416,6 +420,7 @@ impl Scheduler {
         // A record that cannot be read is the error, after every new view
         // has its slot, row and memo entry, so that no view is half taken in.
         let mut failed = None;
+        let mut recovered = Commit::default();
         for index in known..self.slots.len() {
             let url: Arc<str> = self.lattice.url_path(ViewId(index as u32)).into();
             let mut record = match self.store.view(&url) {
@@ -427,6 +432,7 @@ impl Scheduler {
             };
             // In-flight states do not survive the process that had them.
             record.state = super::record::previous_stable(record.state, &record);
+            let record = self.adopt_published(ViewId(index as u32), &url, record, &mut recovered);
             // (An external view's record from before flags were recorded
             // holds the flag's mtime, perhaps in the future: not a stamp.)
             let legacy = record.done_flag.is_none()
@@ -443,7 +449,94 @@ impl Scheduler {
         if let Some(memo) = &mut self.memo {
             memo.grow(&self.lattice);
         }
+        if !recovered.is_empty() {
+            // Lost in a crash, it is found again at the next load.
+            self.commit(recovered)?;
+        }
         failed.map_or(Ok(()), |e| Err(e.into()))
+    }
+
+    /// A view's record, with an output that an attempt published and its
+    /// run never recorded (the process ended between the rename and the
+    /// commit) taken in: the record, event and flow that commit would have
+    /// written go into `commit`, so that the view is not built again.
+    /// Only output exactly as that attempt published it counts (see
+    /// `publish::recognise`), of a run recorded and never ended, under the
+    /// type's schema as it is; anything else leaves the record as it is.
+    fn adopt_published(&self, id: ViewId, url: &Arc<str>, record: ViewRecord, commit: &mut Commit) -> ViewRecord {
+        if !matches!(self.lattice.view_type(id).transformation, Transformation::Plugin { .. }) {
+            return record;
+        }
+        let data_path = self.lattice.data_path(id);
+        let Some(found) = super::publish::recognise(url, &record, &data_path, &self.lattice.done_flag_path(id)) else {
+            return record;
+        };
+        let receipt = found.receipt;
+        // Only a run that never ended lost a commit: a record missing for
+        // another reason (dropped for a new schema, a metastore restored
+        // from before the run, or started anew) is not brought back.
+        let interrupted = match self.store.run(&receipt.run) {
+            Ok(run) => run.is_some_and(|run| run.termination.is_none()),
+            Err(e) => {
+                tracing::warn!(view = %url, "cannot read run {}; its output is not adopted: {e}", receipt.run);
+                false
+            }
+        };
+        if !interrupted || receipt.schema != self.lattice.view_type(id).schema_checksum {
+            return record;
+        }
+        let facts = super::record::Facts {
+            mode: super::Mode::Default,
+            version: &receipt.version,
+            produced_at: Some(receipt.timestamp),
+            now: receipt.timestamp,
+            settled: receipt.settled,
+            no_data_before_run: false,
+            flag_found: Some(Some(found.flag)),
+            counters: receipt.counters.as_ref(),
+        };
+        let actions = [Action::RecordMaterialized, Action::NotifyDependents];
+        let materialized = ViewRecord { state: ViewState::Materialized, ..record };
+        let recorded = super::record::record(materialized, &actions, &facts);
+        let mut adopted = recorded.record;
+        if receipt.latest.is_some() {
+            adopted.latest = receipt.latest.clone();
+        }
+        tracing::info!(
+            view = %url, run = %receipt.run, attempt = receipt.attempt,
+            "published before its process ended: recorded as it is, not built again"
+        );
+        let run: Arc<str> = receipt.run.as_str().into();
+        // As the run's commit would have written it, from the state it left
+        // the view in; the last action says it was recovered.
+        let mut event = new_event(url, ViewState::Transforming, ViewState::Materialized, &actions, Some(&run), None);
+        event.actions.push(RECOVERED.into());
+        commit.events.push(event);
+        commit.views.push((url.to_string(), adopted.clone()));
+        let flow = crate::metastore::FlowRecord {
+            status: crate::model::FlowStatus::Successful,
+            error: None,
+            counters: recorded.counters,
+        };
+        commit.flows.push((receipt.run, url.to_string(), flow));
+        // An incremental view's first commit has no log's head yet for the
+        // open's reconciliation to find: its log is written from its marker here.
+        if let Some(marker) = super::txlog::read_marker(&data_path)
+            && marker.view == **url
+        {
+            match (self.store.tx_head(url), self.store.tx_entries(url)) {
+                (Ok(head), Ok(existing)) if head.as_ref().is_none_or(|head| marker.generation > head.generation) => {
+                    let change = super::txlog::commit_change(&marker, "reconcile");
+                    commit.events.push(super::txlog::event(url, ViewState::Materialized, change, Some(&run)));
+                    commit.txlog.push(super::txlog::write_of(&marker, head, &existing, &data_path));
+                }
+                (Ok(_), Ok(_)) => {}
+                (Err(e), _) | (_, Err(e)) => {
+                    tracing::warn!(view = %url, "cannot read the transaction log; the next run reconciles it: {e}");
+                }
+            }
+        }
+        adopted
     }
 
     /// Resolves a view's `latest(n)` dependencies again, at `evaluation`

@@ -149,8 +149,9 @@ pub fn freshness(facts: &Facts<'_>) -> Freshness {
     Freshness::UpToDate
 }
 
-/// How a view's dependencies ended up, once none is in flight.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// How a view's dependencies ended up, once none is in flight (kept in a
+/// published output's receipt, for the record a recovery writes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Settled {
     /// The view has dependencies and every one of them is no-data.
     pub all_no_data: bool,
