@@ -17,7 +17,7 @@ use tracing::Instrument;
 
 use super::publish::Staging;
 use super::run::TaskReport;
-use super::state::{Scheduler, now_millis};
+use super::state::Scheduler;
 use super::transition::FailureClass;
 use crate::catalog::Transformation;
 use crate::engines::spark::{Source, Spark, Submission, Verdict};
@@ -146,7 +146,7 @@ impl Scheduler {
             });
         }
         let data_path = self.lattice.data_path(id);
-        let actual = chrono::Utc::now();
+        let actual = self.clock.now();
         // `dataIn()` and `dataOut()` are where the engine reads and where the
         // data will be: the job has no sandbox of guest paths.
         let path_of = |d: ViewId| paths.get(&d).cloned().unwrap_or_default();
@@ -174,6 +174,7 @@ impl Scheduler {
             output_limit,
             declared: plugin_name.clone(),
             attempt,
+            clock: self.clock.clone(),
         };
         let gate = Arc::new(Mutex::new(JobGate::default()));
         let (stop, stopped) = oneshot::channel();
@@ -277,6 +278,8 @@ struct JobContext {
     output_limit: runtime::OutputLimit,
     declared: String,
     attempt: (Arc<str>, u32),
+    /// The scheduler's, for the times the job records.
+    clock: crate::clock::Clock,
 }
 
 impl JobContext {
@@ -390,7 +393,7 @@ impl JobContext {
         }
         let stopped = gate.lock().unwrap_or_else(|p| p.into_inner()).stopped;
         match result {
-            Ok(data) => TaskReport::Done { view: id, data, timestamp: now_millis(), counters, txlog: None },
+            Ok(data) => TaskReport::Done { view: id, data, timestamp: self.clock.millis(), counters, txlog: None },
             Err(_) if stopped => TaskReport::Reaped { view: id },
             Err(None) => TaskReport::Reaped { view: id },
             Err(Some((class, message))) => failed(class, message),
@@ -412,6 +415,7 @@ impl JobContext {
             self.attempt.clone(),
             super::run::Printed { lines, stdout, stderr },
             outcome.to_string(),
+            self.clock.millis(),
         );
         let _ = results.send(TaskReport::Logged { view: self.id, log: Box::new(log) });
     }

@@ -21,7 +21,7 @@ use super::Error;
 use super::engine::JobControl;
 use super::publish::Staging;
 use super::record::{self, previous_stable};
-use super::state::{Progress, Scheduler, Standing, flag_identity, new_event, now_millis};
+use super::state::{Progress, Scheduler, Standing, flag_identity, new_event};
 use super::table::CurrentRun;
 use super::table::Running;
 use super::transition::{Action, Event, FailureClass, Freshness, Mode, Reason, Settled, retry_delay, transition};
@@ -192,9 +192,9 @@ pub struct Run {
     /// whatever their state; what they depend on outside it is read as it
     /// stands and reported EXCLUDED.
     full_refresh: Option<HashSet<ViewId>>,
-    /// The run's actual time, when it began: `latest()`'s evaluation time
-    /// under `evaluation_time = "actual"` (coordinators: the action's).
-    actual_time: chrono::DateTime<chrono::Utc>,
+    /// How it resolves `latest()`: at its actual time (when it began, or
+    /// its action's creation, against the flags found then) or at each check.
+    latest_at: super::state::LatestAt,
 }
 
 impl Run {
@@ -301,6 +301,7 @@ impl Scheduler {
     /// they stand, as TRANSFORM_ONLY reads them.
     pub fn begin(&mut self, record: RunRecord, mode: Mode, addressed: &[ViewId]) -> Run {
         let full_refresh = record.full_refresh.then(|| addressed.iter().copied().collect());
+        let latest_at = self.latest_at(&record);
         let id: Arc<str> = record.id.as_str().into();
         if let Some(announce) = &mut self.run_started {
             announce(&id);
@@ -312,7 +313,7 @@ impl Scheduler {
             started: record.started,
         };
         self.with_table(|table| table.current_run = Some(current));
-        self.stamp_floor = now_millis().max(self.last_stamp + 1);
+        self.stamp_floor = self.clock.millis().max(self.last_stamp + 1);
         // Every change made before this run was asked for is seen by it.
         if let Some(memo) = &mut self.memo {
             memo.drain();
@@ -343,7 +344,7 @@ impl Scheduler {
             draining: HashSet::new(),
             addressed: addressed.to_vec(),
             full_refresh,
-            actual_time: chrono::Utc::now(),
+            latest_at,
         }
     }
 
@@ -446,7 +447,7 @@ impl Scheduler {
                     let running = Running {
                         view: self.slots[view.0 as usize].url.clone(),
                         plugin: plugin.clone(),
-                        since: now_millis(),
+                        since: self.clock.millis(),
                         progress: None,
                     };
                     self.with_table(|table| {
@@ -463,6 +464,7 @@ impl Scheduler {
         let mode = run.mode;
         let mut commit = Commit::default();
         let mut deferred = Vec::new();
+        let now = self.clock.millis();
         while let Some((id, event)) = run.queue.pop_front() {
             let slot = &mut self.slots[id.0 as usize];
             let previous = slot.record.state;
@@ -502,7 +504,7 @@ impl Scheduler {
                 mode,
                 version,
                 produced_at,
-                now: now_millis().max(next_stamp),
+                now: self.clock.millis().max(next_stamp),
                 settled: view.settled,
                 no_data_before_run: view.no_data_before_run,
                 flag_found,
@@ -595,7 +597,7 @@ impl Scheduler {
             }
             // Every application of the state machine is an event, "asked
             // and found up to date" included: listeners see all of it.
-            commit.events.push(new_event(&slot.url, previous, state, &actions, Some(&run.id), error));
+            commit.events.push(new_event(&slot.url, previous, state, &actions, Some(&run.id), error, now));
             // Settled as soon as applied: a view asking for it later in
             // this batch's actions takes it as it is, not asking again.
             if actions.contains(&Action::NotifyDependents) {
@@ -658,7 +660,7 @@ impl Scheduler {
             None => Termination::completed(failures.len()),
         };
         let mut finished = record;
-        finished.finished = Some(now_millis());
+        finished.finished = Some(self.clock.millis());
         finished.termination = Some(termination.clone());
         // Idle views are most of an unchanged run: they are counted, not
         // listed, named or written one by one.
@@ -751,8 +753,7 @@ impl Scheduler {
             Action::AskDependencies => {
                 // Asked now: `latest()` is resolved as of this check.
                 if self.lattice.has_latest(id) {
-                    let evaluation = self.latest_evaluation(run.actual_time);
-                    self.resolve_latest(id, evaluation);
+                    self.resolve_latest_at(id, &run.latest_at);
                 }
                 let mut dependencies = self.lattice.dependencies(id).to_vec();
                 dependencies.sort();
@@ -819,8 +820,7 @@ impl Scheduler {
             Action::Transform => {
                 // TRANSFORM_ONLY asks no dependencies: `latest()` is resolved here.
                 if mode == Mode::TransformOnly {
-                    let evaluation = self.latest_evaluation(run.actual_time);
-                    self.resolve_latest(id, evaluation);
+                    self.resolve_latest_at(id, &run.latest_at);
                 }
                 run.view(id).attempts += 1;
                 let started = Arc::new(AtomicBool::new(false));
@@ -954,7 +954,7 @@ impl Scheduler {
         };
         let write = txlog::write_of(marker, head, &existing, &self.lattice.data_path(id));
         let state = self.slots[id.0 as usize].record.state;
-        let event = txlog::event(&url, state, txlog::commit_change(marker, "commit"), Some(run));
+        let event = txlog::event(&url, state, txlog::commit_change(marker, "commit"), Some(run), self.clock.millis());
         self.defer(Commit { txlog: vec![write], events: vec![event], ..Commit::default() });
     }
 
@@ -1063,7 +1063,8 @@ impl Scheduler {
         let Transformation::Plugin { plugin: plugin_name, .. } = &view_type.transformation else {
             // External data: its done flag is its transformation.
             let data = done_flag.exists();
-            let result = TaskReport::Done { view: id, data, timestamp: now_millis(), counters: None, txlog: None };
+            let result =
+                TaskReport::Done { view: id, data, timestamp: self.clock.millis(), counters: None, txlog: None };
             let task = tokio::spawn(async move {
                 let _ = results.send(result);
             });
@@ -1099,7 +1100,7 @@ impl Scheduler {
             });
         }
         let path_of = |d: ViewId| guest_paths.get(&d).cloned().unwrap_or_default();
-        let actual = chrono::Utc::now();
+        let actual = self.clock.now();
         let config = match self.lattice.config(id, actual, runtime::GUEST_OUTPUT, &path_of) {
             Ok(config) => config,
             Err(message) => return (fail_at_once(id, results, message), None),
@@ -1125,26 +1126,28 @@ impl Scheduler {
         let declared = plugin_name.clone();
         let global = self.global.semaphore.clone();
         let local = self.per_plugin[plugin_name].semaphore.clone();
+        let clock = self.clock.clone();
         let task = tokio::spawn(async move {
             let (Ok(_global), Ok(_local)) = (global.acquire_owned().await, local.acquire_owned().await) else { return };
             started.store(true, Ordering::SeqCst);
             let _ = results.send(TaskReport::Started { view: id });
             let mut printed = None;
-            let result = run_plugin(&plugin, request_base, incremental, &staging, &data_path, &flag, &mut printed)
-                .instrument(span)
-                .await;
+            let result =
+                run_plugin(&plugin, request_base, incremental, &staging, &data_path, &flag, &clock, &mut printed)
+                    .instrument(span)
+                    .await;
             if let Some(printed) = printed {
                 let outcome = match &result {
                     Ok((true, ..)) => "succeeded".to_string(),
                     Ok((false, ..)) => "no data".to_string(),
                     Err((_, message)) => format!("failed: {message}"),
                 };
-                let log = attempt_log(&declared, attempt, printed, outcome);
+                let log = attempt_log(&declared, attempt, printed, outcome, clock.millis());
                 let _ = results.send(TaskReport::Logged { view: id, log: Box::new(log) });
             }
             let _ = results.send(match result {
                 Ok((data, counters, txlog)) => {
-                    TaskReport::Done { view: id, data, timestamp: now_millis(), counters, txlog: txlog.map(Box::new) }
+                    TaskReport::Done { view: id, data, timestamp: clock.millis(), counters, txlog: txlog.map(Box::new) }
                 }
                 Err((class, message)) => TaskReport::Failed { view: id, class, message },
             });
@@ -1185,6 +1188,7 @@ pub(super) fn attempt_log(
     (run, attempt): (Arc<str>, u32),
     printed: Printed,
     outcome: String,
+    time: i64,
 ) -> crate::metastore::AttemptLog {
     let mut truncated = printed.stdout.truncated_bytes + printed.stderr.truncated_bytes;
     let mut budget = LOG_LINES_BYTES;
@@ -1213,7 +1217,7 @@ pub(super) fn attempt_log(
     crate::metastore::AttemptLog {
         run: run.to_string(),
         attempt,
-        time: now_millis(),
+        time,
         plugin: plugin.to_string(),
         outcome,
         lines,
@@ -1238,6 +1242,7 @@ async fn run_plugin(
     staging: &Staging,
     data_path: &std::path::Path,
     done_flag: &str,
+    clock: &crate::clock::Clock,
     printed: &mut Option<Printed>,
 ) -> Result<Produced, (FailureClass, String)> {
     // Staging and publishing are the host's own I/O: trouble there is not
@@ -1285,7 +1290,7 @@ async fn run_plugin(
         Ok(runtime::IncrementalOutcome { outcome: TransformOutcome::Data { counters }, commits }) => {
             // An incremental view's commit goes into the output it describes.
             let marker = match prepared {
-                Some((spec, prepared)) => match txlog::write_marker(&spec, prepared, &commits, &dir, now_millis()) {
+                Some((spec, prepared)) => match txlog::write_marker(&spec, prepared, &commits, &dir, clock.millis()) {
                     Ok(marker) => Some(marker),
                     Err(e) => {
                         staging.discard(&dir);
