@@ -1,9 +1,11 @@
-//! The time coordinators go by. The system clock in production; a clock
+//! The one clock trellis records times by. The system clock in production; a clock
 //! that starts at a set time (`TRELLIS_NOW`, `--now`) and runs on from
 //! there for demos and end-to-end tests; and a manual clock, moved only by
-//! its owner, for in-process tests. Nothing else in trellis reads the
-//! wall clock for a coordinator's decisions, so every rule (due times,
-//! timeouts, catch-up) is testable without sleeping.
+//! its owner, for in-process tests. A scheduler reads every time it
+//! records (run records, view events and timestamps, action times) from
+//! its one `Clock`, and coordinators decide by the same one, so that every
+//! rule (due times, timeouts, catch-up) is testable without sleeping and
+//! what is recorded agrees with what was decided.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -61,6 +63,11 @@ impl Clock {
             Clock::From { at, since } => *at + since.elapsed(),
             Clock::Manual(now) => *now.borrow(),
         }
+    }
+
+    /// Now in milliseconds since the Unix epoch, as records keep times.
+    pub fn millis(&self) -> i64 {
+        self.now().timestamp_millis()
     }
 
     /// Sets a manual clock; the others are not set by hand and ignore it.

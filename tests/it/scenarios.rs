@@ -45,6 +45,7 @@ macro_rules! scenarios {
 scenarios!(
     calendar,
     coordinator_rules,
+    coordinator_time,
     coordinators,
     empty,
     errors,

@@ -1127,6 +1127,91 @@ async fn a_served_coordinator_runs_an_action_when_its_input_arrives() {
     assert_eq!(server.stop(), 0);
 }
 
+/// The coordinator of a served daily project ending after `days` days,
+/// with `more` fields.
+fn served_coordinator(days: u32, more: &str) -> String {
+    format!(
+        "\n[[coordinator]]\nname = \"daily\"\nviews = \"w.mart/Out/${{YEAR}}/${{MONTH}}/${{DAY}}\"\n\
+         start = \"2015-01-01\"\nend = \"2015-01-{:02}\"\nfrequency = \"1d\"\n{more}\n",
+        days + 1
+    )
+}
+
+/// The state of a served coordinator's first action.
+async fn first_action_state(url: &str) -> String {
+    let (_, actions) = get(&format!("{url}/coordinators/daily/actions")).await;
+    actions[0]["state"].as_str().unwrap_or_default().to_string()
+}
+
+/// A server started before its storage root exists (no `data/` at all)
+/// wakes when an input appears under it: the nearest directory that exists
+/// is watched, and the watches move down as directories appear. Nothing
+/// else would wake it: the safety rescan is minutes away.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_started_before_its_storage_root_wakes_when_an_input_arrives() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("p");
+    Daily::new("w", "trivial", 0).tail(&served_coordinator(1, "")).write(&project);
+    assert!(!project.join("data").exists());
+    let server = Server::start(&project, &[], &[("TRELLIS_NOW", "2015-01-01T12:00:00Z")]);
+    let url = server.url.clone();
+    eventually("the action to wait", async || (first_action_state(&url).await == "WAITING").then_some(())).await;
+
+    let input = project.join("data/raw/2015/01/01");
+    std::fs::create_dir_all(&input).unwrap();
+    std::fs::write(input.join("_SUCCESS"), "").unwrap();
+    eventually("the action to succeed", async || (first_action_state(&url).await == "SUCCEEDED").then_some(())).await;
+    assert!(project.join("data/w/mart/Out/2015/01/01/_SUCCESS").exists());
+
+    // Caught up: nothing behind, in the API and in /metrics.
+    let (_, coordinators) = get(&format!("{url}/coordinators")).await;
+    assert_eq!((coordinators[0]["behind"].as_u64(), coordinators[0]["behind_seconds"].as_i64()), (Some(0), Some(0)));
+    let (_, metrics) = get(&format!("{url}/metrics")).await;
+    let metrics = metrics.as_str().unwrap().to_string();
+    assert!(metrics.contains("trellis_coordinator_behind_actions{coordinator=\"daily\"} 0\n"), "{metrics}");
+    assert!(metrics.contains("trellis_coordinator_rescans_found_total 0\n"), "{metrics}");
+    assert_eq!(server.stop(), 0);
+}
+
+/// A done flag the watches cannot see arrive (a symbolic link whose target
+/// appears outside the storage root, as a change on a network file system
+/// never reaches inotify) delays an action until the safety rescan
+/// (`rescan_interval`), never strands it; `/metrics` counts the rescan
+/// that found it.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_safety_rescan_finds_an_input_the_watches_missed() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("p");
+    Daily::new("w", "trivial", 0).tail(&served_coordinator(1, "rescan_interval = \"1s\"")).write(&project);
+    let input = project.join("data/raw/2015/01/01");
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&input).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(elsewhere.join("flag"), input.join("_SUCCESS")).unwrap();
+    let server = Server::start(&project, &[], &[("TRELLIS_NOW", "2015-01-01T12:00:00Z")]);
+    let url = server.url.clone();
+    let metric = async |name: &str| {
+        let (_, metrics) = get(&format!("{url}/metrics")).await;
+        let metrics = metrics.as_str().unwrap().to_string();
+        let line = metrics.lines().find(|line| line.starts_with(&format!("{name} "))).map(str::to_string);
+        line.and_then(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("{name}: {metrics}"))
+    };
+    eventually("the action to wait, rescanned once", async || {
+        (first_action_state(&url).await == "WAITING" && metric("trellis_coordinator_rescans_total").await >= 1)
+            .then_some(())
+    })
+    .await;
+    assert_eq!(metric("trellis_coordinator_rescans_found_total").await, 0, "nothing had arrived");
+
+    // The link's target appears: no watched directory changes.
+    std::fs::write(elsewhere.join("flag"), "").unwrap();
+    eventually("the action to succeed", async || (first_action_state(&url).await == "SUCCEEDED").then_some(())).await;
+    assert_eq!(metric("trellis_coordinator_rescans_found_total").await, 1);
+    assert!(server.log().contains("the safety rescan found an input the watches missed"), "{}", server.log());
+    assert_eq!(server.stop(), 0);
+}
+
 /// An action whose server died during its run (kill -9), killed by hand
 /// afterwards: its run is recorded as interrupted, and it never runs again.
 #[tokio::test(flavor = "multi_thread")]

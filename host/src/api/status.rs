@@ -263,6 +263,33 @@ pub(super) async fn metrics(State(state): Shared) -> Result<Response, ApiError> 
             })
             .collect();
         metric("coordinator_actions", "gauge", "Actions of each coordinator by state.", &actions);
+        let per_coordinator = |value: fn(&crate::scheduler::CoordinatorStatus) -> u64| -> Vec<(String, u64)> {
+            coordinators.iter().map(|c| (format!("{{coordinator=\"{}\"}}", label(&c.name)), value(c))).collect()
+        };
+        metric(
+            "coordinator_behind_actions",
+            "gauge",
+            "Nominal times due that have no action yet (catch-up held back by throttle).",
+            &per_coordinator(|c| c.lag.actions as u64),
+        );
+        metric(
+            "coordinator_behind_seconds",
+            "gauge",
+            "How long each coordinator is behind: from its oldest due time without an action.",
+            &per_coordinator(|c| c.lag_seconds.max(0) as u64),
+        );
+        metric(
+            "coordinator_rescans_total",
+            "counter",
+            "Safety rescans of waiting actions' inputs (rescan_interval) since the server started.",
+            &[(String::new(), counters.rescans)],
+        );
+        metric(
+            "coordinator_rescans_found_total",
+            "counter",
+            "Safety rescans that found an input the watches had missed.",
+            &[(String::new(), counters.rescans_found)],
+        );
     }
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
 }

@@ -702,6 +702,16 @@ pub struct Coordinator {
     /// Its actions per state (WAITING, READY, ...); states without actions are absent.
     #[schema(value_type = BTreeMap<String, usize>)]
     pub counts: BTreeMap<ActionState, usize>,
+    /// Nominal times due that have no action yet, as of its last tick
+    /// (catch-up held back by `throttle`); counted up to 100,000.
+    #[serde(default)]
+    pub behind: usize,
+    /// The oldest of them; null when it is not behind.
+    #[serde(default)]
+    pub behind_since: Option<String>,
+    /// How long it is behind, in seconds: from `behind_since` to its last tick.
+    #[serde(default)]
+    pub behind_seconds: i64,
 }
 
 /// One action of a coordinator. Times are RFC 3339, UTC.
@@ -725,6 +735,11 @@ pub struct Action {
     pub previous_runs: Vec<String>,
     /// Why it is SKIPPED, FAILED, TIMEDOUT or KILLED.
     pub reason: Option<String>,
+    /// Under `evaluation_time = "actual"`: the done flags (relative to the
+    /// storage root) its `latest()` found at its creation, the only ones
+    /// its run reads; null under `present`.
+    #[serde(default)]
+    pub latest_found: Option<Vec<String>>,
 }
 
 /// `GET /coordinators/{name}/actions`.
@@ -752,6 +767,9 @@ impl From<&crate::scheduler::CoordinatorStatus> for Coordinator {
             last_nominal: status.last_nominal.map(utc_text),
             next_nominal: status.next_nominal.map(utc_text),
             counts: status.counts.clone(),
+            behind: status.lag.actions,
+            behind_since: status.lag.since.map(utc_text),
+            behind_seconds: status.lag_seconds,
         }
     }
 }
@@ -770,6 +788,7 @@ impl From<&crate::metastore::ActionRecord> for Action {
             run: record.run.clone(),
             previous_runs: record.previous_runs.clone(),
             reason: record.reason.clone(),
+            latest_found: record.latest_found.clone(),
         }
     }
 }

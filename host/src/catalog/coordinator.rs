@@ -42,6 +42,14 @@ pub struct Coordinator {
     pub mode: Mode,
     /// What an action's `latest()` and `actualTime()` count from.
     pub evaluation_time: EvaluationTime,
+    /// Which of the nominal times due at once (after downtime, or from a
+    /// `start` in the past) get an action.
+    pub catchup: Catchup,
+    /// How often a server looks at its waiting actions' inputs whatever the
+    /// watches say: a change they missed (a network file system, an
+    /// overflow, a watch that could not be added) delays an action by at
+    /// most this, never strands it.
+    pub rescan_interval: Duration,
     /// Its `[[coordinator]]` header's line.
     pub line: usize,
 }
@@ -72,6 +80,49 @@ pub enum Execution {
     /// it could start is SKIPPED; the rest run oldest first.
     None,
 }
+
+/// Which of the nominal times due at once get an action: every one, in
+/// order (Oozie); only the newest (Airflow's `catchup=False`); or the
+/// newest `n`. The older ones are passed over: they never get an action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Catchup {
+    All,
+    Newest(usize),
+}
+
+impl Catchup {
+    /// As written in `trellis.toml`: `all`, `none`, or a count.
+    pub fn text(self) -> String {
+        match self {
+            Catchup::All => "all".into(),
+            Catchup::Newest(1) => "none".into(),
+            Catchup::Newest(n) => n.to_string(),
+        }
+    }
+}
+
+/// How far behind a coordinator is: the nominal times due by now that have
+/// no action yet (counted up to [`LAG_COUNT_CAP`]), and the oldest of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Lag {
+    pub actions: usize,
+    /// Whether there are more than `actions` (the count stopped at its cap).
+    pub more: bool,
+    pub since: Option<DateTime<Utc>>,
+}
+
+/// `rescan_interval` when not given.
+pub const DEFAULT_RESCAN_INTERVAL: Duration = Duration::from_secs(300);
+
+/// The shortest `rescan_interval`: a rescan looks at every waiting input.
+pub const MIN_RESCAN_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Where counting the actions a coordinator is behind stops.
+pub const LAG_COUNT_CAP: usize = 100_000;
+
+/// More actions due at once than this is worth a warning (`validate`, and
+/// when coordinators open): with `catchup = "all"` they take long to work off.
+pub const MANY_DUE: usize = 1_000;
 
 /// What makes a coordinator materialize.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,6 +170,21 @@ impl Coordinator {
                 )
             }
         }
+    }
+
+    /// The nominal times due by `now` after `after` that have no action
+    /// yet, counted up to `cap`.
+    pub fn lag(&self, after: Option<DateTime<Utc>>, now: DateTime<Utc>, cap: usize) -> Lag {
+        let mut lag = Lag::default();
+        for nominal in self.nominal_times_after(after).take_while(|t| *t <= now) {
+            if lag.actions == cap {
+                lag.more = true;
+                break;
+            }
+            lag.since.get_or_insert(nominal);
+            lag.actions += 1;
+        }
+        lag
     }
 
     /// The first nominal time after `after`, if any.

@@ -163,6 +163,9 @@ pub(super) async fn validate(args: &ProjectArgs, runtime: &crate::runtime::Runti
         eprintln!("warning: {}; materialize and serve will refuse it", no_view_types(&args.project));
     }
     let now = crate::clock::Clock::from_environment().map_err(anyhow::Error::msg)?.now();
+    for warning in many_due(&catalog, now) {
+        eprintln!("{warning}");
+    }
     if args.json {
         let value = serde_json::json!({
             "project": catalog.settings.name,
@@ -245,6 +248,35 @@ pub(super) async fn validate(args: &ProjectArgs, runtime: &crate::runtime::Runti
 
 /// The first three nominal times at or after `now`, in the coordinator's
 /// timezone.
+/// A warning per coordinator with more than `MANY_DUE` actions due now:
+/// from the last one the metastore records (none yet: from its start). A
+/// metastore a server holds is not read: the server warned as it started.
+fn many_due(catalog: &Catalog, now: chrono::DateTime<chrono::Utc>) -> Vec<String> {
+    use crate::catalog::coordinator::MANY_DUE;
+    if catalog.coordinators.is_empty() {
+        return Vec::new();
+    }
+    let records: std::collections::HashMap<String, crate::metastore::CoordinatorRecord> =
+        if catalog.settings.metastore.exists() {
+            match Metastore::open(&catalog.settings.metastore).and_then(|store| store.coordinator_records()) {
+                Ok(records) => records.into_iter().collect(),
+                Err(_) => return Vec::new(),
+            }
+        } else {
+            Default::default()
+        };
+    catalog
+        .coordinators
+        .iter()
+        .filter_map(|coordinator| {
+            let last = records.get(&coordinator.name).and_then(|r| r.last_nominal);
+            let last = last.and_then(chrono::DateTime::from_timestamp_millis);
+            let lag = coordinator.lag(last, now, MANY_DUE);
+            lag.more.then(|| crate::scheduler::coordinate::many_due_warning(coordinator, &lag))
+        })
+        .collect()
+}
+
 fn next_nominal_times(
     coordinator: &catalog::coordinator::Coordinator,
     now: chrono::DateTime<chrono::Utc>,

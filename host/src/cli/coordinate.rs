@@ -59,6 +59,9 @@ pub(super) async fn coordinate(args: &CoordinateArgs, runtime: &Runtime) -> anyh
 /// line per run and then where each coordinator stands.
 pub(super) async fn drive(scheduler: &mut Scheduler, clock: Clock) -> anyhow::Result<Status> {
     let mut coordination = Coordination::open(scheduler, clock)?;
+    for warning in coordination.warnings() {
+        eprintln!("{warning}");
+    }
     let mut queue: VecDeque<Submission> = coordination.resumed(scheduler)?.into();
     let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         .context("installing the Ctrl-C handler")?;

@@ -253,7 +253,16 @@ pub(super) fn coordinator_line(coordinator: &wire::Coordinator) -> String {
         None => "no more actions (its end is reached)".to_string(),
     };
     let suspended = if coordinator.suspended { " (suspended)" } else { "" };
-    format!("coordinator {}{suspended}: {counts}; {next}", coordinator.name)
+    let behind = match (&coordinator.behind_since, coordinator.behind) {
+        (Some(since), n) if n > 0 => {
+            let plural = if n == 1 { "" } else { "s" };
+            let time =
+                humantime::format_duration(std::time::Duration::from_secs(coordinator.behind_seconds.max(0) as u64));
+            format!("; behind by {n} action{plural} ({time}, since {since})")
+        }
+        _ => String::new(),
+    };
+    format!("coordinator {}{suspended}: {counts}; {next}{behind}", coordinator.name)
 }
 
 /// An action on one line: its state, what it waits for or why it ended,

@@ -539,6 +539,7 @@ mod tests {
             reason: None,
             updated: 1_430_460_000_000,
             full_refresh: false,
+            latest_found: None,
         };
         let coordinator = CoordinatorRecord { last_nominal: Some(action.nominal), suspended: true };
         store

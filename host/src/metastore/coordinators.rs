@@ -49,6 +49,12 @@ pub struct ActionRecord {
     /// for by hand).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub full_refresh: bool,
+    /// Under `evaluation_time = "actual"`: the done flags (relative to the
+    /// storage root) that its views' `latest()` found when it was created,
+    /// so that its run reads the instances there were then, not those that
+    /// arrived since. `None` under `present`, which resolves at each check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest_found: Option<Vec<String>>,
 }
 
 /// Action keys: coordinator, NUL, nominal time as big-endian milliseconds

@@ -22,7 +22,7 @@ use super::policy::{self, OpenAction};
 use super::state::Scheduler;
 use super::transition::Mode;
 use crate::catalog::EvaluationTime;
-use crate::catalog::coordinator::{Coordinator, Trigger};
+use crate::catalog::coordinator::{Catchup, Coordinator, LAG_COUNT_CAP, Lag, MANY_DUE, Trigger};
 use crate::clock::Clock;
 use crate::lattice::ViewId;
 use crate::metastore::{ActionChange, ActionRecord, Commit, CoordinatorRecord, NewEvent, RunRecord};
@@ -39,6 +39,10 @@ pub struct CoordinatorStatus {
     pub next_nominal: Option<DateTime<Utc>>,
     /// Its actions, per state (states without actions are absent).
     pub counts: BTreeMap<ActionState, usize>,
+    /// The nominal times due that have no action yet, as of its last tick.
+    pub lag: Lag,
+    /// How far behind it was then: from the oldest of them to the tick.
+    pub lag_seconds: i64,
 }
 
 /// What [`Coordination::kill`] did: the actions killed, and their runs
@@ -106,6 +110,8 @@ struct Coordinated {
     next_creation: Option<DateTime<Utc>>,
     /// The earliest timeout of its waiting actions.
     next_timeout: Option<DateTime<Utc>>,
+    /// How far behind it is, and how long, as of its last tick.
+    lag: (Lag, i64),
     /// One of its actions changed since it last ticked (or it was resumed):
     /// its policy may decide otherwise now. A coordinator neither changed
     /// nor due is not ticked, so that a run ending costs one coordinator's
@@ -128,6 +134,23 @@ fn millis(time: DateTime<Utc>) -> i64 {
 
 fn time_of(millis: i64) -> DateTime<Utc> {
     Utc.timestamp_millis_opt(millis).single().unwrap_or_default()
+}
+
+/// What `validate` and the opening of coordinators say of a coordinator
+/// that has more than [`MANY_DUE`] actions due at once.
+pub fn many_due_warning(coordinator: &Coordinator, lag: &Lag) -> String {
+    let count = if lag.more { format!("more than {}", lag.actions) } else { lag.actions.to_string() };
+    let since = lag.since.map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string()).unwrap_or_default();
+    let doing = match coordinator.catchup {
+        Catchup::All => format!(
+            "with catchup = \"all\" each gets an action, {} WAITING at a time (throttle); \
+             set catchup = \"none\" (or a count) to create only the newest, or a later start",
+            coordinator.throttle
+        ),
+        Catchup::Newest(1) => "catchup = \"none\" creates only the newest one".to_string(),
+        Catchup::Newest(n) => format!("catchup = {n} creates only the newest {n}"),
+    };
+    format!("warning: coordinator `{}`: {count} actions are due (since {since}): {doing}", coordinator.name)
 }
 
 /// An action's name in the event log and in messages: `daily@2015-05-01T06:00:00Z`.
@@ -237,6 +260,9 @@ impl Coordination {
     /// their runs' outcomes; those whose runs never ended are resumed (see
     /// [`Coordination::resumed`]).
     pub fn open(scheduler: &mut Scheduler, clock: Clock) -> Result<Coordination, Error> {
+        // One clock: the runs and events of its actions are recorded by the
+        // time the coordinators go by.
+        scheduler.set_clock(clock.clone());
         let store = scheduler.metastore();
         let mut records: HashMap<String, CoordinatorRecord> = store.coordinator_records()?.into_iter().collect();
         let mut coordination =
@@ -253,6 +279,7 @@ impl Coordination {
                 recent: VecDeque::new(),
                 next_creation: None,
                 next_timeout: None,
+                lag: (Lag::default(), 0),
                 changed: true,
             };
             let lookback = coordinated.lookback();
@@ -262,8 +289,9 @@ impl Coordination {
             for action in &actions {
                 coordinated.count(None, action.state);
                 if recent.contains(&action.nominal) {
-                    let inputs = match scheduler.action_inputs(&action.views, time_of(action.actual)) {
-                        Ok((_, inputs)) => inputs,
+                    let pinned = action.latest_found.as_deref();
+                    let inputs = match scheduler.action_inputs(&action.views, time_of(action.actual), pinned) {
+                        Ok((_, inputs, _)) => inputs,
                         Err(_) => Vec::new(),
                     };
                     coordinated.remember_finished(action.nominal, inputs);
@@ -274,14 +302,35 @@ impl Coordination {
             for action in actions.into_iter().filter(|a| !a.state.is_final()) {
                 coordination.take_open(scheduler, index, action)?;
             }
+            let now = coordination.clock.now();
+            coordination.measure_lag(index, now);
         }
         Ok(coordination)
     }
 
+    /// What to warn of as the coordinators open (`serve`, `coordinate`): a
+    /// coordinator with more than [`MANY_DUE`] actions due at once.
+    pub fn warnings(&self) -> Vec<String> {
+        self.coordinators
+            .iter()
+            .filter(|c| c.lag.0.actions > MANY_DUE)
+            .map(|c| many_due_warning(&c.declaration, &c.lag.0))
+            .collect()
+    }
+
+    /// How far behind a coordinator is now (see [`Lag`]).
+    fn measure_lag(&mut self, index: usize, now: DateTime<Utc>) {
+        let coordinated = &mut self.coordinators[index];
+        let last = coordinated.record.last_nominal.map(time_of);
+        let lag = coordinated.declaration.lag(last, now, LAG_COUNT_CAP);
+        let seconds = lag.since.map_or(0, |since| (now - since).num_seconds().max(0));
+        coordinated.lag = (lag, seconds);
+    }
+
     /// Takes in an open action found in the metastore: its views and inputs
     /// resolved, its run (if it has one) recovered.
-    fn take_open(&mut self, scheduler: &mut Scheduler, index: usize, action: ActionRecord) -> Result<(), Error> {
-        let (addressed, inputs) = self.resolve(scheduler, index, &action).unwrap_or_default();
+    fn take_open(&mut self, scheduler: &mut Scheduler, index: usize, mut action: ActionRecord) -> Result<(), Error> {
+        let (addressed, inputs) = self.resolve(scheduler, index, &mut action).unwrap_or_default();
         let nominal = action.nominal;
         let run = action.run.clone();
         let state = action.state;
@@ -309,18 +358,28 @@ impl Coordination {
     }
 
     /// An action's views and inputs in the lattice, with `latest()`
-    /// resolved at its actual time or now (`evaluation_time`).
+    /// resolved now (`evaluation_time = "present"`) or at its actual time
+    /// (`"actual"`): against the flags it found when it was created, which
+    /// an action resolved for the first time records in `latest_found`.
     fn resolve(
         &self,
         scheduler: &mut Scheduler,
         index: usize,
-        action: &ActionRecord,
+        action: &mut ActionRecord,
     ) -> Result<(Vec<ViewId>, Vec<ViewId>), Error> {
-        let evaluation = match self.coordinators[index].declaration.evaluation_time {
-            EvaluationTime::Actual => time_of(action.actual),
-            EvaluationTime::Present => self.clock.now(),
-        };
-        scheduler.action_inputs(&action.views, evaluation)
+        match self.coordinators[index].declaration.evaluation_time {
+            EvaluationTime::Present => {
+                let (addressed, inputs, _) = scheduler.action_inputs(&action.views, self.clock.now(), None)?;
+                Ok((addressed, inputs))
+            }
+            EvaluationTime::Actual => {
+                let pinned = action.latest_found.as_deref();
+                let (addressed, inputs, found) =
+                    scheduler.action_inputs(&action.views, time_of(action.actual), pinned)?;
+                action.latest_found.get_or_insert(found);
+                Ok((addressed, inputs))
+            }
+        }
     }
 
     pub fn clock(&self) -> &Clock {
@@ -369,6 +428,29 @@ impl Coordination {
     /// `all`, every input is looked at; otherwise only those whose watches
     /// saw a change (or that are not watched).
     pub fn check_inputs(&mut self, scheduler: &mut Scheduler, all: bool) -> Result<Vec<Submission>, Error> {
+        Ok(self.check_inputs_finding(scheduler, all)?.0)
+    }
+
+    /// A safety rescan: every waiting action's inputs looked at, whatever
+    /// the watches say. Returns the runs submitted, and whether it found
+    /// anything (an action whose inputs arrived, or went, or were
+    /// delivered again) that the watches had not already woken it for.
+    pub fn rescan(&mut self, scheduler: &mut Scheduler) -> Result<(Vec<Submission>, bool), Error> {
+        self.check_inputs_finding(scheduler, true)
+    }
+
+    /// The shortest `rescan_interval` of the coordinators whose actions wait
+    /// for inputs (or, with `trigger = "data"`, may be re-delivered).
+    pub fn rescan_interval(&self) -> Option<std::time::Duration> {
+        self.coordinators
+            .iter()
+            .filter(|c| !c.recent.is_empty() || c.counts.contains_key(&ActionState::Waiting))
+            .map(|c| c.declaration.rescan_interval)
+            .min()
+    }
+
+    fn check_inputs_finding(&mut self, scheduler: &mut Scheduler, all: bool) -> Result<(Vec<Submission>, bool), Error> {
+        let mut found = false;
         let now = millis(self.clock.now());
         for index in 0..self.coordinators.len() {
             let mut changes = Vec::new();
@@ -404,6 +486,7 @@ impl Coordination {
                     redelivered.push(*nominal);
                 }
             }
+            found |= changes.iter().any(|(previous, record)| *previous != record.state) || !redelivered.is_empty();
             let mut commit = Commit::default();
             for (previous, record) in changes {
                 let coordinated = &mut self.coordinators[index];
@@ -426,7 +509,7 @@ impl Coordination {
                 scheduler.commit(commit)?;
             }
         }
-        self.tick(scheduler)
+        Ok((self.tick(scheduler)?, found))
     }
 
     /// Puts a final action back among the open ones on `event` (a rerun, a
@@ -452,10 +535,19 @@ impl Coordination {
         }
         record.reason = None;
         record.updated = now;
-        if event != ActionEvent::Rerun {
+        if event == ActionEvent::Rerun {
+            // Oozie re-creates a rerun action: a new actual time, from
+            // which its timeout counts and `latest()` is resolved again.
+            // One whose run ended rebuilds its views, up to date or not;
+            // one that never ran (TIMEDOUT, SKIPPED, KILLED) runs them as
+            // it would have: its inputs checked, its external views read.
+            record.actual = now;
+            record.latest_found = None;
+            record.full_refresh = matches!(previous, ActionState::Succeeded | ActionState::Failed);
+        } else {
             record.full_refresh = false;
         }
-        let (addressed, inputs) = match self.resolve(scheduler, index, &record) {
+        let (addressed, inputs) = match self.resolve(scheduler, index, &mut record) {
             Ok(resolved) => resolved,
             Err(e) => {
                 record.state = ActionState::Failed;
@@ -527,6 +619,7 @@ impl Coordination {
                 }
             }
             if !progressed {
+                self.measure_lag(index, now);
                 return Ok(());
             }
         }
@@ -555,8 +648,9 @@ impl Coordination {
             reason: None,
             updated: now,
             full_refresh: false,
+            latest_found: None,
         };
-        let resolved = self.resolve(scheduler, index, &record);
+        let resolved = self.resolve(scheduler, index, &mut record);
         let coordinated = &mut self.coordinators[index];
         coordinated.record.last_nominal = Some(record.nominal);
         coordinated.count(None, ActionState::Waiting);
@@ -764,6 +858,8 @@ impl Coordination {
                 last_nominal: c.record.last_nominal.map(time_of),
                 next_nominal: c.declaration.next_nominal(c.record.last_nominal.map(time_of)),
                 counts: c.counts.clone(),
+                lag: c.lag.0,
+                lag_seconds: c.lag.1,
             })
             .collect()
     }
@@ -867,9 +963,7 @@ impl Coordination {
         let now = millis(self.clock.now());
         let actions = scheduler.store.actions(name, from.map(millis), to.map(|t| millis(t) + 1))?;
         let mut commit = Commit::default();
-        for mut record in actions.into_iter().filter(|a| a.state.is_final()) {
-            // Asked for by hand: its views are rebuilt, up to date or not.
-            record.full_refresh = true;
+        for record in actions.into_iter().filter(|a| a.state.is_final()) {
             self.reopen(scheduler, index, record, ActionEvent::Rerun, now, &mut commit)?;
         }
         // (Each action's last record is what it is now.)

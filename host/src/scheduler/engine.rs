@@ -17,7 +17,7 @@ use tracing::Instrument;
 
 use super::publish::{Receipt, Staging};
 use super::run::TaskReport;
-use super::state::{Scheduler, now_millis};
+use super::state::Scheduler;
 use super::transition::FailureClass;
 use crate::catalog::Transformation;
 use crate::engines::spark::{Source, Spark, Submission, Verdict};
@@ -148,7 +148,7 @@ impl Scheduler {
             });
         }
         let data_path = self.lattice.data_path(id);
-        let actual = chrono::Utc::now();
+        let actual = self.clock.now();
         // `dataIn()` and `dataOut()` are where the engine reads and where the
         // data will be: the job has no sandbox of guest paths.
         let path_of = |d: ViewId| paths.get(&d).cloned().unwrap_or_default();
@@ -177,6 +177,7 @@ impl Scheduler {
             declared: plugin_name.clone(),
             attempt,
             receipt,
+            clock: self.clock.clone(),
         };
         let gate = Arc::new(Mutex::new(JobGate::default()));
         let (stop, stopped) = oneshot::channel();
@@ -282,6 +283,8 @@ struct JobContext {
     attempt: (Arc<str>, u32),
     /// What its output carries of the attempt (see `publish`).
     receipt: Receipt,
+    /// The scheduler's, for the times the job records.
+    clock: crate::clock::Clock,
 }
 
 impl JobContext {
@@ -374,7 +377,7 @@ impl JobContext {
                     Err(None)
                 } else {
                     self.receipt.counters = counters.clone();
-                    self.receipt.timestamp = self.receipt.timestamp.max(now_millis());
+                    self.receipt.timestamp = self.receipt.timestamp.max(self.clock.millis());
                     let dir = staging.take().expect("published once");
                     match self.staging.publish(dir, &self.data_path, &self.done_flag, &mut self.receipt) {
                         Ok(()) => {
@@ -398,7 +401,7 @@ impl JobContext {
         drop(staging);
         let stopped = gate.lock().unwrap_or_else(|p| p.into_inner()).stopped;
         // Published, its timestamp is the one its receipt carries.
-        let timestamp = if matches!(result, Ok(true)) { self.receipt.timestamp } else { now_millis() };
+        let timestamp = if matches!(result, Ok(true)) { self.receipt.timestamp } else { self.clock.millis() };
         match result {
             Ok(data) => TaskReport::Done { view: id, data, timestamp, counters, txlog: None },
             Err(_) if stopped => TaskReport::Reaped { view: id },
@@ -422,6 +425,7 @@ impl JobContext {
             self.attempt.clone(),
             super::run::Printed { lines, stdout, stderr },
             outcome.to_string(),
+            self.clock.millis(),
         );
         let _ = results.send(TaskReport::Logged { view: self.id, log: Box::new(log) });
     }

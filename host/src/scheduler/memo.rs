@@ -106,6 +106,9 @@ impl Memo {
     /// seen too (inotify watches follow directories, not paths). They are
     /// added from the root down, each before its child is looked for, so a
     /// directory created at any moment is either watched or seen appearing.
+    /// A storage root that does not exist yet is seen appearing by the
+    /// nearest directory above it that does (a server started before its
+    /// `data/`); the view is watched again, deeper, once it appears.
     /// A flag that is a directory (an empty `done_flag`: the data directory
     /// itself) is watched as one.
     pub fn watch(&mut self, id: ViewId, flag: &Path) {
@@ -113,8 +116,10 @@ impl Memo {
             return;
         }
         let Some(parent) = flag.parent() else { return };
-        // Root first: the storage root, each directory below it, the flag.
-        let chain: Vec<&Path> = flag.ancestors().take_while(|dir| dir.starts_with(&self.storage)).collect();
+        // Root first: the storage root (or the nearest directory above it
+        // that exists), each directory below it, the flag.
+        let top = self.storage.ancestors().find(|dir| dir.is_dir()).unwrap_or(&self.storage).to_path_buf();
+        let chain: Vec<&Path> = flag.ancestors().take_while(|dir| dir.starts_with(&top)).collect();
         let mut watched_parent = false;
         let mut watched_any = false;
         for dir in chain.into_iter().rev() {

@@ -7,7 +7,7 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::catalog::coordinator::{Coordinator, Execution};
+use crate::catalog::coordinator::{Catchup, Coordinator, Execution};
 use crate::model::ActionState;
 
 /// An action not in a final state, as the policy sees it.
@@ -33,6 +33,28 @@ pub fn creations(
     now: DateTime<Utc>,
 ) -> (Vec<DateTime<Utc>>, Option<DateTime<Utc>>) {
     let mut created = Vec::new();
+    if let Catchup::Newest(keep) = coordinator.catchup {
+        // Only the newest `keep` of the times due: the older are passed over.
+        let mut due = std::collections::VecDeque::with_capacity(keep.min(1024) + 1);
+        let mut next = None;
+        for nominal in coordinator.nominal_times_after(last_nominal) {
+            if nominal > now {
+                next = Some(nominal);
+                break;
+            }
+            due.push_back(nominal);
+            if due.len() > keep {
+                due.pop_front();
+            }
+        }
+        for nominal in due {
+            if waiting + created.len() >= coordinator.throttle {
+                return (created, None);
+            }
+            created.push(nominal);
+        }
+        return (created, next);
+    }
     for nominal in coordinator.nominal_times_after(last_nominal) {
         if nominal > now {
             return (created, Some(nominal));
@@ -157,6 +179,8 @@ mod tests {
             trigger: Trigger::Time,
             mode: Mode::Default,
             evaluation_time: EvaluationTime::Actual,
+            catchup: Catchup::All,
+            rescan_interval: Duration::from_secs(300),
             line: 1,
         }
     }
@@ -187,16 +211,22 @@ mod tests {
     #[test]
     fn creations_catch_up_pause_at_the_throttle_and_stop_at_the_end() {
         let mut table = String::new();
-        for (case, last, waiting, throttle, now) in [
-            ("before the start", None, 0, 12, day(1) - chrono::TimeDelta::hours(1)),
-            ("at the start", None, 0, 12, day(1)),
-            ("three days of catch-up", None, 0, 12, day(3) + chrono::TimeDelta::hours(1)),
-            ("after the last created", Some(day(3)), 0, 12, day(5)),
-            ("the throttle holds two of five", None, 1, 3, day(5)),
-            ("the throttle is full", None, 3, 3, day(5)),
-            ("the end is reached", Some(day(18)), 0, 12, day(30)),
+        let (all, none) = (Catchup::All, Catchup::Newest(1));
+        for (case, last, waiting, throttle, catchup, now) in [
+            ("before the start", None, 0, 12, all, day(1) - chrono::TimeDelta::hours(1)),
+            ("at the start", None, 0, 12, all, day(1)),
+            ("three days of catch-up", None, 0, 12, all, day(3) + chrono::TimeDelta::hours(1)),
+            ("after the last created", Some(day(3)), 0, 12, all, day(5)),
+            ("the throttle holds two of five", None, 1, 3, all, day(5)),
+            ("the throttle is full", None, 3, 3, all, day(5)),
+            ("the end is reached", Some(day(18)), 0, 12, all, day(30)),
+            ("catchup none: the newest of five", None, 0, 12, none, day(5)),
+            ("catchup none, on time", Some(day(4)), 0, 12, none, day(5)),
+            ("catchup 2: the newest two of five", None, 0, 12, Catchup::Newest(2), day(5)),
+            ("catchup 2, throttle full", None, 12, 12, Catchup::Newest(2), day(5)),
         ] {
-            let coordinator = daily(Execution::Fifo, 1, throttle, None);
+            let mut coordinator = daily(Execution::Fifo, 1, throttle, None);
+            coordinator.catchup = catchup;
             let (created, next) = creations(&coordinator, last, waiting, now);
             let created: Vec<i64> = created.iter().map(|t| t.timestamp_millis()).collect();
             let next = next.map_or("none".to_string(), |t| t.to_rfc3339());
@@ -210,6 +240,10 @@ mod tests {
             the throttle holds two of five   create [01,02] next none
             the throttle is full             create [] next none
             the end is reached               create [19] next none
+            catchup none: the newest of five create [05] next 2015-05-06T06:00:00+00:00
+            catchup none, on time            create [05] next 2015-05-06T06:00:00+00:00
+            catchup 2: the newest two of five create [04,05] next 2015-05-06T06:00:00+00:00
+            catchup 2, throttle full         create [] next none
         "#]]
         .assert_eq(&table);
     }

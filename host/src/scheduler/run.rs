@@ -21,7 +21,7 @@ use super::Error;
 use super::engine::JobControl;
 use super::publish::{Receipt, Staging};
 use super::record::{self, previous_stable};
-use super::state::{Progress, Scheduler, Standing, flag_identity, new_event, now_millis};
+use super::state::{Progress, Scheduler, Standing, flag_identity, new_event};
 use super::table::CurrentRun;
 use super::table::Running;
 use super::transition::{Action, Event, FailureClass, Freshness, Mode, Reason, Settled, retry_delay, transition};
@@ -206,9 +206,9 @@ pub struct Run {
     /// whatever their state; what they depend on outside it is read as it
     /// stands and reported EXCLUDED.
     full_refresh: Option<HashSet<ViewId>>,
-    /// The run's actual time, when it began: `latest()`'s evaluation time
-    /// under `evaluation_time = "actual"` (coordinators: the action's).
-    actual_time: chrono::DateTime<chrono::Utc>,
+    /// How it resolves `latest()`: at its actual time (when it began, or
+    /// its action's creation, against the flags found then) or at each check.
+    latest_at: super::state::LatestAt,
 }
 
 impl Run {
@@ -321,6 +321,7 @@ impl Scheduler {
     /// they stand, as TRANSFORM_ONLY reads them.
     pub fn begin(&mut self, record: RunRecord, mode: Mode, addressed: &[ViewId]) -> Run {
         let full_refresh = record.full_refresh.then(|| addressed.iter().copied().collect());
+        let latest_at = self.latest_at(&record);
         let id: Arc<str> = record.id.as_str().into();
         if let Some(announce) = &mut self.run_started {
             announce(&id);
@@ -335,7 +336,7 @@ impl Scheduler {
             table.current_run = Some(current);
             table.current_run_flows.clear();
         });
-        self.stamp_floor = now_millis().max(self.last_stamp + 1);
+        self.stamp_floor = self.clock.millis().max(self.last_stamp + 1);
         // Every change made before this run was asked for is seen by it.
         if let Some(memo) = &mut self.memo {
             memo.drain();
@@ -367,7 +368,7 @@ impl Scheduler {
             aborted: Vec::new(),
             addressed: addressed.to_vec(),
             full_refresh,
-            actual_time: chrono::Utc::now(),
+            latest_at,
         }
     }
 
@@ -478,7 +479,7 @@ impl Scheduler {
                     let running = Running {
                         view: self.slots[view.0 as usize].url.clone(),
                         plugin: plugin.clone(),
-                        since: now_millis(),
+                        since: self.clock.millis(),
                         progress: None,
                     };
                     self.with_table(|table| {
@@ -495,6 +496,7 @@ impl Scheduler {
         let mode = run.mode;
         let mut commit = Commit::default();
         let mut deferred = Vec::new();
+        let now = self.clock.millis();
         while let Some((id, event)) = run.queue.pop_front() {
             let slot = &mut self.slots[id.0 as usize];
             let previous = slot.record.state;
@@ -534,7 +536,7 @@ impl Scheduler {
                 mode,
                 version,
                 produced_at,
-                now: now_millis().max(next_stamp),
+                now: self.clock.millis().max(next_stamp),
                 settled: view.settled,
                 no_data_before_run: view.no_data_before_run,
                 flag_found,
@@ -648,7 +650,7 @@ impl Scheduler {
             }
             // Every application of the state machine is an event, "asked
             // and found up to date" included: listeners see all of it.
-            let mut event = new_event(&slot.url, previous, state, &actions, Some(&run.id), error);
+            let mut event = new_event(&slot.url, previous, state, &actions, Some(&run.id), error, now);
             event.errors = upstream_failed;
             commit.events.push(event);
             // Settled as soon as applied: a view asking for it later in
@@ -732,7 +734,7 @@ impl Scheduler {
             None => Termination::completed(failures.len()),
         };
         let mut finished = record;
-        finished.finished = Some(now_millis());
+        finished.finished = Some(self.clock.millis());
         finished.termination = Some(termination.clone());
         // Idle views are most of an unchanged run: they are counted, not
         // listed, named or written one by one.
@@ -850,8 +852,7 @@ impl Scheduler {
             Action::AskDependencies => {
                 // Asked now: `latest()` is resolved as of this check.
                 if self.lattice.has_latest(id) {
-                    let evaluation = self.latest_evaluation(run.actual_time);
-                    self.resolve_latest(id, evaluation);
+                    self.resolve_latest_at(id, &run.latest_at);
                 }
                 let mut dependencies = self.lattice.dependencies(id).to_vec();
                 dependencies.sort();
@@ -918,8 +919,7 @@ impl Scheduler {
             Action::Transform => {
                 // TRANSFORM_ONLY asks no dependencies: `latest()` is resolved here.
                 if mode == Mode::TransformOnly {
-                    let evaluation = self.latest_evaluation(run.actual_time);
-                    self.resolve_latest(id, evaluation);
+                    self.resolve_latest_at(id, &run.latest_at);
                 }
                 run.view(id).attempts += 1;
                 let started = Arc::new(AtomicBool::new(false));
@@ -1092,7 +1092,7 @@ impl Scheduler {
         };
         let write = txlog::write_of(marker, head, &existing, &self.lattice.data_path(id));
         let state = self.slots[id.0 as usize].record.state;
-        let event = txlog::event(&url, state, txlog::commit_change(marker, "commit"), Some(run));
+        let event = txlog::event(&url, state, txlog::commit_change(marker, "commit"), Some(run), self.clock.millis());
         self.defer(Commit { txlog: vec![write], events: vec![event], ..Commit::default() });
     }
 
@@ -1202,7 +1202,8 @@ impl Scheduler {
         let Transformation::Plugin { plugin: plugin_name, .. } = &view_type.transformation else {
             // External data: its done flag is its transformation.
             let data = done_flag.exists();
-            let result = TaskReport::Done { view: id, data, timestamp: now_millis(), counters: None, txlog: None };
+            let result =
+                TaskReport::Done { view: id, data, timestamp: self.clock.millis(), counters: None, txlog: None };
             let task = tokio::spawn(async move {
                 let _ = results.send(result);
             });
@@ -1238,7 +1239,7 @@ impl Scheduler {
             });
         }
         let path_of = |d: ViewId| guest_paths.get(&d).cloned().unwrap_or_default();
-        let actual = chrono::Utc::now();
+        let actual = self.clock.now();
         let config = match self.lattice.config(id, actual, runtime::GUEST_OUTPUT, &path_of) {
             Ok(config) => config,
             Err(message) => return (fail_at_once(id, results, message), None),
@@ -1264,6 +1265,7 @@ impl Scheduler {
         let declared = plugin_name.clone();
         let global = self.global.semaphore.clone();
         let local = self.per_plugin[plugin_name].semaphore.clone();
+        let clock = self.clock.clone();
         let task = tokio::spawn(async move {
             let (Ok(_global), Ok(_local)) = (global.acquire_owned().await, local.acquire_owned().await) else { return };
             started.store(true, Ordering::SeqCst);
@@ -1271,7 +1273,7 @@ impl Scheduler {
             let mut printed = None;
             let mut receipt = receipt;
             let published = (&*staging, data_path.as_path(), flag.as_str());
-            let result = run_plugin(&plugin, request_base, incremental, published, &mut receipt, &mut printed)
+            let result = run_plugin(&plugin, request_base, incremental, published, &mut receipt, &clock, &mut printed)
                 .instrument(span)
                 .await;
             if let Some(printed) = printed {
@@ -1280,13 +1282,13 @@ impl Scheduler {
                     Ok((false, ..)) => "no data".to_string(),
                     Err((_, message)) => format!("failed: {message}"),
                 };
-                let log = attempt_log(&declared, attempt, printed, outcome);
+                let log = attempt_log(&declared, attempt, printed, outcome, clock.millis());
                 let _ = results.send(TaskReport::Logged { view: id, log: Box::new(log) });
             }
             // The timestamp its receipt carries, if it published: the record's.
             let timestamp = match &result {
                 Ok((true, ..)) => receipt.timestamp,
-                _ => now_millis(),
+                _ => clock.millis(),
             };
             let _ = results.send(match result {
                 Ok((data, counters, txlog)) => {
@@ -1331,6 +1333,7 @@ pub(super) fn attempt_log(
     (run, attempt): (Arc<str>, u32),
     printed: Printed,
     outcome: String,
+    time: i64,
 ) -> crate::metastore::AttemptLog {
     let mut truncated = printed.stdout.truncated_bytes + printed.stderr.truncated_bytes;
     let mut budget = LOG_LINES_BYTES;
@@ -1359,7 +1362,7 @@ pub(super) fn attempt_log(
     crate::metastore::AttemptLog {
         run: run.to_string(),
         attempt,
-        time: now_millis(),
+        time,
         plugin: plugin.to_string(),
         outcome,
         lines,
@@ -1383,6 +1386,7 @@ async fn run_plugin(
     incremental: Option<txlog::Spec>,
     (staging, data_path, done_flag): (&Staging, &std::path::Path, &str),
     receipt: &mut Receipt,
+    clock: &crate::clock::Clock,
     printed: &mut Option<Printed>,
 ) -> Result<Produced, (FailureClass, String)> {
     // Staging and publishing are the host's own I/O: trouble there is not
@@ -1432,7 +1436,7 @@ async fn run_plugin(
             // An incremental view's commit goes into the output it describes.
             let marker = match prepared {
                 Some((spec, prepared)) => {
-                    match txlog::write_marker(&spec, prepared, &commits, dir.path(), now_millis()) {
+                    match txlog::write_marker(&spec, prepared, &commits, dir.path(), clock.millis()) {
                         Ok(marker) => Some(marker),
                         Err(e) => {
                             staging.discard(dir);
@@ -1445,7 +1449,7 @@ async fn run_plugin(
             // No counters returned is none to keep, not an empty set.
             let counters = (!counters.is_empty()).then(|| counters_of(&counters));
             receipt.counters = counters.clone();
-            receipt.timestamp = receipt.timestamp.max(now_millis());
+            receipt.timestamp = receipt.timestamp.max(clock.millis());
             match staging.publish(dir, data_path, done_flag, receipt) {
                 Ok(()) => Ok((true, counters, marker)),
                 Err(e) => Err((FailureClass::Host, format!("cannot publish to {}: {e}", data_path.display()))),

@@ -116,6 +116,9 @@ enum Wakeup {
     Files,
     /// No watches here: waiting actions' inputs are looked at again.
     Poll,
+    /// The safety rescan is due (`rescan_interval`): every waiting input is
+    /// looked at, in case the watches missed a change.
+    Rescan,
     /// A request from a handle; `None` once every handle is dropped.
     Request(Option<Request>),
     /// The run executing has events queued: it takes its next step.
@@ -268,6 +271,8 @@ pub struct Service {
     coordination: Option<Coordination>,
     /// The scheduler's watches on external data, to wake on.
     watches: Option<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>>,
+    /// When the next safety rescan is due, while actions wait for inputs.
+    next_rescan: Option<tokio::time::Instant>,
 }
 
 /// How often waiting actions' inputs are looked at where nothing watches them.
@@ -278,11 +283,14 @@ impl Service {
     /// freshness between runs. Returns the service, to run on a task of
     /// its own, and its handle.
     pub fn new(scheduler: Scheduler) -> (Service, Handle) {
-        Service::with_clock(scheduler, crate::clock::Clock::System)
+        let clock = scheduler.clock().clone();
+        Service::with_clock(scheduler, clock)
     }
 
-    /// Like [`Service::new`], with coordinators going by `clock`.
+    /// Like [`Service::new`], going by `clock`: the coordinators, and every
+    /// time the scheduler records.
     pub fn with_clock(mut scheduler: Scheduler, clock: crate::clock::Clock) -> (Service, Handle) {
+        scheduler.set_clock(clock.clone());
         let (sender, requests) = mpsc::channel(REQUEST_QUEUE);
         let (shutdown_sender, shutdown) = watch::channel(None);
         let table = scheduler.share_table();
@@ -300,6 +308,7 @@ impl Service {
             clock,
             coordination: None,
             watches: None,
+            next_rescan: None,
         };
         (service, Handle { requests: sender, shutdown: std::sync::Arc::new(shutdown_sender), table })
     }
@@ -383,6 +392,16 @@ impl Service {
         let poll =
             (waits_for_inputs && self.watches.is_none()).then(|| tokio::time::Instant::now() + POLL_WITHOUT_WATCHES);
         let watches = self.watches.as_ref().filter(|_| waits_for_inputs);
+        // A deadline kept between wakeups (else every wakeup would put it
+        // off), set when actions start waiting and cleared when none do.
+        let interval =
+            coordination.filter(|_| waits_for_inputs && self.watches.is_some()).and_then(Coordination::rescan_interval);
+        self.next_rescan = match (interval, self.next_rescan) {
+            (None, _) => None,
+            (Some(interval), Some(next)) => Some(next.min(tokio::time::Instant::now() + interval)),
+            (Some(interval), None) => Some(tokio::time::Instant::now() + interval),
+        };
+        let rescan = self.next_rescan;
         tokio::select! {
             biased;
             Ok(()) = self.shutdown.changed(), if !closing => match *self.shutdown.borrow_and_update() {
@@ -396,6 +415,7 @@ impl Service {
             () = sleep_until_some(due) => Wakeup::Due,
             () = readable(watches) => Wakeup::Files,
             () = sleep_until_some(poll) => Wakeup::Poll,
+            () = sleep_until_some(rescan) => Wakeup::Rescan,
             () = clock_moved(&mut self.clock_moves) => Wakeup::Due,
         }
     }
@@ -421,6 +441,10 @@ impl Service {
                 self.check_inputs(false)?;
             }
             Wakeup::Poll => self.check_inputs(true)?,
+            Wakeup::Rescan => {
+                self.next_rescan = None;
+                self.rescan()?;
+            }
             Wakeup::GraceOver => {
                 if let Some(run) = &mut self.run {
                     self.scheduler.stop(run, StopReason::Shutdown);
@@ -571,6 +595,9 @@ impl Service {
     /// and every coordinator catches up to now.
     fn open_coordinators(&mut self) -> Result<(), Error> {
         let mut coordination = Coordination::open(&mut self.scheduler, self.clock.clone())?;
+        for warning in coordination.warnings() {
+            tracing::warn!("{}", warning.trim_start_matches("warning: "));
+        }
         for submission in coordination.resumed(&mut self.scheduler)? {
             self.queue_submission(submission);
         }
@@ -608,6 +635,29 @@ impl Service {
         }
         let Some(coordination) = &mut self.coordination else { return Ok(()) };
         for submission in coordination.check_inputs(&mut self.scheduler, all)? {
+            self.queue_submission(submission);
+        }
+        Ok(())
+    }
+
+    /// The safety rescan: what the watches saw is applied first, so that
+    /// only what they missed counts as found.
+    fn rescan(&mut self) -> Result<(), Error> {
+        if self.closing.is_some() {
+            return Ok(());
+        }
+        self.scheduler.drain_watches();
+        self.check_inputs(false)?;
+        let Some(coordination) = &mut self.coordination else { return Ok(()) };
+        let (submissions, found) = coordination.rescan(&mut self.scheduler)?;
+        if found {
+            tracing::warn!("the safety rescan found an input the watches missed; it was looked at now");
+        }
+        self.scheduler.with_table(|table| {
+            table.counters.rescans += 1;
+            table.counters.rescans_found += u64::from(found);
+        });
+        for submission in submissions {
             self.queue_submission(submission);
         }
         Ok(())

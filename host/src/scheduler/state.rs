@@ -6,7 +6,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
@@ -115,6 +115,10 @@ pub struct Scheduler {
     pub(super) deferred: Commit,
     /// The start time (the id) of the last run this scheduler recorded.
     pub(super) last_run_started: i64,
+    /// Where every time it records comes from (runs, events, timestamps;
+    /// its coordinators' actions too): `TRELLIS_NOW` when set, else the
+    /// system clock, or the clock a service or `coordinate` gives it.
+    pub(super) clock: crate::clock::Clock,
 }
 
 /// A transformation limit and its semaphore, for showing permits in use.
@@ -151,10 +155,6 @@ pub struct Progress {
 /// Told each run's id as the run starts.
 type Announce = dyn FnMut(&str) + Send;
 
-pub(super) fn now_millis() -> i64 {
-    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
-
 /// Which file a done flag is now, if there is one (one `stat`).
 pub(super) fn flag_identity(path: &std::path::Path) -> Option<FlagIdentity> {
     use std::os::unix::fs::MetadataExt;
@@ -177,6 +177,17 @@ pub(super) fn flag_check(record: &ViewRecord, found: Option<FlagIdentity>) -> Fl
         }
         (Some(_), _) => FlagCheck::Changed,
     }
+}
+
+/// How a run resolves `latest()` (see [`Scheduler::latest_at`]).
+#[derive(Debug, Clone)]
+pub(super) struct LatestAt {
+    pub evaluation_time: crate::catalog::EvaluationTime,
+    /// The run's actual time: when it began, or its action's.
+    pub actual: chrono::DateTime<chrono::Utc>,
+    /// An action's run under `actual`: the done flags its `latest()` found
+    /// when the action was created, the only ones it may find now.
+    pub pinned: Option<Arc<HashSet<std::path::PathBuf>>>,
 }
 
 /// How a dependency stands when a view is judged: as the run left it
@@ -212,6 +223,9 @@ impl Scheduler {
     /// enough to instantiate views and invalidate them, not to materialize
     /// or plan.
     pub fn open_records(catalog: Arc<Catalog>) -> Result<Scheduler, Error> {
+        // The commands that take the time check `TRELLIS_NOW` and refuse an
+        // unreadable one; here it is only read.
+        let clock = crate::clock::Clock::from_environment().unwrap_or(crate::clock::Clock::System);
         let store = Arc::new(Metastore::open(&catalog.settings.metastore)?);
         let mut schema_changed = HashSet::new();
         for view_type in catalog.types() {
@@ -224,7 +238,7 @@ impl Scheduler {
         }
         let staging = Staging::new(&catalog.settings.storage);
         staging.clean().map_err(|e| Error::Io(format!("cannot clean {}: {e}", catalog.settings.storage.display())))?;
-        reconcile_txlog(&store)?;
+        reconcile_txlog(&store, clock.millis())?;
         let per_plugin = catalog
             .plugins
             .iter()
@@ -251,7 +265,19 @@ impl Scheduler {
             stamp_floor: 0,
             deferred: Commit::default(),
             last_run_started: 0,
+            clock,
         })
+    }
+
+    /// Records every time by `clock` from now on (a service's, or the time
+    /// `coordinate --now` acts at), so that runs, events and actions agree.
+    pub fn set_clock(&mut self, clock: crate::clock::Clock) {
+        self.clock = clock;
+    }
+
+    /// The clock it records times by.
+    pub fn clock(&self) -> &crate::clock::Clock {
+        &self.clock
     }
 
     /// The plugins and version checksums, which materializing and planning need.
@@ -346,7 +372,8 @@ impl Scheduler {
         // walking the store from the clock each time would cost a lookup per
         // id given since; so no deferred run can have it either), and not
         // one the store holds.
-        let mut started = now_millis().max(self.last_run_started + 1);
+        let now = self.clock.millis();
+        let mut started = now.max(self.last_run_started + 1);
         while self.store.run(&format!("{started:x}"))?.is_some() {
             started += 1;
         }
@@ -355,7 +382,7 @@ impl Scheduler {
             id: format!("{started:x}"),
             pattern: pattern_text.to_string(),
             mode: crate::model::wire_name(&mode),
-            started: now_millis(),
+            started: now,
             finished: None,
             termination: None,
             idle: 0,
@@ -381,7 +408,7 @@ impl Scheduler {
 
     /// Ends a run that never started (or could not go on).
     pub fn finish_unstarted(&mut self, mut run: RunRecord, termination: Termination) -> Result<(), Error> {
-        run.finished = Some(now_millis());
+        run.finished = Some(self.clock.millis());
         run.termination = Some(termination);
         self.commit(Commit { runs: vec![run], ..Commit::default() })?;
         self.with_table(|table| table.counters.runs_finished += 1);
@@ -390,7 +417,7 @@ impl Scheduler {
 
     /// Instantiates `pattern` and loads the records of new views.
     pub fn instantiate(&mut self, pattern_text: &str) -> Result<Vec<ViewId>, Error> {
-        self.instantiate_at(pattern_text, chrono::Utc::now())
+        self.instantiate_at(pattern_text, self.clock.now())
     }
 
     /// Instantiates `pattern` with `latest()` resolved at `evaluation`.
@@ -548,10 +575,21 @@ impl Scheduler {
     /// that cannot be made (the lattice is full) keeps the old edges, with
     /// a warning. Returns whether the edges changed.
     pub(super) fn resolve_latest(&mut self, id: ViewId, evaluation: chrono::DateTime<chrono::Utc>) -> bool {
+        self.resolve_latest_with(id, evaluation, &lattice::on_disk)
+    }
+
+    /// [`Scheduler::resolve_latest`], with `exists` saying which instances
+    /// have data (the flags on disk, or those an action found at its creation).
+    fn resolve_latest_with(
+        &mut self,
+        id: ViewId,
+        evaluation: chrono::DateTime<chrono::Utc>,
+        exists: &dyn Fn(&Lattice, &lattice::ResolvedView) -> bool,
+    ) -> bool {
         if !self.lattice.has_latest(id) {
             return false;
         }
-        let resolution = Resolution { evaluation_time: evaluation, exists: &lattice::on_disk };
+        let resolution = Resolution { evaluation_time: evaluation, exists };
         let previous = match self.lattice.reresolve_latest(id, &resolution) {
             Ok(Some(previous)) => previous,
             Ok(None) => return false,
@@ -572,14 +610,52 @@ impl Scheduler {
         true
     }
 
-    /// The evaluation time of `latest()` for a check made now outside a
-    /// run, or by a run whose actual time is `run_actual`: the wall clock
-    /// under `present`, the run's actual time under `actual` (coordinators
-    /// will pass an action's actual time here).
-    pub(super) fn latest_evaluation(&self, run_actual: chrono::DateTime<chrono::Utc>) -> chrono::DateTime<chrono::Utc> {
-        match self.catalog.settings.evaluation_time {
-            crate::catalog::EvaluationTime::Present => chrono::Utc::now(),
-            crate::catalog::EvaluationTime::Actual => run_actual,
+    /// How a run of `record` resolves `latest()`: under `present`, at each
+    /// check by the clock; under `actual`, at the run's actual time, which
+    /// for a coordinator's action is the action's (its creation, or its
+    /// rerun), against the flags it found then (seed 002: an action created
+    /// on 01-10 never reads an instance that arrived on 01-11). The
+    /// coordinator's own `evaluation_time` rules its actions' runs.
+    pub(super) fn latest_at(&self, record: &RunRecord) -> LatestAt {
+        let now = self.clock.now();
+        let project = self.catalog.settings.evaluation_time;
+        let Some((coordinator, nominal)) = &record.action else {
+            return LatestAt { evaluation_time: project, actual: now, pinned: None };
+        };
+        let declared = self.catalog.coordinators.iter().find(|c| &c.name == coordinator);
+        let evaluation_time = declared.map_or(project, |c| c.evaluation_time);
+        let action = match evaluation_time {
+            crate::catalog::EvaluationTime::Present => None,
+            crate::catalog::EvaluationTime::Actual => self.store.action(coordinator, *nominal).ok().flatten(),
+        };
+        match action {
+            Some(action) => LatestAt {
+                evaluation_time,
+                actual: chrono::DateTime::from_timestamp_millis(action.actual).unwrap_or(now),
+                pinned: action.latest_found.map(|flags| Arc::new(self.storage_paths(&flags))),
+            },
+            None => LatestAt { evaluation_time, actual: now, pinned: None },
+        }
+    }
+
+    /// Flags recorded relative to the storage root, as paths.
+    pub(super) fn storage_paths(&self, flags: &[String]) -> HashSet<std::path::PathBuf> {
+        flags.iter().map(|flag| self.catalog.settings.storage.join(flag)).collect()
+    }
+
+    /// Resolves a view's `latest()` again as the run's `at` says.
+    pub(super) fn resolve_latest_at(&mut self, id: ViewId, at: &LatestAt) -> bool {
+        match (at.evaluation_time, &at.pinned) {
+            (crate::catalog::EvaluationTime::Present, _) => {
+                let now = self.clock.now();
+                self.resolve_latest(id, now)
+            }
+            (crate::catalog::EvaluationTime::Actual, None) => self.resolve_latest(id, at.actual),
+            (crate::catalog::EvaluationTime::Actual, Some(pinned)) => {
+                let pinned = pinned.clone();
+                let exists = move |l: &Lattice, v: &lattice::ResolvedView<'_>| pinned.contains(&l.done_flag_path_of(v));
+                self.resolve_latest_with(id, at.actual, &exists)
+            }
         }
     }
 
@@ -591,7 +667,7 @@ impl Scheduler {
         if !self.lattice.any_latest() {
             return;
         }
-        let now = chrono::Utc::now();
+        let now = self.clock.now();
         let mut seen = vec![false; self.lattice.len()];
         let mut stack = addressed.to_vec();
         while let Some(id) = stack.pop() {
@@ -635,20 +711,65 @@ impl Scheduler {
 
     /// A coordinator action's views and inputs: instantiates `pattern` with
     /// `latest()` resolved at `evaluation`, and returns the views it
-    /// addresses and the external views among everything they depend on.
+    /// addresses, the external views among everything they depend on and
+    /// the done flags `latest()` found (relative to the storage root). With
+    /// `pinned`, `latest()` finds only those flags (what it found when the
+    /// action was created), else those on disk now.
     pub(super) fn action_inputs(
         &mut self,
         pattern_text: &str,
         evaluation: chrono::DateTime<chrono::Utc>,
-    ) -> Result<(Vec<ViewId>, Vec<ViewId>), Error> {
+        pinned: Option<&[String]>,
+    ) -> Result<(Vec<ViewId>, Vec<ViewId>, Vec<String>), Error> {
         let addressed = self.instantiate_at(pattern_text, evaluation)?;
+        let found = std::cell::RefCell::new(std::collections::BTreeSet::new());
+        if self.lattice.any_latest() {
+            let pinned = pinned.map(|flags| self.storage_paths(flags));
+            let storage = self.catalog.settings.storage.clone();
+            let exists = |l: &Lattice, v: &lattice::ResolvedView<'_>| {
+                let flag = l.done_flag_path_of(v);
+                let there = match &pinned {
+                    Some(pinned) => pinned.contains(&flag),
+                    None => flag.exists(),
+                };
+                if there && let Ok(relative) = flag.strip_prefix(&storage) {
+                    found.borrow_mut().insert(relative.to_string_lossy().into_owned());
+                }
+                there
+            };
+            // Every `latest()` below the action, resolved again (views new
+            // to the lattice were resolved against the disk as it is), the
+            // edges followed as they come out. A view another run has in
+            // flight keeps its edges, and what they found is recorded.
+            let mut seen = HashSet::new();
+            let mut stack = addressed.clone();
+            while let Some(id) = stack.pop() {
+                if !seen.insert(id) {
+                    continue;
+                }
+                if self.lattice.has_latest(id) {
+                    let in_flight =
+                        matches!(self.state_of(id), ViewState::Waiting | ViewState::Transforming | ViewState::Retrying);
+                    if in_flight {
+                        for dependency in self.lattice.latest_dependencies(id) {
+                            if let Ok(relative) = self.lattice.done_flag_path(dependency).strip_prefix(&storage) {
+                                found.borrow_mut().insert(relative.to_string_lossy().into_owned());
+                            }
+                        }
+                    } else {
+                        self.resolve_latest_with(id, evaluation, &exists);
+                    }
+                }
+                stack.extend(self.lattice.dependencies(id).iter().copied());
+            }
+        }
         let inputs = self
             .lattice
             .closure(&addressed)
             .into_iter()
             .filter(|&id| matches!(self.lattice.view_type(id).transformation, Transformation::External))
             .collect();
-        Ok((addressed, inputs))
+        Ok((addressed, inputs, found.into_inner().into_iter().collect()))
     }
 
     /// Whether an external view's done flag is there now. It is watched
@@ -781,6 +902,7 @@ impl Scheduler {
     ) -> Result<Invalidation, Error> {
         let mut commit = Commit::default();
         let (mut done, mut refused, mut changed) = (Vec::new(), Vec::new(), Vec::new());
+        let now = self.clock.millis();
         for id in targets {
             let slot = &mut self.slots[id.0 as usize];
             // Dependents in this run may have taken it as it is already;
@@ -792,7 +914,7 @@ impl Scheduler {
             }
             let (state, actions) = transition(slot.record.state, &Event::Invalidate);
             // Refused or not, an application of the state machine is an event.
-            commit.events.push(new_event(&slot.url, slot.record.state, state, &actions, None, None));
+            commit.events.push(new_event(&slot.url, slot.record.state, state, &actions, None, None, now));
             if let Some(Action::Refuse { reason }) = actions.first() {
                 refused.push((slot.url.to_string(), reason.clone()));
                 continue;
@@ -947,7 +1069,7 @@ impl Scheduler {
             new_files: 0,
             full: source.map(|source| format!("source {source}")),
         };
-        Ok((write, super::txlog::event(&slot.url, slot.record.state, change, None)))
+        Ok((write, super::txlog::event(&slot.url, slot.record.state, change, None, self.clock.millis())))
     }
 
     /// For every view of `pattern` and its dependencies, dependencies first:
@@ -1159,7 +1281,7 @@ impl Scheduler {
 /// Adopts what a crash left between an incremental view's publish and the
 /// log's commit: a marker newer than the log's head is the truth (it was
 /// published with the data it describes), so the log is written from it.
-fn reconcile_txlog(store: &Metastore) -> Result<(), Error> {
+fn reconcile_txlog(store: &Metastore, now: i64) -> Result<(), Error> {
     let mut commit = Commit::default();
     for (view, head) in store.tx_heads()? {
         let output = std::path::PathBuf::from(&head.output);
@@ -1171,7 +1293,7 @@ fn reconcile_txlog(store: &Metastore) -> Result<(), Error> {
         let existing = store.tx_entries(&view)?;
         let state = store.view(&view)?.map_or(ViewState::Receive, |record| record.state);
         let change = super::txlog::commit_change(&marker, "reconcile");
-        commit.events.push(super::txlog::event(&Arc::from(view.as_str()), state, change, None));
+        commit.events.push(super::txlog::event(&Arc::from(view.as_str()), state, change, None, now));
         commit.txlog.push(super::txlog::write_of(&marker, Some(head), &existing, &output));
     }
     if !commit.is_empty() {
@@ -1203,13 +1325,14 @@ pub(super) fn new_event(
     actions: &[Action],
     run_id: Option<&Arc<str>>,
     error: Option<String>,
+    time: i64,
 ) -> crate::metastore::NewEvent {
     crate::metastore::NewEvent {
         view: view.clone(),
         previous,
         current,
         actions: actions.iter().map(|action| action.name().into()).collect(),
-        time: now_millis(),
+        time,
         run_id: run_id.cloned(),
         error,
         action: None,

@@ -57,6 +57,10 @@ pub struct Counters {
     pub retried: u64,
     pub canceled: u64,
     pub runs_finished: u64,
+    /// Safety rescans of waiting actions' inputs, and those that found one
+    /// the watches had missed.
+    pub rescans: u64,
+    pub rescans_found: u64,
 }
 
 /// A view whose transformation is in flight.

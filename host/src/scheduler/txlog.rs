@@ -423,13 +423,14 @@ pub fn event(
     state: ViewState,
     change: TxLogChange,
     run: Option<&std::sync::Arc<str>>,
+    time: i64,
 ) -> NewEvent {
     NewEvent {
         view: view.clone(),
         previous: state,
         current: state,
         actions: vec![format!("txlog-{}", change.kind).into()],
-        time: super::state::now_millis(),
+        time,
         run_id: run.cloned(),
         error: None,
         action: None,

@@ -11,7 +11,7 @@ use toml::Spanned;
 
 use super::Checker;
 use super::raw::RawCoordinator;
-use crate::catalog::coordinator::{self, Coordinator, Execution, FIELDS, Schedule, Trigger};
+use crate::catalog::coordinator::{self, Catchup, Coordinator, Execution, FIELDS, Schedule, Trigger};
 use crate::catalog::template::{Template, is_identifier};
 use crate::catalog::time::{self, Dataset};
 use crate::catalog::{EvaluationTime, ViewTypeId, closest, did_you_mean, pattern};
@@ -104,6 +104,17 @@ impl Checker<'_> {
             };
             self.value(text, duration, name, "timeout")
         });
+        let rescan_interval = match &raw.rescan_interval {
+            None => Some(coordinator::DEFAULT_RESCAN_INTERVAL),
+            Some(text) => {
+                let duration = |text: &str| match humantime::parse_duration(text) {
+                    Ok(d) if d >= coordinator::MIN_RESCAN_INTERVAL => Ok(d),
+                    Ok(_) => Err("is at least 1s (each rescan looks at every waiting input)".to_string()),
+                    Err(e) => Err(format!("not a duration (like `5min` or `30s`): {e}")),
+                };
+                self.value(text, duration, name, "rescan_interval")
+            }
+        };
         let concurrency = self.count(&raw.concurrency, 1, name, "concurrency");
         let throttle = self.count(&raw.throttle, DEFAULT_THROTTLE, name, "throttle");
         let execution = match &raw.execution {
@@ -135,6 +146,16 @@ impl Checker<'_> {
             None => Some(Mode::Default),
             Some(text) => self.value(text, Mode::from_str, name, "mode"),
         };
+        let catchup = match &raw.catchup {
+            None => Some(Catchup::All),
+            Some(value) => match catchup(value.get_ref()) {
+                Ok(catchup) => Some(catchup),
+                Err(message) => {
+                    self.error(value.span().start, format!("coordinator `{name}`: catchup {message}"));
+                    None
+                }
+            },
+        };
         Some(Coordinator {
             name: name.to_string(),
             views: raw.views.get_ref().clone(),
@@ -150,6 +171,8 @@ impl Checker<'_> {
             trigger: trigger?,
             mode: mode?,
             evaluation_time: raw.evaluation_time.as_ref().map_or(evaluation_time, |e| *e.get_ref()),
+            catchup: catchup?,
+            rescan_interval: rescan_interval?,
             line,
         })
     }
@@ -328,6 +351,20 @@ fn frequency(text: &str) -> Result<Frequency, String> {
 fn execution(text: &str) -> Result<Execution, String> {
     from_wire_name(&text.to_ascii_uppercase())
         .ok_or_else(|| "expected FIFO, LIFO, LAST_ONLY or NONE (in any case)".into())
+}
+
+/// `catchup`: `all` (every nominal time due gets its action, Oozie's
+/// rule), `none` (only the newest, Airflow's `catchup=False`), or how many
+/// of the newest.
+fn catchup(value: &toml::Value) -> Result<Catchup, String> {
+    let expected = "is `\"all\"`, `\"none\"` or how many of the newest due actions to create (at least 1)";
+    match value {
+        toml::Value::String(text) if text.eq_ignore_ascii_case("all") => Ok(Catchup::All),
+        toml::Value::String(text) if text.eq_ignore_ascii_case("none") => Ok(Catchup::Newest(1)),
+        toml::Value::Integer(n) if *n >= 1 => Ok(Catchup::Newest(usize::try_from(*n).unwrap_or(usize::MAX))),
+        toml::Value::String(text) => Err(format!("`{text}`: {expected}")),
+        other => Err(format!("{other}: {expected}")),
+    }
 }
 
 /// `time` (false) or `data` (true), in any case.

@@ -347,6 +347,9 @@ pub(super) struct RawCoordinator {
     pub(super) lookback: Option<Spanned<i64>>,
     pub(super) mode: Option<Spanned<String>>,
     pub(super) evaluation_time: Option<Spanned<EvaluationTime>>,
+    /// `"all"`, `"none"` or a count.
+    pub(super) catchup: Option<Spanned<toml::Value>>,
+    pub(super) rescan_interval: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize, Default)]
