@@ -1,8 +1,9 @@
 //! The API's router in process, driven with `tower::ServiceExt::oneshot`
 //! over a real scheduler service (real metastore, plugins and
 //! directories): the error contract (status codes, and every error a
-//! one-line JSON `{"error": ...}`), acceptance of a run, and the conflict
-//! of invalidating a view in flight.
+//! one-line JSON `{"error": ...}`), acceptance of a run, the conflict
+//! of invalidating a view in flight, and the refusal of what a web page
+//! could send (another origin, another Host).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +21,8 @@ use trellis::scheduler::Service;
 use crate::inprocess::{Project, SUMMARY, finished, logged, now_millis, open, runtime};
 
 const TOKEN: &str = "s3cret";
+/// The address the in-process server says it listens on: the Host it answers to.
+const BOUND: &str = "127.0.0.1:20698";
 const HELD: &str = "t.gate/Held/2015/01/01";
 
 /// The router of `trellis serve` over a service on `project`, as
@@ -43,6 +46,17 @@ impl App {
 
     /// Listening on loopback or not.
     async fn with_settings(project: &Project, token: Option<&str>, capacity: Capacity, loopback: bool) -> App {
+        let settings = Settings {
+            token: token.map(str::to_string),
+            request_timeout: Duration::from_secs(60),
+            loopback,
+            bound: BOUND.parse().unwrap(),
+            allowed_hosts: Vec::new(),
+        };
+        App::with(project, capacity, settings).await
+    }
+
+    async fn with(project: &Project, capacity: Capacity, settings: Settings) -> App {
         let catalog = project.catalog("v1");
         let plugins = Arc::new(trellis::plugins::Plugins::load(runtime(), &catalog).await);
         let mut scheduler = open(&catalog).await;
@@ -59,7 +73,7 @@ impl App {
             plugins,
             plugin_statuses: Vec::new(),
             permits,
-            settings: Settings { token: token.map(str::to_string), request_timeout: Duration::from_secs(60), loopback },
+            settings,
             shutdown,
             started: now_millis(),
             reloader: None,
@@ -562,4 +576,118 @@ async fn the_ui_s_shell_is_open_and_its_fragments_are_authorized_reads() {
         app.send(request(Method::GET, "/ui/view-log/t.mart/Daily/2015/01/01", Some(TOKEN), Body::empty())).await;
     assert_eq!(status, StatusCode::OK);
     assert!(String::from_utf8_lossy(&log).contains("No transformation has run for it yet."));
+}
+
+/// A request with these headers.
+fn with_headers(method: Method, uri: &str, headers: &[(&str, &str)]) -> Request<Body> {
+    let mut request = Request::builder().method(method).uri(uri);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.body(Body::empty()).expect("the request is well formed")
+}
+
+/// On loopback without a token, what any web page in the user's browser
+/// could send is refused with a one-line 403: a form POST from another
+/// origin (or an opaque one, or one only `Sec-Fetch-Site` names) to act,
+/// and any request naming a host the server is not (DNS rebinding: the
+/// page could read the answers); the UI's own requests, curl's and the
+/// CLI's are served. Every answer carries the headers that keep the UI
+/// from being framed or fed script.
+#[tokio::test(flavor = "multi_thread")]
+async fn what_a_web_page_could_send_is_refused_with_a_json_error() {
+    let project = Project::new(&[1]);
+    let settings = Settings {
+        token: None,
+        request_timeout: Duration::from_secs(60),
+        loopback: true,
+        bound: BOUND.parse().unwrap(),
+        allowed_hosts: vec!["trellis.internal".into()],
+    };
+    let app = App::with(&project, Capacity::default(), settings).await;
+    let daily = "/materialize/t.mart/Daily/2015/01/01";
+    let own = [("host", BOUND), ("origin", "http://127.0.0.1:20698")];
+    let evil_origin = [("host", BOUND), ("origin", "http://evil.example")];
+    let rebound = [("host", "evil.example:20698")];
+    let refusals: &[(Method, &str, &[(&str, &str)], &str)] = &[
+        (Method::POST, daily, &evil_origin, "another origin (`Origin: http://evil.example`)"),
+        (Method::POST, "/reload", &evil_origin, "another origin"),
+        (Method::POST, "/coordinators/daily/suspend", &evil_origin, "another origin"),
+        (Method::POST, "/coordinators/daily/resume", &evil_origin, "another origin"),
+        (Method::POST, "/invalidate/t.mart/Daily/2015/01/01", &evil_origin, "another origin"),
+        // Another port of the same host is another origin.
+        (Method::POST, daily, &[("host", BOUND), ("origin", "http://127.0.0.1:8080")], "another origin"),
+        (Method::POST, daily, &[("host", BOUND), ("origin", "null")], "`Origin: null`"),
+        (Method::POST, daily, &[("host", BOUND), ("sec-fetch-site", "cross-site")], "`Sec-Fetch-Site: cross-site`"),
+        (Method::POST, daily, &[("host", BOUND), ("sec-fetch-site", "same-site")], "`Sec-Fetch-Site: same-site`"),
+        // A read that instantiates views grows what the server holds.
+        (Method::GET, "/views/t.mart/Daily/2015/01/01", &evil_origin, "another origin"),
+        // A rebinding page's requests, reads included.
+        (Method::GET, "/views", &rebound, "does not answer to the name `evil.example`"),
+        (Method::GET, "/ui/overview", &rebound, "`--allowed-host evil.example`"),
+        (Method::POST, "/invalidate/t.mart/Daily/2015/01/01", &rebound, "evil.example"),
+        (
+            Method::POST,
+            daily,
+            &[("host", "evil.example:20698"), ("origin", "http://evil.example:20698")],
+            "evil.example",
+        ),
+        (Method::GET, "http://evil.example:20698/views", &[], "evil.example"),
+        (Method::GET, "/views", &[("host", "a b")], "is not a host name"),
+    ];
+    for (method, uri, headers, mentions) in refusals {
+        let (status, response_headers, body) = app.send(with_headers(method.clone(), uri, headers)).await;
+        let text = String::from_utf8_lossy(&body);
+        assert_eq!(status, StatusCode::FORBIDDEN, "{method} {uri} {headers:?}: {text}");
+        assert_eq!(response_headers[header::CONTENT_TYPE], "application/json", "{method} {uri}");
+        let error = one_line_error(&serde_json::from_slice(&body).unwrap());
+        assert!(error.starts_with("refused: ") && error.contains(mentions), "{method} {uri} {headers:?}: {error}");
+    }
+    assert!(app.store.runs().unwrap().is_empty(), "nothing refused was run");
+    let (status, listed) = app.call(Method::GET, "/views", None).await;
+    assert_eq!((status, &listed["views"]), (StatusCode::OK, &serde_json::json!([])), "nothing was instantiated");
+
+    // What is served: the UI's own requests, a top-level navigation, reads
+    // from anywhere (a page cannot read them without the Host), and clients
+    // that send neither Origin nor Host (curl, the CLI, HTTP/1.0).
+    let served: &[(Method, &str, &[(&str, &str)], StatusCode)] = &[
+        (Method::POST, daily, &own, StatusCode::ACCEPTED),
+        (
+            Method::POST,
+            daily,
+            &[("host", "localhost:20698"), ("origin", "http://localhost:20698")],
+            StatusCode::ACCEPTED,
+        ),
+        (Method::POST, daily, &[("host", BOUND), ("sec-fetch-site", "same-origin")], StatusCode::ACCEPTED),
+        (
+            Method::POST,
+            daily,
+            &[("host", "trellis.internal"), ("origin", "https://trellis.internal")],
+            StatusCode::ACCEPTED,
+        ),
+        (Method::POST, daily, &[], StatusCode::ACCEPTED),
+        (Method::GET, "/views", &[("host", "LOCALHOST.:20698")], StatusCode::OK),
+        (Method::GET, "/views", &evil_origin, StatusCode::OK),
+        (Method::GET, "/", &[("host", BOUND), ("sec-fetch-site", "cross-site")], StatusCode::OK),
+        (Method::GET, "/views/t.mart/Daily/2015/01/01", &[("host", BOUND), ("sec-fetch-site", "none")], StatusCode::OK),
+    ];
+    for (method, uri, headers, expected) in served {
+        let (status, _, body) = app.send(with_headers(method.clone(), uri, headers)).await;
+        assert_eq!(status, *expected, "{method} {uri} {headers:?}: {}", String::from_utf8_lossy(&body));
+        if let Ok(accepted) = serde_json::from_slice::<Value>(&body)
+            && let Some(run) = accepted["run"].as_str()
+        {
+            finished(&app.store, run).await;
+        }
+    }
+
+    // The page and every answer: no framing, no sniffing, no script but the
+    // server's own, no referrer.
+    for uri in ["/", "/views", "/nowhere"] {
+        let (_, headers, _) = app.send(with_headers(Method::GET, uri, &[])).await;
+        let csp = headers[header::CONTENT_SECURITY_POLICY].to_str().unwrap();
+        assert!(csp.contains("default-src 'self'") && csp.contains("frame-ancestors 'none'"), "{uri}: {csp}");
+        assert_eq!(headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff", "{uri}");
+        assert_eq!(headers[header::REFERRER_POLICY], "no-referrer", "{uri}");
+    }
 }

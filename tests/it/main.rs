@@ -25,6 +25,7 @@ mod runtime;
 mod sandbox;
 mod scenarios;
 mod scheduler;
+mod schemathesis;
 mod server;
 mod spark;
 mod storage;

@@ -40,7 +40,17 @@ pub(super) async fn events(
         };
     let cursor = match (last, query.from) {
         (Some(last), _) => last.saturating_add(1),
-        (None, Some(from)) => from,
+        (None, Some(from)) => {
+            // A sequence number the log has not reached yet would be a
+            // stream that waits, silently, for events that may never come.
+            let next = state.store.next_sequence()?;
+            if from > next {
+                return Err(ApiError::bad_request(format!(
+                    "from {from} is past the log, whose next event is number {next}"
+                )));
+            }
+            from
+        }
         (None, None) => state.store.next_sequence()?,
     };
     if let Some(run) = &query.run

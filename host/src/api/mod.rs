@@ -10,7 +10,9 @@
 //! - `reload`: `POST /reload`, the project loaded again;
 //! - `openapi`: `/openapi.json`, derived from the handlers and `wire`;
 //! - `wire`: the JSON both the server and the remote CLI speak;
-//! - `ui`: the web UI at `/`, HTML fragments over the same reads.
+//! - `ui`: the web UI at `/`, HTML fragments over the same reads;
+//! - `guard`: the Host and Origin checks that keep web pages from driving
+//!   or reading the server, and the security headers of every answer.
 //!
 //! Invariant: **the only module that imports axum.** It holds no scheduling
 //! logic: writes go to the service as requests, reads come from the
@@ -21,6 +23,7 @@
 mod coordinators;
 mod events;
 mod extract;
+mod guard;
 mod openapi;
 mod reload;
 mod routes;
@@ -49,6 +52,7 @@ use crate::scheduler::service::Handle;
 use crate::scheduler::table::{SharedTable, Table};
 
 pub use extract::REQUEST_PATTERN_LIMIT;
+pub use guard::{CONTENT_SECURITY_POLICY, allowed_host};
 pub use openapi::spec;
 pub use routes::ROUTES;
 pub use runs::detail as run_detail;
@@ -66,6 +70,11 @@ pub struct Settings {
     /// Every request but the event stream is answered within this, or gets 408.
     pub request_timeout: Duration,
     pub loopback: bool,
+    /// The address it listens on (the port picked, for port 0): its IP
+    /// and `localhost` are the names it answers to.
+    pub bound: SocketAddr,
+    /// Other names it answers to (`serve --allowed-host`), lower case.
+    pub allowed_hosts: Vec<String>,
 }
 
 /// What the handlers share.
@@ -121,14 +130,19 @@ pub fn check_bind(bind: &SocketAddr, token: Option<&str>) -> Result<(), String> 
 /// The router with every route and layer.
 pub fn router(state: Arc<AppState>) -> Router {
     let timeout = state.settings.request_timeout;
+    // The last layer added runs first: the Host is checked before anything
+    // else is looked at, and the Origin before the token.
     routes::routes()
         .layer(middleware::from_fn_with_state(state.clone(), authorize))
+        .layer(middleware::from_fn_with_state(state.clone(), guard::check_origin))
+        .layer(middleware::from_fn_with_state(state.clone(), guard::check_host))
         .layer(middleware::from_fn(limit_uri))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, timeout))
         .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT))
         .layer(tower_http::limit::RequestBodyLimitLayer::new(BODY_LIMIT))
         .layer(middleware::from_fn(limit_declared_body))
         .layer(middleware::from_fn(json_errors))
+        .layer(middleware::from_fn(guard::security_headers))
         .with_state(state)
 }
 

@@ -15,7 +15,7 @@ use crate::model::{Issue, ViewState};
 use crate::scheduler::table::{Table, ViewRow};
 
 #[utoipa::path(get, path = "/views", params(wire::ViewsQuery),
-    responses((status = 200, description = "A page of views, or with `overview` their counts per state", body = wire::ViewsPage),
+    responses((status = 200, description = "A page of views, or with `overview` their counts per state", body = wire::ViewsAnswer),
               (status = 400, body = ErrorBody)))]
 pub(super) async fn list_views(
     State(state): Shared,
@@ -25,7 +25,8 @@ pub(super) async fn list_views(
 }
 
 #[utoipa::path(get, path = "/views/{pattern}", params(("pattern" = String, Path, description = "A view pattern"), wire::ViewsQuery),
-    responses((status = 200, body = wire::ViewsPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+    responses((status = 200, description = "A page of views, or with `overview` their counts per state", body = wire::ViewsAnswer),
+              (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
               (status = 404, body = ErrorBody), (status = 409, description = "The server holds all the views it may", body = ErrorBody),
               (status = 429, body = ErrorBody)),
     security(("bearer" = [])))]

@@ -29,13 +29,14 @@ pub struct ViewsQuery {
     /// Only views in this state (receive, invalidated, no-data, waiting,
     /// transforming, materialized, retrying, failed); `invalidated` also
     /// selects views with an invalidation pending.
-    #[param(value_type = Option<String>)]
+    #[param(value_type = Option<String>,
+        pattern = "^(receive|invalidated|no-data|waiting|transforming|materialized|retrying|failed)$")]
     pub status: Option<ViewState>,
     /// Only views whose URL path matches this regular expression.
     pub filter: Option<String>,
     /// Only views with this issue: `errors` (it failed, or a dependency failed) or
     /// `incomplete` (a dependency had no data).
-    #[param(value_type = Option<String>)]
+    #[param(value_type = Option<String>, pattern = "^(errors|incomplete)$")]
     pub issue: Option<Issue>,
     /// Also list each view's dependencies.
     pub dependencies: Option<bool>,
@@ -47,6 +48,7 @@ pub struct ViewsQuery {
     /// Only count the views per state.
     pub overview: Option<bool>,
     /// Views per page, 1 to 10000 (default 1000).
+    #[param(minimum = 1, maximum = 10000)]
     pub limit: Option<usize>,
     /// Where to go on: the `next` of the previous page.
     pub cursor: Option<usize>,
@@ -98,6 +100,15 @@ pub struct ViewsPage {
     pub next: Option<usize>,
 }
 
+/// What `GET /views` answers: a page of views, or with `overview=true`
+/// their counts per state.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum ViewsAnswer {
+    Page(ViewsPage),
+    Overview(Overview),
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Overview {
     /// Views per state, states without views left out.
@@ -110,6 +121,9 @@ pub struct Overview {
 pub struct MaterializeQuery {
     /// DEFAULT, RESET_TRANSFORMATION_CHECKSUMS,
     /// RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS, TRANSFORM_ONLY or SET_ONLY.
+    #[param(
+        pattern = "^(DEFAULT|RESET_TRANSFORMATION_CHECKSUMS|RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS|TRANSFORM_ONLY|SET_ONLY)$"
+    )]
     pub mode: Option<String>,
     /// Rebuild the pattern's views whatever their state; what they depend
     /// on is read as it stands and reported EXCLUDED. DEFAULT mode only.
@@ -331,7 +345,7 @@ pub struct Run {
     /// The coordinator action it runs: `[coordinator, nominal time in ms]`
     /// (absent for a run asked for by hand).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Vec<Object>>)]
+    #[schema(schema_with = nominal_action)]
     pub action: Option<(String, i64)>,
     /// The action's nominal time as RFC 3339, in UTC (absent with `action`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -368,6 +382,21 @@ impl Run {
             flow_counts: record.flow_counts,
         }
     }
+}
+
+/// `Run.action`'s schema: `[coordinator, nominal time in ms]`, a pair.
+fn nominal_action() -> utoipa::openapi::schema::Array {
+    use utoipa::openapi::schema::{ArrayBuilder, ArrayItems, ObjectBuilder, SchemaType, Type};
+    ArrayBuilder::new()
+        .description(Some("`[coordinator, nominal time in milliseconds since the Unix epoch]`"))
+        .prefix_items([
+            ObjectBuilder::new().schema_type(SchemaType::new(Type::String)).build(),
+            ObjectBuilder::new().schema_type(SchemaType::new(Type::Integer)).build(),
+        ])
+        .items(ArrayItems::False)
+        .min_items(Some(2))
+        .max_items(Some(2))
+        .build()
 }
 
 /// How a run ended: its kind and the details that kind has.
@@ -544,7 +573,8 @@ pub struct PluginStatus {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct EventsQuery {
-    /// The first sequence number to send (`Last-Event-ID` + 1 wins).
+    /// The first sequence number to send (`Last-Event-ID` + 1 wins), at
+    /// most the next event's: past it is a 400.
     pub from: Option<u64>,
     /// Only this run's events; the stream then ends with an `end` event
     /// once the run has finished.
@@ -747,6 +777,7 @@ pub struct Action {
 #[into_params(parameter_in = Query)]
 pub struct ActionsQuery {
     /// Only the actions in this state.
+    #[param(pattern = "^(WAITING|READY|SUBMITTED|RUNNING|SUCCEEDED|FAILED|TIMEDOUT|SKIPPED|KILLED)$")]
     pub state: Option<String>,
 }
 
@@ -755,7 +786,13 @@ pub struct ActionsQuery {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct RangeQuery {
+    #[param(
+        pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2}))?$"
+    )]
     pub from: Option<String>,
+    #[param(
+        pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2}))?$"
+    )]
     pub to: Option<String>,
 }
 

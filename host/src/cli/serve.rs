@@ -45,6 +45,12 @@ pub(super) struct ServeArgs {
     /// A connection that does not send a request's headers within this is closed
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     header_timeout: Duration,
+    /// Another name the server answers to (in requests' Host), besides the
+    /// address it listens on and localhost: its name behind a proxy or in
+    /// DNS; repeatable. Requests naming any other host are refused (403), so
+    /// that a web page cannot rebind its own name to the server
+    #[arg(long = "allowed-host", value_name = "NAME", value_parser = api::allowed_host)]
+    allowed_hosts: Vec<String>,
 }
 
 /// A duration above zero: a request timeout of zero would answer every
@@ -94,6 +100,8 @@ pub(super) async fn serve(args: &ServeArgs, token: Option<String>, runtime: &Run
             token: token.clone(),
             request_timeout: args.request_timeout,
             loopback: args.bind.ip().is_loopback(),
+            bound: address,
+            allowed_hosts: args.allowed_hosts.clone(),
         },
         shutdown,
         started: chrono::Utc::now().timestamp_millis(),
