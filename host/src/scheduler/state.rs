@@ -536,7 +536,9 @@ impl Scheduler {
         let run: Arc<str> = receipt.run.as_str().into();
         // As the run's commit would have written it, from the state it left
         // the view in; the last action says it was recovered.
-        let mut event = new_event(url, ViewState::Transforming, ViewState::Materialized, &actions, Some(&run), None);
+        let now = self.clock.millis();
+        let mut event =
+            new_event(url, ViewState::Transforming, ViewState::Materialized, &actions, Some(&run), None, now);
         event.actions.push(RECOVERED.into());
         commit.events.push(event);
         commit.views.push((url.to_string(), adopted.clone()));
@@ -544,6 +546,7 @@ impl Scheduler {
             status: crate::model::FlowStatus::Successful,
             error: None,
             counters: recorded.counters,
+            reason: None,
         };
         commit.flows.push((receipt.run, url.to_string(), flow));
         // An incremental view's first commit has no log's head yet for the
@@ -554,7 +557,7 @@ impl Scheduler {
             match (self.store.tx_head(url), self.store.tx_entries(url)) {
                 (Ok(head), Ok(existing)) if head.as_ref().is_none_or(|head| marker.generation > head.generation) => {
                     let change = super::txlog::commit_change(&marker, "reconcile");
-                    commit.events.push(super::txlog::event(url, ViewState::Materialized, change, Some(&run)));
+                    commit.events.push(super::txlog::event(url, ViewState::Materialized, change, Some(&run), now));
                     commit.txlog.push(super::txlog::write_of(&marker, head, &existing, &data_path));
                 }
                 (Ok(_), Ok(_)) => {}
