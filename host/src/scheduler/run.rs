@@ -1132,10 +1132,9 @@ impl Scheduler {
             started.store(true, Ordering::SeqCst);
             let _ = results.send(TaskReport::Started { view: id });
             let mut printed = None;
-            let result =
-                run_plugin(&plugin, request_base, incremental, &staging, &data_path, &flag, &clock, &mut printed)
-                    .instrument(span)
-                    .await;
+            let result = run_plugin(&plugin, request_base, incremental, &staging, &data_path, &flag, &mut printed)
+                .instrument(span)
+                .await;
             if let Some(printed) = printed {
                 let outcome = match &result {
                     Ok((true, ..)) => "succeeded".to_string(),
@@ -1242,9 +1241,11 @@ async fn run_plugin(
     staging: &Staging,
     data_path: &std::path::Path,
     done_flag: &str,
-    clock: &crate::clock::Clock,
     printed: &mut Option<Printed>,
 ) -> Result<Produced, (FailureClass, String)> {
+    // The commit's time: when its transformation began, by the scheduler's
+    // clock (the request's actual time), as every time trellis records.
+    let committed_at = request.actual_time;
     // Staging and publishing are the host's own I/O: trouble there is not
     // the view's fault, and is retried until it passes.
     let dir = staging.create().map_err(|e| (FailureClass::Host, format!("cannot create a staging directory: {e}")))?;
@@ -1290,7 +1291,7 @@ async fn run_plugin(
         Ok(runtime::IncrementalOutcome { outcome: TransformOutcome::Data { counters }, commits }) => {
             // An incremental view's commit goes into the output it describes.
             let marker = match prepared {
-                Some((spec, prepared)) => match txlog::write_marker(&spec, prepared, &commits, &dir, clock.millis()) {
+                Some((spec, prepared)) => match txlog::write_marker(&spec, prepared, &commits, &dir, committed_at) {
                     Ok(marker) => Some(marker),
                     Err(e) => {
                         staging.discard(&dir);
