@@ -1389,6 +1389,9 @@ async fn run_plugin(
     clock: &crate::clock::Clock,
     printed: &mut Option<Printed>,
 ) -> Result<Produced, (FailureClass, String)> {
+    // The commit's time: when its transformation began, by the scheduler's
+    // clock (the request's actual time), as every time trellis records.
+    let committed_at = request.actual_time;
     // Staging and publishing are the host's own I/O: trouble there is not
     // the view's fault, and is retried until it passes. However the call
     // ends (an abort included), the directory goes unless published.
@@ -1436,7 +1439,7 @@ async fn run_plugin(
             // An incremental view's commit goes into the output it describes.
             let marker = match prepared {
                 Some((spec, prepared)) => {
-                    match txlog::write_marker(&spec, prepared, &commits, dir.path(), clock.millis()) {
+                    match txlog::write_marker(&spec, prepared, &commits, dir.path(), committed_at) {
                         Ok(marker) => Some(marker),
                         Err(e) => {
                             staging.discard(dir);

@@ -179,6 +179,10 @@ pub(super) fn flag_check(record: &ViewRecord, found: Option<FlagIdentity>) -> Fl
     }
 }
 
+/// An action's views, its inputs (external views), and the done flags its
+/// `latest()` found (see [`Scheduler::action_inputs`]).
+pub(super) type ActionInputs = (Vec<ViewId>, Vec<ViewId>, Vec<String>);
+
 /// How a run resolves `latest()` (see [`Scheduler::latest_at`]).
 #[derive(Debug, Clone)]
 pub(super) struct LatestAt {
@@ -723,7 +727,7 @@ impl Scheduler {
         pattern_text: &str,
         evaluation: chrono::DateTime<chrono::Utc>,
         pinned: Option<&[String]>,
-    ) -> Result<(Vec<ViewId>, Vec<ViewId>, Vec<String>), Error> {
+    ) -> Result<ActionInputs, Error> {
         let addressed = self.instantiate_at(pattern_text, evaluation)?;
         let found = std::cell::RefCell::new(std::collections::BTreeSet::new());
         if self.lattice.any_latest() {
