@@ -271,8 +271,10 @@ time = "current(0)"
     assert_eq!(rows(&data.join("t/spark/FromParquet/2015/05")), wasm, "PySpark, then Spark SQL over its Parquet");
     // Published under trellis's names, with the view's done flag and
     // nothing of Spark's or of the job's scratch directory.
-    assert_eq!(listing(&data.join("t/spark/Daily/2015/05")), ["_SUCCESS", "part-00000.csv"]);
-    assert_eq!(listing(&data.join("t/spark/DailyPy/2015/05")), ["_SUCCESS", "part-00000.snappy.parquet"]);
+    // The data, its done flag, and the receipt of the attempt that published it.
+    let receipt = trellis::scheduler::publish::RECEIPT;
+    assert_eq!(listing(&data.join("t/spark/Daily/2015/05")), [receipt, "_SUCCESS", "part-00000.csv"]);
+    assert_eq!(listing(&data.join("t/spark/DailyPy/2015/05")), [receipt, "_SUCCESS", "part-00000.snappy.parquet"]);
     assert_eq!(listing(&data.join(".trellis-staging")), Vec::<String>::new(), "no staging left");
     // What it read and wrote, from Spark's event log.
     let counted = counters(root, "t.spark/Daily/2015/05");
@@ -437,7 +439,7 @@ time = "current(0)"
         .map(|e| e.unwrap().path())
         .map(|path| (path.clone(), std::fs::read(&path).unwrap()))
         .collect();
-    assert_eq!(before.len(), 2, "{before:?}");
+    assert_eq!(before.len(), 3, "its data, done flag and receipt: {before:?}");
     let unchanged = || {
         for (path, content) in &before {
             assert_eq!(&std::fs::read(path).unwrap(), content, "{} changed", path.display());
