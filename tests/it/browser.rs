@@ -2,7 +2,9 @@
 //! `chromium-driver`) driven over WebDriver, against a real `trellis
 //! serve`: the overview's counts against the API's, a materialize started
 //! from the page seen live, a failed view's error and log, the graph and a
-//! click through it, and the token asked for and sent.
+//! click through it, the token asked for and sent, and crafted links and
+//! markup that run no script (the page routes only its own pages, and the
+//! server's Content-Security-Policy blocks inline script).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -168,6 +170,12 @@ transformation = { plugin = "panic" }
 
 [[view.dependency]]
 view = "b.raw/In"
+
+[[view]]
+name = "b.raw/Shop"
+parameters = [{ name = "shop" }]
+time = { frequency = "1d", initial = "2015-01-01" }
+path = "shops/${shop}/${YEAR}/${MONTH}/${DAY}"
 "##,
         )
         .write(&project);
@@ -369,7 +377,54 @@ async fn the_ui_shows_what_the_api_says_and_a_run_started_from_it_live() {
     for page in ["overview", "views", "view", "runs", "events"] {
         assert!(shots.join(format!("{page}.png")).exists(), "{page}");
     }
+    crafted_links_run_no_script(&browser, url).await;
     assert_eq!(server.stop(), 0);
+}
+
+/// A link whose hash climbs out of `/ui/` to the JSON API, which echoes a
+/// string parameter's markup (a view of `b.raw/Shop/<img ...>`), shows
+/// that there is no such page and puts nothing of it in the DOM; markup
+/// that does get into the page runs no inline script under the server's
+/// Content-Security-Policy.
+async fn crafted_links_run_no_script(browser: &Browser, url: &str) {
+    let markup = "%3Cimg%20src%3Dx%20onerror%3Ddocument.body.dataset.ran%3D1%3E";
+    for hash in [
+        format!("#/../views/b.raw/Shop/{markup}/2015/01/01"),
+        format!("#/view/%2e%2e/%2e%2e/views/b.raw/Shop/{markup}/2015/01/02"),
+        format!("#/views/../../views/b.raw/Shop/{markup}/2015/01/03"),
+    ] {
+        // Opened afresh, as a link from elsewhere is, not as a hash change.
+        browser.goto("about:blank").await;
+        browser.goto(&format!("{url}/{hash}")).await;
+        let shown = browser
+            .until(
+                "the page's answer to the crafted link",
+                "const t = document.getElementById('main').textContent.trim(); return t && t !== 'Loading…' ? t : null",
+            )
+            .await;
+        let found = browser
+            .client()
+            .execute("return [document.querySelectorAll('img').length, document.body.dataset.ran || null]", vec![])
+            .await
+            .unwrap();
+        assert_eq!(found, json!([0, null]), "{hash}: the page shows {shown}");
+        assert!(shown.as_str().unwrap().contains("There is no such page"), "{hash}: {shown}");
+    }
+    // Markup in the page anyway (as if a fragment let it through): its
+    // inline handler is blocked. The script's own listener runs after it
+    // would have.
+    let inline_ran = browser
+        .client()
+        .execute_async(
+            r##"const done = arguments[arguments.length - 1];
+               const main = document.getElementById("main");
+               main.innerHTML = '<img id="probe" src="/nowhere.png" onerror="document.body.dataset.ran = 1">';
+               document.getElementById("probe").addEventListener("error", () => done(document.body.dataset.ran || null));"##,
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(inline_ran, Value::Null, "an inline handler ran despite the Content-Security-Policy");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1,4 +1,5 @@
-// trellis's web UI: routes the page's hash to a server-rendered fragment,
+// trellis's web UI: routes the page's hash to a server-rendered fragment
+// of /ui/ (and to nothing else: the DOM is built from those and from text),
 // keeps it live from the /events stream, and sends actions to the API,
 // with the bearer token (kept for the tab, never in a cookie) when the
 // server asks for one.
@@ -61,35 +62,110 @@ function say(text, isError) {
   statusLine.classList.toggle("error", !!isError);
 }
 
-// "#/views?status=failed" -> "/ui/views?status=failed"; "#/" -> "/ui/overview".
+// The pages there are, by the hash's first segment, and the fragment each
+// loads: only these, and of the hash only a page's own parameters reach
+// the fragment's URL, each encoded, so that no link can make the page load
+// anything but a fragment of /ui/ (a "#/../views/..." link would otherwise
+// load the JSON API's answer into the page as HTML).
+// "#/views?status=failed" -> "/ui/views?status=failed"; "#/" -> "/ui/overview";
+// anything else -> null.
+const PAGES = {
+  "": { fragment: () => "/ui/overview" },
+  views: { fragment: () => "/ui/views", query: ["pattern", "status", "filter", "issue", "cursor"] },
+  view: { fragment: (rest) => "/ui/view/" + rest, rest: true },
+  runs: { fragment: (rest) => (rest ? "/ui/runs/" + rest : "/ui/runs"), rest: true, query: ["status"] },
+  events: { fragment: () => "/ui/events" },
+};
+
+// A path's segments, each decoded and encoded again; null if one is empty,
+// "." or ".." (which a URL would resolve), or cannot be decoded.
+function safePath(segments) {
+  const safe = [];
+  for (const segment of segments) {
+    let decoded;
+    try {
+      decoded = decodeURIComponent(segment);
+    } catch (error) {
+      return null;
+    }
+    if (decoded === "" || decoded === "." || decoded === "..") return null;
+    safe.push(encodeURIComponent(decoded));
+  }
+  return safe.join("/");
+}
+
 function fragmentUrl() {
-  const route = location.hash.replace(/^#/, "") || "/";
-  return route === "/" ? "/ui/overview" : "/ui" + route;
+  const route = location.hash.replace(/^#\/?/, "");
+  const at = route.indexOf("?");
+  const path = at < 0 ? route : route.slice(0, at);
+  const [name, ...segments] = path.split("/");
+  if (!Object.prototype.hasOwnProperty.call(PAGES, name)) return null;
+  const page = PAGES[name];
+  if (segments.length > 0 && segments[segments.length - 1] === "") segments.pop();
+  if (segments.length > 0 && !page.rest) return null;
+  const rest = segments.length > 0 ? safePath(segments) : "";
+  if (rest === null || (name === "view" && rest === "")) return null;
+  let url = page.fragment(rest);
+  if (page.query && at >= 0) {
+    const given = new URLSearchParams(route.slice(at + 1));
+    const kept = new URLSearchParams();
+    for (const key of page.query) if (given.has(key)) kept.set(key, given.get(key));
+    if (kept.toString()) url += "?" + kept;
+  }
+  return url;
+}
+
+// Whether `url` is one of the server's own fragments, once resolved (dot
+// segments, percent-encoded or not, removed): the only HTML the page takes.
+function isFragment(url) {
+  const resolved = new URL(url, location.href);
+  return resolved.origin === location.origin && resolved.pathname.startsWith("/ui/");
+}
+
+// A fragment's HTML (maud's markup, every value escaped), or an Error
+// saying why not; a response that is not a fragment's HTML is never used.
+async function fetchFragment(url) {
+  if (!isFragment(url)) return new Error("not a page of this UI: " + url);
+  const response = await call("GET", url);
+  if (!response.ok) return new Error(await errorOf(response));
+  const type = response.headers.get("content-type") || "";
+  if (!isFragment(response.url) || !type.startsWith("text/html")) {
+    return new Error("the server did not answer with a page of this UI");
+  }
+  return { html: await response.text(), headers: response.headers };
+}
+
+function showError(where, text) {
+  const p = document.createElement("p");
+  p.className = "error";
+  p.textContent = text;
+  where.replaceChildren(p);
 }
 
 let rendering = null;
 async function render(focus) {
   const url = fragmentUrl();
   rendering = url;
-  let response;
+  if (url === null) {
+    showError(main, "There is no such page: " + location.hash + ". The pages are #/, #/views, #/view/VIEW, #/runs and #/events.");
+    markCurrentNav();
+    return;
+  }
+  let fragment;
   try {
-    response = await call("GET", url);
+    fragment = await fetchFragment(url);
   } catch (error) {
     say("Could not load the page: " + error.message, true);
     return;
   }
   if (rendering !== url) return; // a later navigation won
-  if (!response.ok) {
-    main.innerHTML = "";
-    const p = document.createElement("p");
-    p.className = "error";
-    p.textContent = await errorOf(response);
-    main.appendChild(p);
+  if (fragment instanceof Error) {
+    showError(main, fragment.message);
     return;
   }
-  main.innerHTML = await response.text();
+  main.innerHTML = fragment.html;
   showLatestStates();
-  const next = response.headers.get("x-trellis-next-sequence");
+  const next = fragment.headers.get("x-trellis-next-sequence");
   if (next !== null) eventsShownUntil = Number(next);
   markCurrentNav();
   if (focus) (main.querySelector("h1") || main).focus();
@@ -100,22 +176,15 @@ async function render(focus) {
 // without waiting for them.
 async function loadParts(url) {
   for (const part of main.querySelectorAll("[data-load]")) {
-    let response;
+    let fragment;
     try {
-      response = await call("GET", part.dataset.load);
+      fragment = await fetchFragment(part.dataset.load);
     } catch (error) {
-      response = null;
+      fragment = new Error("Could not load this part of the page.");
     }
     if (rendering !== url) return;
-    if (response && response.ok) {
-      part.innerHTML = await response.text();
-    } else {
-      part.innerHTML = "";
-      const p = document.createElement("p");
-      p.className = "error";
-      p.textContent = response ? await errorOf(response) : "Could not load this part of the page.";
-      part.appendChild(p);
-    }
+    if (fragment instanceof Error) showError(part, fragment.message);
+    else part.innerHTML = fragment.html;
     part.removeAttribute("data-load");
   }
 }
@@ -207,10 +276,7 @@ const latestStates = new Map();
 const LATEST_STATES_KEPT = 10000;
 
 function showState(el, state) {
-  el.querySelectorAll(".view-state").forEach((cell) => {
-    cell.innerHTML = "";
-    cell.appendChild(badge(state));
-  });
+  el.querySelectorAll(".view-state").forEach((cell) => cell.replaceChildren(badge(state)));
   const rect = el.querySelector("rect");
   if (rect) rect.setAttribute("class", "state-" + state);
 }
