@@ -126,3 +126,47 @@ fn what_a_killed_backup_or_restore_left_is_removed_at_the_next_open() {
     assert!(!trellis_dir.join("metastore/backup-in-progress").exists());
     assert!(runs.stderr.contains("left by a backup or restore that was killed"), "{}", runs.stderr);
 }
+
+/// A store of several of sled's segments (4,000 views), for the damage
+/// that only a larger file shows.
+fn large_materialized_project(dir: &Path) {
+    std::fs::write(
+        dir.join("trellis.toml"),
+        "[[view]]\nname = \"big.raw/In\"\ntime = { frequency = \"1d\", initial = \"2000-01-01\" }\n",
+    )
+    .unwrap();
+    let mut day = chrono::NaiveDate::from_ymd_opt(2000, 1, 1).unwrap();
+    for _ in 0..4000 {
+        let flag = dir.join(format!("data/big/raw/In/{}/_SUCCESS", day.format("%Y/%m/%d")));
+        std::fs::create_dir_all(flag.parent().unwrap()).unwrap();
+        std::fs::write(flag, b"").unwrap();
+        day = day.succ_opt().unwrap();
+    }
+    let result = trellis_in(dir, &["materialize", "-v", "big.raw/In/rymd(20000101-20101231)"]);
+    assert_eq!(result.code, 0, "{}{}", result.stdout, result.stderr);
+}
+
+#[test]
+fn a_file_cut_in_half_or_zeroed_in_its_middle_is_refused_in_one_line_of_trellis_own() {
+    let dir = tempfile::tempdir().unwrap();
+    large_materialized_project(dir.path());
+    let file = db_file(dir.path());
+    let healthy = std::fs::read(&file).unwrap();
+    let metastore = dir.path().join(".trellis/metastore").display().to_string();
+    let cut = healthy[..healthy.len() / 2].to_vec();
+    let mut zeroed = healthy.clone();
+    let middle = healthy.len() / 2 / 4096 * 4096;
+    zeroed[middle..middle + 16384].fill(0);
+    for (damage, bytes) in [("cut in half", cut), ("zeroed in its middle", zeroed)] {
+        std::fs::write(&file, &bytes).unwrap();
+        let result = trellis_in(dir.path(), &["runs"]);
+        assert_eq!(result.code, 2, "{damage}: {}{}", result.stdout, result.stderr);
+        // Neither sled's own log lines nor its panic's location (a path on
+        // the machine that built it) before or in the one line.
+        let lines: Vec<&str> = result.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{damage}: one line: {}", result.stderr);
+        assert!(lines[0].starts_with(&format!("error: the metastore in {metastore} is damaged (")), "{}", lines[0]);
+        assert!(!lines[0].contains("panicked at") && !lines[0].contains(".cargo"), "{damage}: {}", lines[0]);
+        assert!(lines[0].ends_with("or move it away to start afresh"), "{damage}: {}", lines[0]);
+    }
+}
