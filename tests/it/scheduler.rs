@@ -306,7 +306,9 @@ async fn no_data_propagates_and_a_view_built_without_it_is_incomplete_until_it_c
     assert_eq!((summary.state, summary.incomplete), (ViewState::Materialized, true));
     let plan = scheduler.plan(SUMMARY).unwrap();
     let line = |view: &str| plan.iter().find(|(v, _)| v == view).map(|(_, line)| line.clone()).unwrap();
-    assert_eq!(line(&in_(DAYS[2])), "no data (no done flag)");
+    // It names the file looked for.
+    let flag = project.data(&in_(DAYS[2])).join("_SUCCESS");
+    assert_eq!(line(&in_(DAYS[2])), format!("no data (no done flag at {})", flag.display()));
     assert_eq!(line(&daily(DAYS[2])), "no data (no dependency has data)");
     assert_eq!(line(SUMMARY), "up to date");
 
@@ -724,7 +726,8 @@ async fn the_dry_run_checks_done_flags() {
     assert_eq!(record(&store, b).state, ViewState::NoData, "{run:?}");
     let c = record(&store, PAIR_C);
     assert_eq!((c.state, c.incomplete), (ViewState::Materialized, true));
-    assert_eq!(plan_line(&scheduler.plan(PAIR_C).unwrap(), b), "no data (no done flag)");
+    let flag = format!("no data (no done flag at {})", pair.flag("b").display());
+    assert_eq!(plan_line(&scheduler.plan(PAIR_C).unwrap(), b), flag);
 
     // A's flag is taken away: the dry run finds it gone.
     std::fs::remove_file(pair.flag("a")).unwrap();
