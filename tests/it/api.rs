@@ -578,6 +578,9 @@ async fn the_ui_s_shell_is_open_and_its_fragments_are_authorized_reads() {
     assert!(String::from_utf8_lossy(&log).contains("No transformation has run for it yet."));
 }
 
+/// A request's headers, as (name, value).
+type Headers<'a> = &'a [(&'a str, &'a str)];
+
 /// A request with these headers.
 fn with_headers(method: Method, uri: &str, headers: &[(&str, &str)]) -> Request<Body> {
     let mut request = Request::builder().method(method).uri(uri);
@@ -609,7 +612,7 @@ async fn what_a_web_page_could_send_is_refused_with_a_json_error() {
     let own = [("host", BOUND), ("origin", "http://127.0.0.1:20698")];
     let evil_origin = [("host", BOUND), ("origin", "http://evil.example")];
     let rebound = [("host", "evil.example:20698")];
-    let refusals: &[(Method, &str, &[(&str, &str)], &str)] = &[
+    let refusals: &[(Method, &str, Headers, &str)] = &[
         (Method::POST, daily, &evil_origin, "another origin (`Origin: http://evil.example`)"),
         (Method::POST, "/reload", &evil_origin, "another origin"),
         (Method::POST, "/coordinators/daily/suspend", &evil_origin, "another origin"),
@@ -650,7 +653,7 @@ async fn what_a_web_page_could_send_is_refused_with_a_json_error() {
     // What is served: the UI's own requests, a top-level navigation, reads
     // from anywhere (a page cannot read them without the Host), and clients
     // that send neither Origin nor Host (curl, the CLI, HTTP/1.0).
-    let served: &[(Method, &str, &[(&str, &str)], StatusCode)] = &[
+    let served: &[(Method, &str, Headers, StatusCode)] = &[
         (Method::POST, daily, &own, StatusCode::ACCEPTED),
         (
             Method::POST,
