@@ -175,6 +175,16 @@ impl Coordinator {
     /// The nominal times due by `now` after `after` that have no action
     /// yet, counted up to `cap`.
     pub fn lag(&self, after: Option<DateTime<Utc>>, now: DateTime<Utc>, cap: usize) -> Lag {
+        // A dataset frequency counts in one step: this runs at every tick,
+        // and a coordinator far behind would otherwise walk `cap` times.
+        if let Schedule::Every(dataset) = &self.schedule {
+            let first = after.map_or(0, |t| dataset.index_at_or_before(t).map_or(0, |k| k + 1));
+            let last_due = self.end.map_or(now, |end| now.min(end - chrono::TimeDelta::nanoseconds(1)));
+            let due = dataset.index_at_or_before(last_due).map_or(0, |last| (last + 1 - first).max(0));
+            let due = usize::try_from(due).unwrap_or(usize::MAX);
+            let since = if due > 0 { dataset.instance(first) } else { None };
+            return Lag { actions: due.min(cap), more: due > cap, since };
+        }
         let mut lag = Lag::default();
         for nominal in self.nominal_times_after(after).take_while(|t| *t <= now) {
             if lag.actions == cap {

@@ -304,23 +304,18 @@ pub const MAX_DUE_ACTIONS: usize = 100_000;
 
 /// How many actions `coordinator` has due by `now` (nominal times from its
 /// start, at or before `now` and before its end) when that is more than
-/// `limit`, else `None`. Counted in one step for a dataset frequency; a cron
-/// schedule is walked, at most `limit + 1` ticks (and then the count is
-/// `limit + 1`, "more than").
+/// `limit`, else `None`: the coordinator's lag with nothing created yet
+/// ([`Coordinator::lag`]). A cron schedule's count is then only "more than
+/// `limit`".
 fn due_actions(coordinator: &Coordinator, now: DateTime<Utc>, limit: usize) -> Option<usize> {
-    let last = match coordinator.end {
-        Some(end) => now.min(end - chrono::TimeDelta::nanoseconds(1)),
-        None => now,
+    // A dataset frequency is counted exactly, in one step; a cron schedule
+    // is walked only as far as it takes to know it is over the limit.
+    let cap = match coordinator.schedule {
+        Schedule::Every(_) => usize::MAX,
+        Schedule::Cron(_) => limit,
     };
-    let due = match &coordinator.schedule {
-        Schedule::Every(dataset) => {
-            dataset.index_at_or_before(last).map_or(0, |k| usize::try_from(k).unwrap_or(usize::MAX).saturating_add(1))
-        }
-        Schedule::Cron(_) => {
-            coordinator.nominal_times_after(None).take_while(|t| *t <= last).take(limit.saturating_add(1)).count()
-        }
-    };
-    (due > limit).then_some(due)
+    let lag = coordinator.lag(None, now, cap);
+    (lag.more || lag.actions > limit).then_some(lag.actions)
 }
 
 /// `start` or `end`: a date or date-time, local to the coordinator's
