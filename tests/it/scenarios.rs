@@ -44,6 +44,10 @@ macro_rules! scenarios {
 
 scenarios!(
     calendar,
+    coordinator_actual_default,
+    coordinator_actual_time,
+    coordinator_last_only,
+    coordinator_latest_waiting,
     coordinator_rules,
     coordinator_time,
     coordinators,

@@ -28,7 +28,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use super::{Catalog, OnDependencyFailure, PROJECT_FILE, RetryPolicy, ViewTypeId};
+use super::{Catalog, EvaluationTime, OnDependencyFailure, PROJECT_FILE, RetryPolicy, ViewTypeId};
 use raw::{LineIndex, RawProject, syntax_error};
 use types::check_type_name;
 
@@ -176,7 +176,13 @@ impl Checker<'_> {
         self.check_distinct_paths(&types);
         let listeners = self.listeners(&raw.listeners, &plugins);
         let settings = settings?;
-        let coordinators = self.coordinators(&raw.coordinators, &by_name, settings.evaluation_time);
+        // A coordinator evaluates as Oozie does by default (seed 002: the
+        // action's actual time), unless the project or it says otherwise.
+        let coordinators = self.coordinators(
+            &raw.coordinators,
+            &by_name,
+            raw.project.evaluation_time.unwrap_or(EvaluationTime::Actual),
+        );
         Some(Catalog { root: root.to_path_buf(), settings, plugins, types, by_name, listeners, coordinators })
     }
 }
