@@ -101,23 +101,26 @@ pub fn decide(coordinator: &Coordinator, open: &[OpenAction], now: DateTime<Utc>
         Execution::Fifo => {}
         Execution::Lifo => ready.reverse(),
         Execution::LastOnly => {
-            // The newest action that is ready or under way is the one that
-            // counts; everything open and older that has not started is passed over.
-            let started =
-                |a: &&OpenAction| matches!(a.state, ActionState::Ready | ActionState::Submitted | ActionState::Running);
-            if let Some(newest) = open.iter().filter(started).map(|a| a.nominal).max() {
-                for action in open.iter().filter(|a| a.nominal < newest) {
-                    if matches!(action.state, ActionState::Waiting | ActionState::Ready)
-                        && !decisions.time_out.contains(&action.nominal)
-                    {
-                        decisions.skip.push((
-                            action.nominal,
-                            format!("a newer action ({}) is ready: LAST_ONLY runs only the newest", time(newest)),
-                        ));
-                    }
+            // Oozie's rule: an action WAITING or READY is SKIPPED once the
+            // next action's nominal time has come, whether or not that one's
+            // inputs are there (so of the actions due at once only the
+            // newest runs, and a late input never runs an older action).
+            for action in open.iter().filter(|a| matches!(a.state, ActionState::Waiting | ActionState::Ready)) {
+                if decisions.time_out.contains(&action.nominal) {
+                    continue;
                 }
-                ready.retain(|nominal| *nominal == newest);
+                let next = coordinator.next_nominal(DateTime::from_timestamp_millis(action.nominal));
+                if let Some(next) = next.filter(|next| *next <= now) {
+                    decisions.skip.push((
+                        action.nominal,
+                        format!(
+                            "the next action's nominal time ({}) has come: LAST_ONLY runs only the newest",
+                            time(next.timestamp_millis())
+                        ),
+                    ));
+                }
             }
+            ready.retain(|nominal| !decisions.skip.iter().any(|(skipped, _)| skipped == nominal));
         }
         Execution::None => ready.retain(|&nominal| {
             let next = coordinator.next_nominal(DateTime::from_timestamp_millis(nominal));
@@ -295,6 +298,18 @@ mod tests {
                 day(4),
             ),
             (
+                "LAST_ONLY skips what the next passed",
+                daily(Execution::LastOnly, 3, 12, None),
+                vec![(1, Waiting, 0), (2, Waiting, 0)],
+                day(2),
+            ),
+            (
+                "LAST_ONLY keeps the newest waiting",
+                daily(Execution::LastOnly, 3, 12, None),
+                vec![(2, Ready, 0)],
+                day(2) + chrono::TimeDelta::hours(23),
+            ),
+            (
                 "LAST_ONLY after the newest started",
                 daily(Execution::LastOnly, 3, 12, None),
                 vec![(1, Ready, 0), (2, Running, 0)],
@@ -333,7 +348,9 @@ mod tests {
             concurrency full                         timeout [] skip [] submit [] due none
             timeout passed                           timeout [01] skip [] submit [] due 02 09:00
             one timed out, one to come               timeout [02] skip [] submit [] due 03 08:00
-            LAST_ONLY skips older ready and waiting  timeout [] skip [01,02] submit [03] due none
+            LAST_ONLY skips older ready and waiting  timeout [] skip [01,02,03] submit [] due none
+            LAST_ONLY skips what the next passed     timeout [] skip [01] submit [] due none
+            LAST_ONLY keeps the newest waiting       timeout [] skip [] submit [02] due none
             LAST_ONLY after the newest started       timeout [] skip [01] submit [] due none
             NONE skips what the next tick passed     timeout [] skip [01,02] submit [03] due none
             NONE keeps all before the next tick      timeout [] skip [] submit [03] due none
