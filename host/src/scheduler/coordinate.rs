@@ -126,6 +126,23 @@ struct OpenSlot {
     /// depend on); empty when they could not be instantiated.
     addressed: Vec<ViewId>,
     inputs: Vec<ViewId>,
+    /// Its `latest(n)` that found no instance (`latest(n) of TYPE`): it
+    /// waits for them as for missing inputs, evaluating them again at every
+    /// check (seed 002: Oozie "will go to sleep and start the evaluation
+    /// again in the next cycle").
+    unfound: Vec<String>,
+}
+
+/// An action's views, its inputs, and its `latest(n)` that found nothing.
+type Resolved = (Vec<ViewId>, Vec<ViewId>, Vec<String>);
+
+/// How many of an action's inputs are missing (each input without its done
+/// flag, each `latest(n)` that found nothing), and how they read.
+fn missing_of(scheduler: &mut Scheduler, inputs: &[ViewId], unfound: &[String]) -> (usize, Vec<String>) {
+    let missing: Vec<ViewId> = inputs.iter().copied().filter(|&id| !scheduler.input_present(id)).collect();
+    let mut texts: Vec<String> = missing.iter().map(|&id| scheduler.slots[id.0 as usize].url.to_string()).collect();
+    texts.extend(unfound.iter().cloned());
+    (texts.len(), texts)
 }
 
 fn millis(time: DateTime<Utc>) -> i64 {
@@ -291,7 +308,7 @@ impl Coordination {
                 if recent.contains(&action.nominal) {
                     let pinned = action.latest_found.as_deref();
                     let inputs = match scheduler.action_inputs(&action.views, time_of(action.actual), pinned) {
-                        Ok((_, inputs, _)) => inputs,
+                        Ok((_, inputs, ..)) => inputs,
                         Err(_) => Vec::new(),
                     };
                     coordinated.remember_finished(action.nominal, inputs);
@@ -330,11 +347,11 @@ impl Coordination {
     /// Takes in an open action found in the metastore: its views and inputs
     /// resolved, its run (if it has one) recovered.
     fn take_open(&mut self, scheduler: &mut Scheduler, index: usize, mut action: ActionRecord) -> Result<(), Error> {
-        let (addressed, inputs) = self.resolve(scheduler, index, &mut action).unwrap_or_default();
+        let (addressed, inputs, unfound) = self.resolve(scheduler, index, &mut action).unwrap_or_default();
         let nominal = action.nominal;
         let run = action.run.clone();
         let state = action.state;
-        self.coordinators[index].open.insert(nominal, OpenSlot { record: action, addressed, inputs });
+        self.coordinators[index].open.insert(nominal, OpenSlot { record: action, addressed, inputs, unfound });
         if let (Some(run), ActionState::Submitted | ActionState::Running) = (run, state) {
             match scheduler.metastore().run(&run)? {
                 Some(RunRecord { termination: Some(termination), .. }) => {
@@ -361,23 +378,27 @@ impl Coordination {
     /// resolved now (`evaluation_time = "present"`) or at its actual time
     /// (`"actual"`): against the flags it found when it was created, which
     /// an action resolved for the first time records in `latest_found`.
-    fn resolve(
-        &self,
-        scheduler: &mut Scheduler,
-        index: usize,
-        action: &mut ActionRecord,
-    ) -> Result<(Vec<ViewId>, Vec<ViewId>), Error> {
+    /// A WAITING action some of whose `latest(n)` found nothing evaluates
+    /// them again against the flags there are now (at the same actual
+    /// time), and records what it finds: seed 002's next cycle.
+    fn resolve(&self, scheduler: &mut Scheduler, index: usize, action: &mut ActionRecord) -> Result<Resolved, Error> {
         match self.coordinators[index].declaration.evaluation_time {
             EvaluationTime::Present => {
-                let (addressed, inputs, _) = scheduler.action_inputs(&action.views, self.clock.now(), None)?;
-                Ok((addressed, inputs))
+                let (addressed, inputs, _, unfound) = scheduler.action_inputs(&action.views, self.clock.now(), None)?;
+                Ok((addressed, inputs, unfound))
             }
             EvaluationTime::Actual => {
+                let actual = time_of(action.actual);
                 let pinned = action.latest_found.as_deref();
-                let (addressed, inputs, found) =
-                    scheduler.action_inputs(&action.views, time_of(action.actual), pinned)?;
+                let again = pinned.is_some() && action.state == ActionState::Waiting;
+                let (addressed, inputs, found, unfound) = scheduler.action_inputs(&action.views, actual, pinned)?;
+                if again && !unfound.is_empty() {
+                    let (addressed, inputs, found, unfound) = scheduler.action_inputs(&action.views, actual, None)?;
+                    action.latest_found = Some(found);
+                    return Ok((addressed, inputs, unfound));
+                }
                 action.latest_found.get_or_insert(found);
-                Ok((addressed, inputs))
+                Ok((addressed, inputs, unfound))
             }
         }
     }
@@ -453,22 +474,38 @@ impl Coordination {
         let mut found = false;
         let now = millis(self.clock.now());
         for index in 0..self.coordinators.len() {
+            // A `latest(n)` that found nothing is evaluated again: no watch
+            // stands for the instance it may find.
+            let again: Vec<i64> = self.coordinators[index]
+                .open
+                .iter()
+                .filter(|(_, slot)| slot.record.state == ActionState::Waiting && !slot.unfound.is_empty())
+                .map(|(&nominal, _)| nominal)
+                .collect();
+            for nominal in again {
+                let Some(mut record) = self.coordinators[index].open.get(&nominal).map(|slot| slot.record.clone())
+                else {
+                    continue;
+                };
+                let Ok((addressed, inputs, unfound)) = self.resolve(scheduler, index, &mut record) else { continue };
+                if let Some(slot) = self.coordinators[index].open.get_mut(&nominal) {
+                    *slot = OpenSlot { record, addressed, inputs, unfound };
+                }
+            }
             let mut changes = Vec::new();
             let coordinated = &mut self.coordinators[index];
             for slot in coordinated.open.values_mut() {
                 if slot.record.state != ActionState::Waiting && slot.record.state != ActionState::Ready {
                     continue;
                 }
-                let stale = all || slot.inputs.iter().any(|&id| !scheduler.input_watched(id));
+                let stale =
+                    all || !slot.unfound.is_empty() || slot.inputs.iter().any(|&id| !scheduler.input_watched(id));
                 if !stale {
                     continue;
                 }
-                let missing: Vec<ViewId> =
-                    slot.inputs.iter().copied().filter(|&id| !scheduler.input_present(id)).collect();
+                let (count, missing) = missing_of(scheduler, &slot.inputs, &slot.unfound);
                 let previous = slot.record.state;
-                apply(&mut slot.record, &[ActionEvent::InputsChecked { missing: missing.len() }]);
-                let missing: Vec<String> =
-                    missing.iter().map(|&id| scheduler.slots[id.0 as usize].url.to_string()).collect();
+                apply(&mut slot.record, &[ActionEvent::InputsChecked { missing: count }]);
                 if slot.record.state != previous || slot.record.missing != missing {
                     slot.record.missing = missing;
                     if slot.record.state != previous {
@@ -547,22 +584,22 @@ impl Coordination {
         } else {
             record.full_refresh = false;
         }
-        let (addressed, inputs) = match self.resolve(scheduler, index, &mut record) {
+        let (addressed, inputs, unfound) = match self.resolve(scheduler, index, &mut record) {
             Ok(resolved) => resolved,
             Err(e) => {
                 record.state = ActionState::Failed;
                 record.reason = Some(e.to_string());
-                (Vec::new(), Vec::new())
+                (Vec::new(), Vec::new(), Vec::new())
             }
         };
         let coordinated = &mut self.coordinators[index];
         coordinated.count(Some(previous), record.state);
         commit.events.push(event_of(&record, Some(previous), now));
         if effects.contains(&ActionEffect::CheckInputs) && !record.state.is_final() {
-            let missing: Vec<ViewId> = inputs.iter().copied().filter(|&id| !scheduler.input_present(id)).collect();
+            let (missing, texts) = missing_of(scheduler, &inputs, &unfound);
             let before = record.state;
-            apply(&mut record, &[ActionEvent::InputsChecked { missing: missing.len() }]);
-            record.missing = missing.iter().map(|&id| scheduler.slots[id.0 as usize].url.to_string()).collect();
+            apply(&mut record, &[ActionEvent::InputsChecked { missing }]);
+            record.missing = texts;
             if record.state != before {
                 coordinated.count(Some(before), record.state);
                 commit.events.push(event_of(&record, Some(before), now));
@@ -571,7 +608,7 @@ impl Coordination {
         coordinated.recent.retain(|(n, _)| *n != record.nominal);
         commit.actions.push(record.clone());
         if !record.state.is_final() {
-            coordinated.open.insert(record.nominal, OpenSlot { record, addressed, inputs });
+            coordinated.open.insert(record.nominal, OpenSlot { record, addressed, inputs, unfound });
         }
         Ok(true)
     }
@@ -655,7 +692,7 @@ impl Coordination {
         coordinated.record.last_nominal = Some(record.nominal);
         coordinated.count(None, ActionState::Waiting);
         commit.events.push(event_of(&record, None, now));
-        let (addressed, inputs) = match resolved {
+        let (addressed, inputs, unfound) = match resolved {
             Ok(resolved) => resolved,
             Err(e) => {
                 // Its views cannot be instantiated (the lattice is full, say):
@@ -668,15 +705,15 @@ impl Coordination {
                 return;
             }
         };
-        let missing: Vec<ViewId> = inputs.iter().copied().filter(|&id| !scheduler.input_present(id)).collect();
-        record.missing = missing.iter().map(|&id| scheduler.slots[id.0 as usize].url.to_string()).collect();
-        apply(&mut record, &[ActionEvent::InputsChecked { missing: missing.len() }]);
+        let (missing, texts) = missing_of(scheduler, &inputs, &unfound);
+        record.missing = texts;
+        apply(&mut record, &[ActionEvent::InputsChecked { missing }]);
         if record.state != ActionState::Waiting {
             coordinated.count(Some(ActionState::Waiting), record.state);
             commit.events.push(event_of(&record, Some(ActionState::Waiting), now));
         }
         commit.actions.push(record.clone());
-        coordinated.open.insert(record.nominal, OpenSlot { record, addressed, inputs });
+        coordinated.open.insert(record.nominal, OpenSlot { record, addressed, inputs, unfound });
     }
 
     /// Applies `event` to an open action into `commit`, with `reason`; a

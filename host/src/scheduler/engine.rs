@@ -101,7 +101,7 @@ impl Scheduler {
         plugin: Plugin,
         spark: Arc<Spark>,
         results: mpsc::UnboundedSender<TaskReport>,
-        started: Arc<AtomicBool>,
+        (started, actual): (Arc<AtomicBool>, chrono::DateTime<chrono::Utc>),
         receipt: Receipt,
     ) -> (tokio::task::JoinHandle<()>, JobControl) {
         // The attempt is the one its receipt names.
@@ -148,7 +148,7 @@ impl Scheduler {
             });
         }
         let data_path = self.lattice.data_path(id);
-        let actual = self.clock.now();
+        // `actual`: the run's actual time (`${actualTime()}`), its action's.
         // `dataIn()` and `dataOut()` are where the engine reads and where the
         // data will be: the job has no sandbox of guest paths.
         let path_of = |d: ViewId| paths.get(&d).cloned().unwrap_or_default();

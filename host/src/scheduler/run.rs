@@ -926,8 +926,15 @@ impl Scheduler {
                 let full_refresh = run.full_refresh.as_ref().is_some_and(|selected| selected.contains(&id));
                 let attempt = (run.id.clone(), run.view(id).attempts);
                 let receipt = self.receipt(run, id);
-                let (task, job) =
-                    self.start_transformation(id, run.reports.clone(), started.clone(), full_refresh, attempt, receipt);
+                let actual = run.latest_at.actual;
+                let (task, job) = self.start_transformation(
+                    id,
+                    run.reports.clone(),
+                    started.clone(),
+                    (full_refresh, actual),
+                    attempt,
+                    receipt,
+                );
                 run.tasks.insert(id, Task { handle: task, started, job, attempt: true });
             }
             Action::ScheduleRetry => {
@@ -1193,7 +1200,7 @@ impl Scheduler {
         id: ViewId,
         results: mpsc::UnboundedSender<TaskReport>,
         started: Arc<AtomicBool>,
-        full_refresh: bool,
+        (full_refresh, actual): (bool, chrono::DateTime<chrono::Utc>),
         attempt: (Arc<str>, u32),
         receipt: Receipt,
     ) -> (tokio::task::JoinHandle<()>, Option<JobControl>) {
@@ -1218,7 +1225,7 @@ impl Scheduler {
             Err(message) => return (fail_at_once(id, results, message), None),
         };
         if plugin.world() == runtime::World::Engine {
-            let (task, job) = self.start_job(id, plugin, spark, results, started, receipt);
+            let (task, job) = self.start_job(id, plugin, spark, results, (started, actual), receipt);
             return (task, Some(job));
         }
         let own_timestamp = self.slots[id.0 as usize].record.timestamp;
@@ -1239,7 +1246,8 @@ impl Scheduler {
             });
         }
         let path_of = |d: ViewId| guest_paths.get(&d).cloned().unwrap_or_default();
-        let actual = self.clock.now();
+        // `${actualTime()}`: the run's actual time (its action's), not
+        // when this transformation happens to start.
         let config = match self.lattice.config(id, actual, runtime::GUEST_OUTPUT, &path_of) {
             Ok(config) => config,
             Err(message) => return (fail_at_once(id, results, message), None),
@@ -1390,8 +1398,9 @@ async fn run_plugin(
     printed: &mut Option<Printed>,
 ) -> Result<Produced, (FailureClass, String)> {
     // The commit's time: when its transformation began, by the scheduler's
-    // clock (the request's actual time), as every time trellis records.
-    let committed_at = request.actual_time;
+    // clock, as every time trellis records (not the request's actual time,
+    // which for a coordinator's action is when the action was created).
+    let committed_at = clock.millis();
     // Staging and publishing are the host's own I/O: trouble there is not
     // the view's fault, and is retried until it passes. However the call
     // ends (an abort included), the directory goes unless published.

@@ -179,15 +179,17 @@ pub(super) fn flag_check(record: &ViewRecord, found: Option<FlagIdentity>) -> Fl
     }
 }
 
-/// An action's views, its inputs (external views), and the done flags its
-/// `latest()` found (see [`Scheduler::action_inputs`]).
-pub(super) type ActionInputs = (Vec<ViewId>, Vec<ViewId>, Vec<String>);
+/// An action's views, its inputs (external views), the done flags its
+/// `latest()` found, and its `latest(n)` that found no instance, each as
+/// `latest(n) of TYPE` (see [`Scheduler::action_inputs`]).
+pub(super) type ActionInputs = (Vec<ViewId>, Vec<ViewId>, Vec<String>, Vec<String>);
 
 /// How a run resolves `latest()` (see [`Scheduler::latest_at`]).
 #[derive(Debug, Clone)]
 pub(super) struct LatestAt {
     pub evaluation_time: crate::catalog::EvaluationTime,
-    /// The run's actual time: when it began, or its action's.
+    /// The run's actual time: when it began, or its action's. `latest()`
+    /// counts from it under `actual`, and `${actualTime()}` is it.
     pub actual: chrono::DateTime<chrono::Utc>,
     /// An action's run under `actual`: the done flags its `latest()` found
     /// when the action was created, the only ones it may find now.
@@ -623,25 +625,28 @@ impl Scheduler {
     /// rerun), against the flags it found then (seed 002: an action created
     /// on 01-10 never reads an instance that arrived on 01-11). The
     /// coordinator's own `evaluation_time` rules its actions' runs.
+    /// Its actual time (`${actualTime()}`) is the action's recorded one,
+    /// or for a run of no action when it began by the clock.
     pub(super) fn latest_at(&self, record: &RunRecord) -> LatestAt {
-        let now = self.clock.now();
+        let started = chrono::DateTime::from_timestamp_millis(record.started).unwrap_or_else(|| self.clock.now());
         let project = self.catalog.settings.evaluation_time;
         let Some((coordinator, nominal)) = &record.action else {
-            return LatestAt { evaluation_time: project, actual: now, pinned: None };
+            return LatestAt { evaluation_time: project, actual: started, pinned: None };
         };
         let declared = self.catalog.coordinators.iter().find(|c| &c.name == coordinator);
         let evaluation_time = declared.map_or(project, |c| c.evaluation_time);
-        let action = match evaluation_time {
-            crate::catalog::EvaluationTime::Present => None,
-            crate::catalog::EvaluationTime::Actual => self.store.action(coordinator, *nominal).ok().flatten(),
-        };
-        match action {
+        match self.store.action(coordinator, *nominal).ok().flatten() {
             Some(action) => LatestAt {
                 evaluation_time,
-                actual: chrono::DateTime::from_timestamp_millis(action.actual).unwrap_or(now),
-                pinned: action.latest_found.map(|flags| Arc::new(self.storage_paths(&flags))),
+                actual: chrono::DateTime::from_timestamp_millis(action.actual).unwrap_or(started),
+                pinned: match evaluation_time {
+                    crate::catalog::EvaluationTime::Present => None,
+                    crate::catalog::EvaluationTime::Actual => {
+                        action.latest_found.map(|flags| Arc::new(self.storage_paths(&flags)))
+                    }
+                },
             },
-            None => LatestAt { evaluation_time, actual: now, pinned: None },
+            None => LatestAt { evaluation_time, actual: started, pinned: None },
         }
     }
 
@@ -719,9 +724,11 @@ impl Scheduler {
     /// A coordinator action's views and inputs: instantiates `pattern` with
     /// `latest()` resolved at `evaluation`, and returns the views it
     /// addresses, the external views among everything they depend on and
-    /// the done flags `latest()` found (relative to the storage root). With
-    /// `pinned`, `latest()` finds only those flags (what it found when the
-    /// action was created), else those on disk now.
+    /// the done flags `latest()` found (relative to the storage root), and
+    /// the `latest(n)` below it that found no instance: seed 002's action
+    /// waits for those as for a missing input. With `pinned`, `latest()`
+    /// finds only those flags (what it found when the action was created),
+    /// else those on disk now.
     pub(super) fn action_inputs(
         &mut self,
         pattern_text: &str,
@@ -730,6 +737,7 @@ impl Scheduler {
     ) -> Result<ActionInputs, Error> {
         let addressed = self.instantiate_at(pattern_text, evaluation)?;
         let found = std::cell::RefCell::new(std::collections::BTreeSet::new());
+        let mut unfound = std::collections::BTreeSet::new();
         if self.lattice.any_latest() {
             let pinned = pinned.map(|flags| self.storage_paths(flags));
             let storage = self.catalog.settings.storage.clone();
@@ -769,6 +777,15 @@ impl Scheduler {
                 }
                 stack.extend(self.lattice.dependencies(id).iter().copied());
             }
+            for id in seen {
+                let declarations = &self.lattice.view_type(id).dependencies;
+                for name in self.lattice.unsatisfied(id) {
+                    let Some(declaration) = declarations.iter().find(|d| d.name == name) else { continue };
+                    if let crate::catalog::TimeSelection::Latest(n) = declaration.time {
+                        unfound.insert(format!("latest({n}) of {}", self.catalog.get(declaration.target).name));
+                    }
+                }
+            }
         }
         let inputs = self
             .lattice
@@ -776,7 +793,7 @@ impl Scheduler {
             .into_iter()
             .filter(|&id| matches!(self.lattice.view_type(id).transformation, Transformation::External))
             .collect();
-        Ok((addressed, inputs, found.into_inner().into_iter().collect()))
+        Ok((addressed, inputs, found.into_inner().into_iter().collect(), unfound.into_iter().collect()))
     }
 
     /// Whether an external view's done flag is there now. It is watched
