@@ -758,7 +758,8 @@ pub struct Action {
     pub state: ActionState,
     /// The view pattern it materializes.
     pub views: String,
-    /// The external views it waits for, while WAITING.
+    /// The external views it waits for, while WAITING, and each
+    /// `latest(n)` that found no instance (`latest(n) of TYPE`).
     pub missing: Vec<String>,
     /// Its run, once submitted (the last one after a rerun).
     pub run: Option<String>,

@@ -31,7 +31,8 @@ pub struct ActionRecord {
     pub state: ActionState,
     /// The view pattern it materializes, resolved at its nominal time.
     pub views: String,
-    /// The external views (URL paths) it waits for, while WAITING.
+    /// The external views (URL paths) it waits for, while WAITING, and
+    /// each `latest(n)` that found no instance (`latest(n) of TYPE`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing: Vec<String>,
     /// Its run, once SUBMITTED; the last one after a rerun.
