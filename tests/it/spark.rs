@@ -561,3 +561,52 @@ fn the_demo_ranks_the_shops_of_may_with_spark_sql() {
     );
     assert!(result.stdout.contains("demo finished in"), "{}", result.stdout);
 }
+
+/// A PySpark application whose first two attempts find nothing listening
+/// where it connects (a real refused connection), then compute.
+const FLAKY_PY: &str = r#""""Orders per shop, once the network lets it connect."""
+import socket
+from pathlib import Path
+
+from trellis_spark import job
+
+counter = Path(job.arguments[0])
+attempt = int(counter.read_text()) + 1 if counter.exists() else 1
+counter.write_text(str(attempt))
+if attempt <= 2:
+    socket.create_connection(("127.0.0.1", int(job.arguments[1])), timeout=5)
+job.write(job.input("orders").groupBy("shop").count())
+"#;
+
+#[test]
+fn a_refused_connection_is_retried_without_counting_against_retries() {
+    spark();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    // A port nothing listens on any more.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let counter = root.join("attempts");
+    let transformation = format!(
+        r#"{{ plugin = "spark-python", config = {{ application = "jobs/flaky.py", args = "{},{port}" }}, resources = ["jobs/flaky.py"], retries = 0, backoff = "100ms" }}"#,
+        counter.display()
+    );
+    let rest = monthly("t.spark/Flaky", &transformation, "");
+    project(root, &[("spark-python", "spark_python")], &rest, &[("jobs/flaky.py", FLAKY_PY)]);
+    orders(&root.join("data"), &mut Lcg::new(3));
+    let view = "t.spark/Flaky/2015/05";
+    let done = materialize(root, view);
+    // With `retries = 0`, a counted failure would have failed the view.
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert_eq!(std::fs::read_to_string(&counter).unwrap(), "3");
+    let views = run(trellis().args(["views", "-p"]).arg(root).args(["-v", view]));
+    assert!(views.stdout.contains("  materialized"), "{}", views.stdout);
+    // Three attempts in the one run: the refused ones were retried.
+    let runs = run(trellis().args(["runs", "--json", "-p"]).arg(root));
+    let runs: serde_json::Value = serde_json::from_str(&runs.stdout).unwrap();
+    let id = runs.as_array().unwrap().iter().find(|r| r["pattern"] == view).unwrap()["id"].clone();
+    let detail = run(trellis().args(["runs", "--json", "-p"]).arg(root).arg(id.as_str().unwrap()));
+    let detail: serde_json::Value = serde_json::from_str(&detail.stdout).unwrap();
+    let flow = detail["flows"].as_array().unwrap().iter().find(|f| f["view"] == view).unwrap().clone();
+    assert_eq!(flow["attempts"], 3, "{flow}");
+    assert_eq!(flow["status"], "SUCCESSFUL", "{flow}");
+}

@@ -210,6 +210,7 @@ pub(super) fn view_of(table: &Table, index: usize, dependencies: bool, dependent
         stale: false,
         stale_reason: None,
         last_error: row.last_error.clone(),
+        network_error: row.network_retry.clone(),
         counters: row.counters.clone(),
         data_path: row.data_path.display().to_string(),
         dependencies: dependencies.then(|| urls(&row.dependencies)),

@@ -81,6 +81,10 @@ pub struct View {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stale_reason: Option<String>,
     pub last_error: Option<String>,
+    /// While `state` is `retrying` for transient network trouble (shown as
+    /// `retrying (network)`, tried again without limit): its last error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_error: Option<String>,
     /// What its transformation returned when it last materialized it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<BTreeMap<String, u64>>)]

@@ -345,6 +345,8 @@ pub(super) async fn views(args: &ViewsArgs, runtime: &crate::runtime::Runtime) -
             data_path: lattice.data_path(id).display().to_string(),
             counters: record.counters,
             last_error: record.last_error,
+            // Only a server's views retry while they are listed.
+            network_error: None,
             stale: None,
         });
     }
@@ -460,6 +462,7 @@ pub(super) async fn views_remote(args: &ViewsArgs, server: &Server) -> anyhow::R
             data_path: view.data_path,
             counters: view.counters,
             last_error: view.last_error,
+            network_error: view.network_error,
             stale: view.stale_reason,
         })
         .collect();
@@ -476,6 +479,8 @@ struct ViewRow {
     counters: Option<Counters>,
     /// Why its last transformation failed.
     last_error: Option<String>,
+    /// Retrying for network trouble: the last error.
+    network_error: Option<String>,
     /// Materialized, and the next run rebuilds it: why, as `plan` says.
     stale: Option<String>,
 }
@@ -543,6 +548,9 @@ fn print_views(listing: &Listing, args: &ViewsArgs) -> anyhow::Result<Status> {
                     if let Some(error) = &row.last_error {
                         value["last_error"] = serde_json::json!(error);
                     }
+                    if let Some(error) = &row.network_error {
+                        value["network_error"] = serde_json::json!(error);
+                    }
                     value
                 })
                 .collect();
@@ -552,18 +560,23 @@ fn print_views(listing: &Listing, args: &ViewsArgs) -> anyhow::Result<Status> {
             for row in rows {
                 let c = &row.condition;
                 // A failed view says why, on its own line's end, as one line.
-                let error = match (&row.last_error, c.state) {
-                    (Some(error), ViewState::Failed) => {
-                        format!("  error: {}", error.split_whitespace().collect::<Vec<_>>().join(" "))
-                    }
+                let one_line = |error: &str| error.split_whitespace().collect::<Vec<_>>().join(" ");
+                let error = match (&row.last_error, &row.network_error, c.state) {
+                    (Some(error), _, ViewState::Failed) => format!("  error: {}", one_line(error)),
+                    (_, Some(error), ViewState::Retrying) => format!("  error: {}", one_line(error)),
                     _ => String::new(),
+                };
+                // Network trouble is retried without limit, and says so.
+                let state = match (&row.network_error, c.state) {
+                    (Some(_), ViewState::Retrying) => "retrying (network)".to_string(),
+                    (_, state) => state.to_string(),
                 };
                 // Materialized, but not current: the next run rebuilds it.
                 let stale = row.stale.as_ref().map(|reason| format!("  stale: {reason}")).unwrap_or_default();
                 println!(
                     "{}  {}{}  {}{}{error}{stale}",
                     row.view,
-                    c.state,
+                    state,
                     c.flags_text(),
                     row.data_path,
                     counters_text(row.counters.as_ref())

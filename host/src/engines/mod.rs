@@ -17,4 +17,5 @@
 //!   job, captured output, the memory budget), nothing of wasmtime, the
 //!   scheduler's state or the metastore.
 
+pub mod network;
 pub mod spark;

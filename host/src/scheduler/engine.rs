@@ -360,7 +360,12 @@ impl JobContext {
             Verdict::Data => "succeeded".to_string(),
             Verdict::NoData => "no data".to_string(),
             Verdict::Stopped => "stopped".to_string(),
-            Verdict::Retryable(m) | Verdict::Fatal(m) | Verdict::Crash(m) | Verdict::Timeout(m) | Verdict::Host(m) => {
+            Verdict::Retryable(m)
+            | Verdict::Fatal(m)
+            | Verdict::Crash(m)
+            | Verdict::Timeout(m)
+            | Verdict::Host(m)
+            | Verdict::Network(m) => {
                 format!("failed: {m}")
             }
         };
@@ -397,6 +402,7 @@ impl JobContext {
             Verdict::Fatal(m) => Err(Some((FailureClass::Fatal, m))),
             Verdict::Crash(m) => Err(Some((FailureClass::Crash, m))),
             Verdict::Host(m) => Err(Some((FailureClass::Host, m))),
+            Verdict::Network(m) => Err(Some((FailureClass::Network, m))),
         };
         drop(staging);
         let stopped = gate.lock().unwrap_or_else(|p| p.into_inner()).stopped;

@@ -24,7 +24,7 @@ use super::record::{self, previous_stable};
 use super::state::{Progress, Scheduler, Standing, flag_identity, new_event};
 use super::table::CurrentRun;
 use super::table::Running;
-use super::transition::{Action, Event, FailureClass, Freshness, Mode, Reason, Settled, retry_delay, transition};
+use super::transition::{Action, Event, FailureClass, Failures, Freshness, Mode, Reason, Retry, Settled, transition};
 use super::txlog;
 use crate::catalog::Transformation;
 use crate::lattice::ViewId;
@@ -156,6 +156,9 @@ struct RunView {
     attempts: u32,
     /// The delay before the retry the last failure allowed.
     retry_in: Option<std::time::Duration>,
+    /// Its failures in this run, network trouble apart (not counted
+    /// against `retries`).
+    failures: Failures,
     /// Skipped for a failed dependency: its dependents take it as failed.
     skipped: bool,
     /// The timestamp a finished transformation reported (external data: when its flag was checked).
@@ -428,7 +431,7 @@ impl Scheduler {
                 let policy = self.lattice.view_type(view).retry;
                 let state = run.view(view);
                 let attempts = state.attempts.max(1);
-                state.retry_in = retry_delay(class, attempts, &policy);
+                state.retry_in = state.failures.next_retry(class, &policy);
                 let retry = state.retry_in.is_some();
                 self.with_table(|table| {
                     if table.running.remove(&view.0).is_some() {
@@ -443,6 +446,11 @@ impl Scheduler {
                     message
                 } else {
                     format!("{message}; gave up after {attempts} attempt{}", if attempts == 1 { "" } else { "s" })
+                };
+                let retry = match (retry, class) {
+                    (false, _) => Retry::No,
+                    (true, FailureClass::Network) => Retry::Network,
+                    (true, _) => Retry::Counted,
                 };
                 run.queue.push_back((view, Event::TransformFailed { retry, error: message }));
             }
@@ -546,6 +554,15 @@ impl Scheduler {
             let latest_read = marked.then(|| self.latest_read(id)).flatten();
             let slot = &mut self.slots[id.0 as usize];
             slot.record.state = state;
+            // Network trouble is shown while the view waits to try again.
+            if state != ViewState::Retrying {
+                slot.network_retry = None;
+            }
+            if let Some(Action::ReportNetworkRetry { error }) =
+                actions.iter().find(|a| matches!(a, Action::ReportNetworkRetry { .. }))
+            {
+                slot.network_retry = Some(error.clone());
+            }
             let recorded = record::record(std::mem::take(&mut slot.record), &actions, &facts);
             slot.record = recorded.record;
             if latest_read.is_some() {

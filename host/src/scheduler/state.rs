@@ -34,6 +34,9 @@ pub(super) struct Slot {
     pub stored_state: ViewState,
     /// Its URL path, rendered once: every event names it.
     pub url: Arc<str>,
+    /// Retrying for network trouble: the last error (not recorded: the
+    /// view's record keeps only failures for good).
+    pub network_retry: Option<String>,
 }
 
 /// What an invalidate request did, by URL path.
@@ -865,6 +868,7 @@ impl Scheduler {
                     errors: record.errors,
                     invalidation_pending: record.condition().invalidation_pending,
                     last_error: record.last_error.clone(),
+                    network_retry: slot.network_retry.clone(),
                     counters: record.counters.clone(),
                     version_checksum: record.version_checksum.as_deref().map(Arc::from),
                     dependencies: self.lattice.dependencies(id).iter().map(|d| d.0).collect(),
@@ -880,6 +884,9 @@ impl Scheduler {
             row.invalidation_pending = record.condition().invalidation_pending;
             if row.last_error != record.last_error {
                 row.last_error = record.last_error.clone();
+            }
+            if row.network_retry != slot.network_retry {
+                row.network_retry = slot.network_retry.clone();
             }
             if row.counters != record.counters {
                 row.counters = record.counters.clone();

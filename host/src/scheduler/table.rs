@@ -28,6 +28,9 @@ pub struct ViewRow {
     /// Invalidated and not acted on, while the state says otherwise.
     pub invalidation_pending: bool,
     pub last_error: Option<String>,
+    /// Retrying for transient network trouble (`retrying (network)`): the
+    /// last error.
+    pub network_retry: Option<String>,
     /// What its transformation returned when it was last materialized.
     pub counters: Option<crate::model::Counters>,
     /// The version checksum it was last materialized with.

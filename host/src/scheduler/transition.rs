@@ -185,9 +185,10 @@ pub enum Event {
         data: bool,
     },
     /// The transformation failed; `retry` says whether another attempt is
-    /// allowed (retryable and attempts left).
+    /// allowed (retryable and attempts left, or network trouble) and on
+    /// which account.
     TransformFailed {
-        retry: bool,
+        retry: Retry,
         error: String,
     },
     /// A retry's backoff elapsed.
@@ -200,6 +201,18 @@ pub enum Event {
     },
 }
 
+/// Whether a failed transformation is tried again, and on what account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// Given up: the view fails.
+    No,
+    /// Tried again, and counted against the type's `retries`.
+    Counted,
+    /// Tried again for transient network trouble, without a count (seed
+    /// 000): the view shows `retrying (network)` with the error.
+    Network,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// Send materialize requests to the dependencies.
@@ -207,6 +220,11 @@ pub enum Action {
     /// Run the transformation (for external data: check the done flag).
     Transform,
     ScheduleRetry,
+    /// The retry is for network trouble: show it, with its error, while
+    /// the view waits (`retrying (network)`).
+    ReportNetworkRetry {
+        error: String,
+    },
     /// Record the view as materialized now, with its current version
     /// checksum, flagged incomplete or with errors as its dependencies
     /// settled (the loop keeps those with the view).
@@ -246,6 +264,7 @@ impl Action {
             Action::AskDependencies => "ask-dependencies",
             Action::Transform => "transform",
             Action::ScheduleRetry => "schedule-retry",
+            Action::ReportNetworkRetry { .. } => "report-network-retry",
             Action::RecordMaterialized => "record-materialized",
             Action::RecordWithoutTransforming => "record-without-transforming",
             Action::RecordVersion => "record-version",
@@ -314,8 +333,11 @@ pub fn transition(state: ViewState, event: &Event) -> (ViewState, Vec<Action>) {
         Event::Transformed { data: false } => (NoData, vec![RecordNoData, NotifyDependents]),
 
         Event::TransformFailed { .. } if state != Transforming => (state, vec![Ignore]),
-        Event::TransformFailed { retry: true, .. } => (Retrying, vec![ScheduleRetry]),
-        Event::TransformFailed { retry: false, error } => {
+        Event::TransformFailed { retry: Retry::Counted, .. } => (Retrying, vec![ScheduleRetry]),
+        Event::TransformFailed { retry: Retry::Network, error } => {
+            (Retrying, vec![ScheduleRetry, ReportNetworkRetry { error: error.clone() }])
+        }
+        Event::TransformFailed { retry: Retry::No, error } => {
             (Failed, vec![RecordFailed { error: error.clone() }, NotifyDependents])
         }
 
@@ -348,6 +370,35 @@ pub enum FailureClass {
     /// The host's own transient trouble (staging I/O, publishing): not the
     /// view's fault, retried without limit.
     Host,
+    /// Transient network trouble (a refused connection, a socket timeout;
+    /// `engines::network` says which): retried without limit and without
+    /// counting against `retries` (seed 000), shown as `retrying (network)`.
+    Network,
+}
+
+/// A view's failed attempts in one run, by whether they count against its
+/// `retries`: network trouble does not, so a job that lost the network
+/// twice still has all its retries for its own failures.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Failures {
+    pub counted: u32,
+    pub network: u32,
+}
+
+impl Failures {
+    /// Takes one more failure of `class` into account and says whether,
+    /// and after how long, to try again: the backoff doubles with the
+    /// failures of its own account (network trouble's or the others').
+    pub fn next_retry(&mut self, class: FailureClass, policy: &RetryPolicy) -> Option<Duration> {
+        let attempts = if class == FailureClass::Network {
+            self.network += 1;
+            self.network
+        } else {
+            self.counted += 1;
+            self.counted
+        };
+        retry_delay(class, attempts, policy)
+    }
 }
 
 /// No retry waits longer than this, however many came before.
@@ -359,7 +410,7 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// [`MAX_BACKOFF`].
 pub fn retry_delay(class: FailureClass, attempts: u32, policy: &RetryPolicy) -> Option<Duration> {
     let allowed = match class {
-        FailureClass::Host => true,
+        FailureClass::Host | FailureClass::Network => true,
         FailureClass::Retryable => attempts <= policy.retries,
         FailureClass::Crash => policy.retry_panics && attempts <= policy.retries,
         FailureClass::Fatal => false,
@@ -506,8 +557,9 @@ mod tests {
             ),
             ("transformed, data", Event::Transformed { data: true }),
             ("transformed, no data", Event::Transformed { data: false }),
-            ("failed, retry", Event::TransformFailed { retry: true, error: "trap".into() }),
-            ("failed, no retry", Event::TransformFailed { retry: false, error: "fatal".into() }),
+            ("failed, retry", Event::TransformFailed { retry: Retry::Counted, error: "trap".into() }),
+            ("failed, network", Event::TransformFailed { retry: Retry::Network, error: "refused".into() }),
+            ("failed, no retry", Event::TransformFailed { retry: Retry::No, error: "fatal".into() }),
             ("retry due", Event::RetryDue),
             ("invalidate", Event::Invalidate),
             ("canceled", Event::Canceled { previous: ViewState::Materialized }),
@@ -517,6 +569,7 @@ mod tests {
     fn short(action: &Action) -> String {
         match action {
             Action::RecordFailed { error } => format!("RecordFailed({error})"),
+            Action::ReportNetworkRetry { error } => format!("ReportNetworkRetry({error})"),
             Action::Refuse { .. } => "Refuse".into(),
             other => format!("{other:?}"),
         }
@@ -559,6 +612,7 @@ mod tests {
             receive       transformed, data                                          -> receive       Ignore
             receive       transformed, no data                                       -> receive       Ignore
             receive       failed, retry                                              -> receive       Ignore
+            receive       failed, network                                            -> receive       Ignore
             receive       failed, no retry                                           -> receive       Ignore
             receive       retry due                                                  -> receive       Ignore
             receive       invalidate                                                 -> invalidated   RecordInvalidated
@@ -582,6 +636,7 @@ mod tests {
             invalidated   transformed, data                                          -> invalidated   Ignore
             invalidated   transformed, no data                                       -> invalidated   Ignore
             invalidated   failed, retry                                              -> invalidated   Ignore
+            invalidated   failed, network                                            -> invalidated   Ignore
             invalidated   failed, no retry                                           -> invalidated   Ignore
             invalidated   retry due                                                  -> invalidated   Ignore
             invalidated   invalidate                                                 -> invalidated   RecordInvalidated
@@ -605,6 +660,7 @@ mod tests {
             no-data       transformed, data                                          -> no-data       Ignore
             no-data       transformed, no data                                       -> no-data       Ignore
             no-data       failed, retry                                              -> no-data       Ignore
+            no-data       failed, network                                            -> no-data       Ignore
             no-data       failed, no retry                                           -> no-data       Ignore
             no-data       retry due                                                  -> no-data       Ignore
             no-data       invalidate                                                 -> invalidated   RecordInvalidated
@@ -628,6 +684,7 @@ mod tests {
             waiting       transformed, data                                          -> waiting       Ignore
             waiting       transformed, no data                                       -> waiting       Ignore
             waiting       failed, retry                                              -> waiting       Ignore
+            waiting       failed, network                                            -> waiting       Ignore
             waiting       failed, no retry                                           -> waiting       Ignore
             waiting       retry due                                                  -> waiting       Ignore
             waiting       invalidate                                                 -> waiting       Refuse
@@ -651,6 +708,7 @@ mod tests {
             transforming  transformed, data                                          -> materialized  RecordMaterialized, NotifyDependents
             transforming  transformed, no data                                       -> no-data       RecordNoData, NotifyDependents
             transforming  failed, retry                                              -> retrying      ScheduleRetry
+            transforming  failed, network                                            -> retrying      ScheduleRetry, ReportNetworkRetry(refused)
             transforming  failed, no retry                                           -> failed        RecordFailed(fatal), NotifyDependents
             transforming  retry due                                                  -> transforming  Ignore
             transforming  invalidate                                                 -> transforming  Refuse
@@ -674,6 +732,7 @@ mod tests {
             materialized  transformed, data                                          -> materialized  Ignore
             materialized  transformed, no data                                       -> materialized  Ignore
             materialized  failed, retry                                              -> materialized  Ignore
+            materialized  failed, network                                            -> materialized  Ignore
             materialized  failed, no retry                                           -> materialized  Ignore
             materialized  retry due                                                  -> materialized  Ignore
             materialized  invalidate                                                 -> invalidated   RecordInvalidated
@@ -697,6 +756,7 @@ mod tests {
             retrying      transformed, data                                          -> retrying      Ignore
             retrying      transformed, no data                                       -> retrying      Ignore
             retrying      failed, retry                                              -> retrying      Ignore
+            retrying      failed, network                                            -> retrying      Ignore
             retrying      failed, no retry                                           -> retrying      Ignore
             retrying      retry due                                                  -> transforming  Transform
             retrying      invalidate                                                 -> retrying      Refuse
@@ -720,6 +780,7 @@ mod tests {
             failed        transformed, data                                          -> failed        Ignore
             failed        transformed, no data                                       -> failed        Ignore
             failed        failed, retry                                              -> failed        Ignore
+            failed        failed, network                                            -> failed        Ignore
             failed        failed, no retry                                           -> failed        Ignore
             failed        retry due                                                  -> failed        Ignore
             failed        invalidate                                                 -> invalidated   RecordInvalidated
@@ -790,7 +851,13 @@ mod tests {
         let mut table = String::new();
         for retry_panics in [false, true] {
             let policy = RetryPolicy { retries: 2, backoff: Duration::from_secs(10), retry_panics };
-            for class in [FailureClass::Retryable, FailureClass::Crash, FailureClass::Fatal, FailureClass::Host] {
+            for class in [
+                FailureClass::Retryable,
+                FailureClass::Crash,
+                FailureClass::Fatal,
+                FailureClass::Host,
+                FailureClass::Network,
+            ] {
                 let delays: Vec<String> = [1, 2, 3, 6, 40]
                     .iter()
                     .map(|&attempts| match retry_delay(class, attempts, &policy) {
@@ -810,10 +877,45 @@ mod tests {
             retry_panics=false Crash     1:give up 2:give up 3:give up 6:give up 40:give up
             retry_panics=false Fatal     1:give up 2:give up 3:give up 6:give up 40:give up
             retry_panics=false Host      1:10s 2:20s 3:40s 6:300s 40:300s
+            retry_panics=false Network   1:10s 2:20s 3:40s 6:300s 40:300s
             retry_panics=true  Retryable 1:10s 2:20s 3:give up 6:give up 40:give up
             retry_panics=true  Crash     1:10s 2:20s 3:give up 6:give up 40:give up
             retry_panics=true  Fatal     1:give up 2:give up 3:give up 6:give up 40:give up
             retry_panics=true  Host      1:10s 2:20s 3:40s 6:300s 40:300s
+            retry_panics=true  Network   1:10s 2:20s 3:40s 6:300s 40:300s
+        "#]]
+        .assert_eq(&table);
+    }
+
+    /// Failures in a run one after the other, with retries = 1: network
+    /// trouble never uses up the retries, nor is it given up on.
+    #[test]
+    fn network_trouble_does_not_count_against_retries() {
+        use FailureClass::{Network, Retryable};
+        let policy = RetryPolicy { retries: 1, backoff: Duration::from_secs(10), retry_panics: false };
+        let mut table = String::new();
+        for sequence in [
+            vec![Retryable, Retryable],
+            vec![Network, Network, Network, Retryable, Retryable],
+            vec![Network, Retryable, Network, Network, Retryable],
+            vec![Network; 8],
+        ] {
+            let mut failures = Failures::default();
+            let steps: Vec<String> = sequence
+                .iter()
+                .map(|&class| match failures.next_retry(class, &policy) {
+                    Some(delay) => format!("{class:?}:{}s", delay.as_secs()),
+                    None => format!("{class:?}:give up"),
+                })
+                .collect();
+            table.push_str(&steps.join(" "));
+            table.push('\n');
+        }
+        expect![[r#"
+            Retryable:10s Retryable:give up
+            Network:10s Network:20s Network:40s Retryable:10s Retryable:give up
+            Network:10s Retryable:10s Network:20s Network:40s Retryable:give up
+            Network:10s Network:20s Network:40s Network:80s Network:160s Network:300s Network:300s Network:300s
         "#]]
         .assert_eq(&table);
     }

@@ -218,6 +218,7 @@ mod tests {
             errors: false,
             invalidation_pending: false,
             last_error: None,
+            network_retry: None,
             counters: None,
             version_checksum: None,
             dependencies: dependencies.into(),

@@ -178,6 +178,7 @@ impl Spark {
         | Verdict::Fatal(message)
         | Verdict::Crash(message)
         | Verdict::Host(message)
+        | Verdict::Network(message)
         | Verdict::Timeout(message) = &verdict
         {
             log.push("error", message.clone());

@@ -5,6 +5,8 @@
 
 use serde::Deserialize;
 
+use crate::engines::network;
+
 /// What the runner wrote to `result.json`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 pub struct RunnerResult {
@@ -51,6 +53,10 @@ pub enum Verdict {
     Crash(String),
     /// The deadline passed: retryable, as a plugin's deadline is.
     Timeout(String),
+    /// Transient network trouble (a refused connection, a socket timeout,
+    /// a name not resolved; [`crate::engines::network`]): retried with
+    /// capped backoff however often, not counted against `retries`.
+    Network(String),
     /// trellis's own trouble with its files (the scratch directory, moving
     /// the data): not the view's fault, retried until it passes.
     Host(String),
@@ -66,11 +72,9 @@ const FATAL_SQLSTATE_CLASSES: [&str; 11] = ["0A", "21", "22", "23", "25", "2B", 
 
 /// Java exceptions that say the machine or the cluster was short of
 /// something, or lost touch: worth another attempt.
-const TRANSIENT_JAVA: [&str; 8] = [
+/// (Network trouble is [`crate::engines::network`]'s, checked first.)
+const TRANSIENT_JAVA: [&str; 5] = [
     "java.lang.OutOfMemoryError",
-    "java.net.ConnectException",
-    "java.net.SocketTimeoutException",
-    "java.net.UnknownHostException",
     "java.io.IOException",
     "java.util.concurrent.TimeoutException",
     "org.apache.spark.shuffle.FetchFailedException",
@@ -132,6 +136,17 @@ fn failed(result: &RunnerResult) -> Verdict {
         },
     };
     let java = result.java_exception.as_deref().unwrap_or_default();
+    // Network trouble first, whoever raised it: the JVM (its root cause),
+    // a connection's SQLSTATE, or the application's own Python socket.
+    if network::is_java(java) {
+        return Verdict::Network(format!("{named} ({java})"));
+    }
+    if result.sqlstate.as_deref().is_some_and(network::is_sqlstate) {
+        return Verdict::Network(named);
+    }
+    if java.is_empty() && result.exception.as_deref().is_some_and(network::is_python) {
+        return Verdict::Network(named);
+    }
     if TRANSIENT_JAVA.contains(&java) {
         return Verdict::Retryable(format!("{named} ({java})"));
     }
@@ -261,6 +276,49 @@ mod tests {
                 "",
             ),
             (
+                "connection refused (JVM)",
+                Exit::Code(1),
+                Some(failed("Py4JJavaError", None, None, Some("java.net.ConnectException"), "Connection refused")),
+                "",
+            ),
+            (
+                "socket timeout (JVM)",
+                Exit::Code(1),
+                Some(failed("Py4JJavaError", None, None, Some("java.net.SocketTimeoutException"), "Read timed out")),
+                "",
+            ),
+            (
+                "unknown host (JVM)",
+                Exit::Code(1),
+                Some(failed("Py4JJavaError", None, None, Some("java.net.UnknownHostException"), "db.internal")),
+                "",
+            ),
+            (
+                "a JDBC connection's SQLSTATE",
+                Exit::Code(1),
+                Some(failed("SparkException", Some("CONNECTION_FAILED"), Some("08001"), None, "m")),
+                "",
+            ),
+            (
+                "connection refused (Python)",
+                Exit::Code(1),
+                Some(failed("ConnectionRefusedError", None, None, None, "[Errno 111] Connection refused")),
+                "",
+            ),
+            ("socket timeout (Python)", Exit::Code(1), Some(failed("TimeoutError", None, None, None, "timed out")), ""),
+            (
+                "name not resolved (Python)",
+                Exit::Code(1),
+                Some(failed("gaierror", None, None, None, "[Errno -2] Name or service not known")),
+                "",
+            ),
+            (
+                "other I/O (JVM)",
+                Exit::Code(1),
+                Some(failed("Py4JJavaError", None, None, Some("java.io.IOException"), "disk full")),
+                "",
+            ),
+            (
                 "a task failed",
                 Exit::Code(1),
                 Some(failed("Py4JJavaError", None, None, Some("org.apache.spark.SparkException"), "Job aborted")),
@@ -309,6 +367,14 @@ mod tests {
             a data source's error          Fatal("[FAILED_READ_FILE.NO_HINT] m")
             internal error                 Retryable("[INTERNAL_ERROR] m")
             out of memory                  Retryable("Py4JJavaError: Java heap space (java.lang.OutOfMemoryError)")
+            connection refused (JVM)       Network("Py4JJavaError: Connection refused (java.net.ConnectException)")
+            socket timeout (JVM)           Network("Py4JJavaError: Read timed out (java.net.SocketTimeoutException)")
+            unknown host (JVM)             Network("Py4JJavaError: db.internal (java.net.UnknownHostException)")
+            a JDBC connection's SQLSTATE   Network("[CONNECTION_FAILED] m")
+            connection refused (Python)    Network("ConnectionRefusedError: [Errno 111] Connection refused")
+            socket timeout (Python)        Network("TimeoutError: timed out")
+            name not resolved (Python)     Network("gaierror: [Errno -2] Name or service not known")
+            other I/O (JVM)                Retryable("Py4JJavaError: disk full (java.io.IOException)")
             a task failed                  Retryable("Py4JJavaError: Job aborted")
             a PySpark API error            Fatal("[NOT_COLUMN_OR_STR] m")
             the application raised         Crash("ValueError: no shops in May")
