@@ -51,6 +51,7 @@ scenarios!(
     errors,
     evaluation,
     failures,
+    flags,
     incremental,
     latest,
     limits,

@@ -173,6 +173,9 @@ struct RunView {
     /// The dependencies that had failed (or were skipped for a failure)
     /// when it settled, by URL path: what its flow names.
     failed_inputs: Vec<String>,
+    /// The dependencies that carried errors of their own when it settled
+    /// (the flag travels up), by URL path, when none had failed.
+    errors_inputs: Vec<String>,
     /// Why its flow ended so, when its status does not say.
     flow_reason: Option<String>,
 }
@@ -578,6 +581,15 @@ impl Scheduler {
                 let view = run.view(id);
                 view.flow_reason = Some(format!("upstream failed: {}", view.failed_inputs.join(", ")));
             }
+            // Built over a view with errors: the flag travelled up.
+            let upstream_errors = settles
+                && recorded.flow == Some(FlowStatus::Successful)
+                && !upstream_failed
+                && !run.view(id).errors_inputs.is_empty();
+            if upstream_errors {
+                let view = run.view(id);
+                view.flow_reason = Some(format!("upstream has errors: {}", view.errors_inputs.join(", ")));
+            }
             // External data found without its flag says which file was
             // looked for: a mistyped parameter value ends here.
             if external && actions.contains(&Action::RecordNoData) && recorded.flow == Some(FlowStatus::Successful) {
@@ -651,7 +663,7 @@ impl Scheduler {
             // Every application of the state machine is an event, "asked
             // and found up to date" included: listeners see all of it.
             let mut event = new_event(&slot.url, previous, state, &actions, Some(&run.id), error, now);
-            event.errors = upstream_failed;
+            event.errors = upstream_failed || upstream_errors;
             commit.events.push(event);
             // Settled as soon as applied: a view asking for it later in
             // this batch's actions takes it as it is, not asking again.
@@ -1046,7 +1058,20 @@ impl Scheduler {
         } else {
             Vec::new()
         };
+        let errors_inputs: Vec<String> = if judgement.settled.some_errors && failed_inputs.is_empty() {
+            let mut dependencies = self.lattice.dependencies(id).to_vec();
+            dependencies.sort();
+            dependencies.dedup();
+            dependencies
+                .into_iter()
+                .filter(|d| self.slots[d.0 as usize].record.errors)
+                .map(|d| self.slots[d.0 as usize].url.to_string())
+                .collect()
+        } else {
+            Vec::new()
+        };
         run.view(id).failed_inputs = failed_inputs;
+        run.view(id).errors_inputs = errors_inputs;
         let external = matches!(self.lattice.view_type(id).transformation, Transformation::External);
         // A full refresh rebuilds what it selected, up to date or not; the
         // flag of external data is checked as always, since it cannot be rebuilt.
