@@ -781,8 +781,12 @@ impl Scheduler {
             .into_iter()
             .filter(|(_, s)| *s != FlowStatus::Idle)
             .map(|(view, status)| {
-                let theirs = views.get_mut(view.0 as usize).map(std::mem::take).unwrap_or_default();
+                let mut theirs = views.get_mut(view.0 as usize).map(std::mem::take).unwrap_or_default();
                 let written = theirs.flow_written == Some(status);
+                // Skipped without a failed dependency to name: the stop.
+                if status == FlowStatus::Skipped && theirs.flow_reason.is_none() {
+                    theirs.flow_reason = Some(STOPPED_BEFORE_START.to_string());
+                }
                 let record = FlowRecord {
                     status,
                     error: theirs.flow_error,
@@ -927,6 +931,7 @@ impl Scheduler {
             // keep reporting could start new ones until it ended.
             Action::Transform if run.stop.is_some() => {
                 run.flows.insert(id, FlowStatus::Skipped);
+                run.view(id).flow_reason = Some(STOPPED_BEFORE_START.to_string());
             }
             Action::Transform => {
                 // TRANSFORM_ONLY asks no dependencies: `latest()` is resolved here.
@@ -990,6 +995,9 @@ impl Scheduler {
             .collect();
         for (view, started, attempt) in started {
             run.flows.insert(view, if started { FlowStatus::Canceled } else { FlowStatus::Skipped });
+            if !started {
+                run.view(view).flow_reason = Some(STOPPED_BEFORE_START.to_string());
+            }
             // A transformation that never got its permits was not attempted.
             if attempt && !started {
                 let theirs = run.view(view);
@@ -1500,3 +1508,7 @@ async fn run_plugin(
         }
     }
 }
+
+/// Why a flow is SKIPPED when no failed dependency is: the run was
+/// stopped before its transformation started.
+const STOPPED_BEFORE_START: &str = "the run was stopped before it started";
