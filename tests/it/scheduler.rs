@@ -930,3 +930,40 @@ async fn a_flow_skipped_by_a_stop_says_why() {
         assert!(run.reasons.contains(&(view.clone(), reason.clone())), "{:?}", run.reasons);
     }
 }
+
+/// The flow statuses one view went through in `run`, as the flow changes
+/// its events carry (issue 39, item 6) tell them.
+fn flow_events(store: &Metastore, run: &str, view: &str) -> Vec<FlowStatus> {
+    events(store)
+        .into_iter()
+        .filter(|e| e.event.run_id.as_deref() == Some(run) && &*e.event.view == view)
+        .filter_map(|e| e.event.flow.map(|flow| flow.status))
+        .collect()
+}
+
+/// Issue 39, item 6: a flow's change of status is in the event log (seed
+/// 003's flow progress log), on the view's event that made it, with its
+/// reason.
+#[tokio::test(flavor = "multi_thread")]
+async fn flow_statuses_are_in_the_event_log() {
+    let project = Project::new(&[1]);
+    let catalog = project.catalog("v1");
+    let mut scheduler = open(&catalog).await;
+    let store = scheduler.metastore();
+    let (broken, above) = ("t.bad/Broken/2015/01/01", "t.bad/Above/2015/01/01");
+
+    let run = materialize(&mut scheduler, above, Mode::Default).await;
+    use FlowStatus::*;
+    assert_eq!(flow_events(&store, &run.id, above), [Queued, Starting, Successful]);
+    assert_eq!(flow_events(&store, &run.id, broken), [Queued, Starting, TerminatedWithError]);
+    let reason = events(&store)
+        .into_iter()
+        .filter(|e| &*e.event.view == above)
+        .find_map(|e| e.event.flow.filter(|flow| flow.status == Successful))
+        .and_then(|flow| flow.reason);
+    assert_eq!(reason.as_deref(), Some("upstream failed: t.bad/Broken/2015/01/01"));
+
+    // An unchanged view: queued, then idle.
+    let again = materialize(&mut scheduler, &in_(DAYS[0]), Mode::Default).await;
+    assert_eq!(flow_events(&store, &again.id, &in_(DAYS[0])), [Queued, Idle]);
+}

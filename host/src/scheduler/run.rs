@@ -28,7 +28,7 @@ use super::transition::{Action, Event, FailureClass, Freshness, Mode, Reason, Se
 use super::txlog;
 use crate::catalog::Transformation;
 use crate::lattice::ViewId;
-use crate::metastore::{Commit, FlowRecord, RunRecord, SeenFlag};
+use crate::metastore::{Commit, FlowChange, FlowRecord, RunRecord, SeenFlag};
 use crate::model::{Counters, FlowStatus, Termination, ViewState, counters_of};
 use crate::runtime::{self, Plugin, TransformInput, TransformOutcome, TransformRequest};
 
@@ -178,6 +178,9 @@ struct RunView {
     errors_inputs: Vec<String>,
     /// Why its flow ended so, when its status does not say.
     flow_reason: Option<String>,
+    /// The flow status last told to the event log: a view's event carries
+    /// its flow's status when that changed.
+    flow_evented: Option<FlowStatus>,
 }
 
 /// One run's transient state, from `begin` to `finish`.
@@ -664,6 +667,13 @@ impl Scheduler {
             // and found up to date" included: listeners see all of it.
             let mut event = new_event(&slot.url, previous, state, &actions, Some(&run.id), error, now);
             event.errors = upstream_failed || upstream_errors;
+            if let Some(&status) = run.flows.get(&id)
+                && run.view(id).flow_evented != Some(status)
+            {
+                let view = run.view(id);
+                view.flow_evented = Some(status);
+                event.flow = Some(FlowChange { status, reason: view.flow_reason.clone() });
+            }
             commit.events.push(event);
             // Settled as soon as applied: a view asking for it later in
             // this batch's actions takes it as it is, not asking again.

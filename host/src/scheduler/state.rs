@@ -1351,5 +1351,6 @@ pub(super) fn new_event(
         action: None,
         txlog: None,
         errors: false,
+        flow: None,
     }
 }
