@@ -55,6 +55,7 @@ scenarios!(
     errors,
     evaluation,
     failures,
+    flags,
     incremental,
     latest,
     limits,

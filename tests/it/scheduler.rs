@@ -888,3 +888,82 @@ async fn latest_follows_the_data_across_runs() {
 async fn latest_follows_the_data_in_a_long_lived_scheduler() {
     latest_follows_the_data(true).await;
 }
+
+/// Issue 39, item 8: a flow skipped because the run was stopped before it
+/// started says so in its record, as one skipped for a failed dependency does.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flow_skipped_by_a_stop_says_why() {
+    let project = Project::new(&[1, 2, 3]);
+    let catalog = project.catalog("v1");
+    let mut scheduler = open(&catalog).await;
+    let store = scheduler.metastore();
+    let held: Vec<String> = DAYS.iter().map(|day| format!("t.gate/Held/{day}")).collect();
+
+    // All three are transforming: two hold the two permits and wait at
+    // their gate, the third waits for a permit when the stop comes.
+    let waiting = store.clone();
+    let gated = held.clone();
+    let stop = async move {
+        crate::inprocess::committed(&waiting, "the three gated views transforming", |store| {
+            let transforming = events(store)
+                .iter()
+                .filter(|e| gated.iter().any(|v| **v == *e.event.view) && e.event.current == ViewState::Transforming)
+                .count();
+            (transforming == 3).then_some(())
+        })
+        .await;
+    };
+    let run = scheduler
+        .materialize_until("t.gate/Held/rymd(20150101-20150103)", Mode::Default, false, stop)
+        .await
+        .expect("the run ends");
+    assert_eq!(run.termination, Termination::Stopped);
+    let reason = "the run was stopped before it started".to_string();
+    let flows = store.flow_records(&run.id).unwrap();
+    let skipped: Vec<&String> =
+        flows.iter().filter(|(_, flow)| flow.status == FlowStatus::Skipped).map(|(view, _)| view).collect();
+    assert!(!skipped.is_empty(), "{flows:?}");
+    for view in skipped {
+        assert!(held.contains(view), "{view}");
+        let record = &flows.iter().find(|(v, _)| v == view).unwrap().1;
+        assert_eq!(record.reason.as_ref(), Some(&reason), "{flows:?}");
+        assert!(run.reasons.contains(&(view.clone(), reason.clone())), "{:?}", run.reasons);
+    }
+}
+
+/// The flow statuses one view went through in `run`, as the flow changes
+/// its events carry (issue 39, item 6) tell them.
+fn flow_events(store: &Metastore, run: &str, view: &str) -> Vec<FlowStatus> {
+    events(store)
+        .into_iter()
+        .filter(|e| e.event.run_id.as_deref() == Some(run) && &*e.event.view == view)
+        .filter_map(|e| e.event.flow.map(|flow| flow.status))
+        .collect()
+}
+
+/// Issue 39, item 6: a flow's change of status is in the event log (seed
+/// 003's flow progress log), on the view's event that made it, with its
+/// reason.
+#[tokio::test(flavor = "multi_thread")]
+async fn flow_statuses_are_in_the_event_log() {
+    let project = Project::new(&[1]);
+    let catalog = project.catalog("v1");
+    let mut scheduler = open(&catalog).await;
+    let store = scheduler.metastore();
+    let (broken, above) = ("t.bad/Broken/2015/01/01", "t.bad/Above/2015/01/01");
+
+    let run = materialize(&mut scheduler, above, Mode::Default).await;
+    use FlowStatus::*;
+    assert_eq!(flow_events(&store, &run.id, above), [Queued, Starting, Successful]);
+    assert_eq!(flow_events(&store, &run.id, broken), [Queued, Starting, TerminatedWithError]);
+    let reason = events(&store)
+        .into_iter()
+        .filter(|e| &*e.event.view == above)
+        .find_map(|e| e.event.flow.filter(|flow| flow.status == Successful))
+        .and_then(|flow| flow.reason);
+    assert_eq!(reason.as_deref(), Some("upstream failed: t.bad/Broken/2015/01/01"));
+
+    // An unchanged view: queued, then idle.
+    let again = materialize(&mut scheduler, &in_(DAYS[0]), Mode::Default).await;
+    assert_eq!(flow_events(&store, &again.id, &in_(DAYS[0])), [Queued, Idle]);
+}

@@ -39,6 +39,23 @@ pub struct NewEvent {
     /// of its dependencies had failed (as its record's `errors` says).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub errors: bool,
+    /// Set when the event changed the view's flow status in its run (seed
+    /// 003's flow progress log): the status it changed to. It rides on the
+    /// view's own event, so that listeners, whose 1.x `transition` has no
+    /// field for it, see the same sequence of events as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow: Option<FlowChange>,
+}
+
+/// What an event says of a flow's change of status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowChange {
+    /// The flow status as the run reports it (`QUEUED`, `STARTING`,
+    /// `SUCCESSFUL`, `IDLE`, `SKIPPED`, `TERMINATED_WITH_ERROR`).
+    pub status: crate::model::FlowStatus,
+    /// Why the flow is as it is, where its status does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// What an event says of a transaction log's change.

@@ -43,7 +43,7 @@ pub use backup::{BACKUP_FORMAT, BACKUP_VERSION, restore};
 pub use check::Contents;
 pub use commit::Commit;
 pub use coordinators::{ActionRecord, CoordinatorRecord};
-pub use events::{ActionChange, LoggedEvent, NewEvent, TxLogChange};
+pub use events::{ActionChange, FlowChange, LoggedEvent, NewEvent, TxLogChange};
 pub use format::FORMAT;
 pub use listeners::ListenerRecord;
 pub use logs::{AttemptLog, LoggedLine, ViewLog};
@@ -131,6 +131,7 @@ mod fixtures {
             action: None,
             txlog: None,
             errors: false,
+            flow: None,
         }
     }
 

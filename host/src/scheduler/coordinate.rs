@@ -205,6 +205,7 @@ fn event_of(record: &ActionRecord, previous: Option<ActionState>, now: i64) -> N
         }),
         txlog: None,
         errors: false,
+        flow: None,
     }
 }
 

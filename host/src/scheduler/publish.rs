@@ -326,7 +326,7 @@ mod tests {
     use super::*;
 
     fn receipt(timestamp: i64) -> Receipt {
-        let settled = Settled { all_no_data: false, some_no_data: true, some_failed: false };
+        let settled = Settled { all_no_data: false, some_no_data: true, some_failed: false, some_errors: false };
         Receipt::new("v/2015/05/01".into(), "r1".into(), 1, "v1".into(), Some(settled), timestamp)
     }
 

@@ -58,8 +58,7 @@ pub fn record(mut record: ViewRecord, actions: &[Action], facts: &Facts) -> Reco
         match action {
             Action::RecordMaterialized | Action::RecordWithoutTransforming => {
                 record.invalidated = false;
-                let settled =
-                    facts.settled.unwrap_or(Settled { all_no_data: false, some_no_data: false, some_failed: false });
+                let settled = facts.settled.unwrap_or_default();
                 record.version_checksum = Some(facts.version.to_string());
                 // SET_ONLY and the dry run give a new timestamp too, as
                 // seed 000 says: a view marked materialized is as new as
@@ -76,7 +75,7 @@ pub fn record(mut record: ViewRecord, actions: &[Action], facts: &Facts) -> Reco
                     });
                 }
                 record.incomplete = settled.some_no_data;
-                record.errors = settled.some_failed;
+                record.errors = settled.some_failed || settled.some_errors;
                 record.last_error = None;
                 record.failed_at = None;
                 // What this materialization returned; a view marked
@@ -98,7 +97,7 @@ pub fn record(mut record: ViewRecord, actions: &[Action], facts: &Facts) -> Reco
                 let settled = facts.settled.unwrap_or_default();
                 let errors_before = record.errors;
                 record.incomplete = false;
-                record.errors = settled.some_failed;
+                record.errors = settled.some_failed || settled.some_errors;
                 if facts.flag_found.is_some() {
                     record.done_flag = Some(SeenFlag::Absent);
                 }
@@ -222,7 +221,7 @@ mod tests {
             vec![Action::Transform],
             vec![Action::AskDependencies],
         ];
-        let settled = Settled { all_no_data: false, some_no_data: true, some_failed: true };
+        let settled = Settled { all_no_data: false, some_no_data: true, some_failed: true, some_errors: false };
         let mut table = String::new();
         for mode in [Mode::Default, Mode::SetOnly, Mode::ResetTransformationChecksumsAndTimestamps] {
             for (name, start) in [("fresh", &fresh), ("before", &before)] {

@@ -28,7 +28,7 @@ use super::transition::{Action, Event, FailureClass, Failures, Freshness, Mode, 
 use super::txlog;
 use crate::catalog::Transformation;
 use crate::lattice::ViewId;
-use crate::metastore::{Commit, FlowRecord, RunRecord, SeenFlag};
+use crate::metastore::{Commit, FlowChange, FlowRecord, RunRecord, SeenFlag};
 use crate::model::{Counters, FlowStatus, Termination, ViewState, counters_of};
 use crate::runtime::{self, Plugin, TransformInput, TransformOutcome, TransformRequest};
 
@@ -176,8 +176,14 @@ struct RunView {
     /// The dependencies that had failed (or were skipped for a failure)
     /// when it settled, by URL path: what its flow names.
     failed_inputs: Vec<String>,
+    /// The dependencies that carried errors of their own when it settled
+    /// (the flag travels up), by URL path, when none had failed.
+    errors_inputs: Vec<String>,
     /// Why its flow ended so, when its status does not say.
     flow_reason: Option<String>,
+    /// The flow status last told to the event log: a view's event carries
+    /// its flow's status when that changed.
+    flow_evented: Option<FlowStatus>,
 }
 
 /// One run's transient state, from `begin` to `finish`.
@@ -595,6 +601,15 @@ impl Scheduler {
                 let view = run.view(id);
                 view.flow_reason = Some(format!("upstream failed: {}", view.failed_inputs.join(", ")));
             }
+            // Built over a view with errors: the flag travelled up.
+            let upstream_errors = settles
+                && recorded.flow == Some(FlowStatus::Successful)
+                && !upstream_failed
+                && !run.view(id).errors_inputs.is_empty();
+            if upstream_errors {
+                let view = run.view(id);
+                view.flow_reason = Some(format!("upstream has errors: {}", view.errors_inputs.join(", ")));
+            }
             // External data found without its flag says which file was
             // looked for: a mistyped parameter value ends here.
             if external && actions.contains(&Action::RecordNoData) && recorded.flow == Some(FlowStatus::Successful) {
@@ -668,7 +683,14 @@ impl Scheduler {
             // Every application of the state machine is an event, "asked
             // and found up to date" included: listeners see all of it.
             let mut event = new_event(&slot.url, previous, state, &actions, Some(&run.id), error, now);
-            event.errors = upstream_failed;
+            event.errors = upstream_failed || upstream_errors;
+            if let Some(&status) = run.flows.get(&id)
+                && run.view(id).flow_evented != Some(status)
+            {
+                let view = run.view(id);
+                view.flow_evented = Some(status);
+                event.flow = Some(FlowChange { status, reason: view.flow_reason.clone() });
+            }
             commit.events.push(event);
             // Settled as soon as applied: a view asking for it later in
             // this batch's actions takes it as it is, not asking again.
@@ -786,8 +808,12 @@ impl Scheduler {
             .into_iter()
             .filter(|(_, s)| *s != FlowStatus::Idle)
             .map(|(view, status)| {
-                let theirs = views.get_mut(view.0 as usize).map(std::mem::take).unwrap_or_default();
+                let mut theirs = views.get_mut(view.0 as usize).map(std::mem::take).unwrap_or_default();
                 let written = theirs.flow_written == Some(status);
+                // Skipped without a failed dependency to name: the stop.
+                if status == FlowStatus::Skipped && theirs.flow_reason.is_none() {
+                    theirs.flow_reason = Some(STOPPED_BEFORE_START.to_string());
+                }
                 let record = FlowRecord {
                     status,
                     error: theirs.flow_error,
@@ -932,6 +958,7 @@ impl Scheduler {
             // keep reporting could start new ones until it ended.
             Action::Transform if run.stop.is_some() => {
                 run.flows.insert(id, FlowStatus::Skipped);
+                run.view(id).flow_reason = Some(STOPPED_BEFORE_START.to_string());
             }
             Action::Transform => {
                 // TRANSFORM_ONLY asks no dependencies: `latest()` is resolved here.
@@ -1002,6 +1029,9 @@ impl Scheduler {
             .collect();
         for (view, started, attempt) in started {
             run.flows.insert(view, if started { FlowStatus::Canceled } else { FlowStatus::Skipped });
+            if !started {
+                run.view(view).flow_reason = Some(STOPPED_BEFORE_START.to_string());
+            }
             // A transformation that never got its permits was not attempted.
             if attempt && !started {
                 let theirs = run.view(view);
@@ -1070,7 +1100,20 @@ impl Scheduler {
         } else {
             Vec::new()
         };
+        let errors_inputs: Vec<String> = if judgement.settled.some_errors && failed_inputs.is_empty() {
+            let mut dependencies = self.lattice.dependencies(id).to_vec();
+            dependencies.sort();
+            dependencies.dedup();
+            dependencies
+                .into_iter()
+                .filter(|d| self.slots[d.0 as usize].record.errors)
+                .map(|d| self.slots[d.0 as usize].url.to_string())
+                .collect()
+        } else {
+            Vec::new()
+        };
         run.view(id).failed_inputs = failed_inputs;
+        run.view(id).errors_inputs = errors_inputs;
         let external = matches!(self.lattice.view_type(id).transformation, Transformation::External);
         // A full refresh rebuilds what it selected, up to date or not; the
         // flag of external data is checked as always, since it cannot be rebuilt.
@@ -1501,3 +1544,7 @@ async fn run_plugin(
         }
     }
 }
+
+/// Why a flow is SKIPPED when no failed dependency is: the run was
+/// stopped before its transformation started.
+const STOPPED_BEFORE_START: &str = "the run was stopped before it started";

@@ -1211,14 +1211,20 @@ impl Scheduler {
         let dependencies = self.lattice.dependencies(id);
         // A `latest(n)` that found no instance is a dependency without data.
         let missing = self.lattice.has_unsatisfied(id);
-        let (mut all_no_data, mut some_no_data, mut some_failed) =
-            (missing || !dependencies.is_empty(), missing, false);
+        let (mut all_no_data, mut some_no_data, mut some_failed, mut some_errors) =
+            (missing || !dependencies.is_empty(), missing, false, false);
         let mut newest: Option<(ViewId, i64)> = None;
         for &dependency in dependencies {
             let Standing { state, timestamp } = standing(dependency, &self.slots[dependency.0 as usize]);
             all_no_data &= state == ViewState::NoData;
             some_no_data |= state == ViewState::NoData;
             some_failed |= state == ViewState::Failed;
+            // Flags travel up the lattice (seed 000): a view over one built
+            // without all its data is incomplete too, and one over a view
+            // with errors has errors.
+            let theirs = &self.slots[dependency.0 as usize].record;
+            some_no_data |= state == ViewState::Materialized && theirs.incomplete;
+            some_errors |= matches!(state, ViewState::Materialized | ViewState::NoData) && theirs.errors;
             if state == ViewState::Materialized
                 && let Some(timestamp) = timestamp
                 && newest.is_none_or(|(_, t)| timestamp >= t)
@@ -1226,7 +1232,7 @@ impl Scheduler {
                 newest = Some((dependency, timestamp));
             }
         }
-        let settled = Settled { all_no_data, some_no_data, some_failed };
+        let settled = Settled { all_no_data, some_no_data, some_failed, some_errors };
         let view_type = self.lattice.view_type(id);
         let external = matches!(view_type.transformation, Transformation::External);
         let external_flag = external.then(|| {
@@ -1369,5 +1375,6 @@ pub(super) fn new_event(
         action: None,
         txlog: None,
         errors: false,
+        flow: None,
     }
 }

@@ -159,6 +159,11 @@ pub struct Settled {
     pub some_no_data: bool,
     /// Some dependency failed (the view will carry errors).
     pub some_failed: bool,
+    /// Some dependency carries errors itself (built, or left without data,
+    /// while one below it failed): the view carries them too, as
+    /// Schedoscope's flags travel up the lattice. No failure to skip for.
+    #[serde(default)]
+    pub some_errors: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -426,8 +431,9 @@ mod tests {
 
     /// One event of each kind and variation that changes the outcome.
     fn events() -> Vec<(&'static str, Event)> {
-        let settled = |all_no_data| Settled { all_no_data, some_no_data: all_no_data, some_failed: false };
-        let failed = Settled { all_no_data: false, some_no_data: false, some_failed: true };
+        let settled =
+            |all_no_data| Settled { all_no_data, some_no_data: all_no_data, some_failed: false, some_errors: false };
+        let failed = Settled { all_no_data: false, some_no_data: false, some_failed: true, some_errors: false };
         let outdated = Freshness::Outdated(Reason::NeverMaterialized);
         let version = Freshness::Outdated(Reason::VersionChanged { old: "a".into(), new: "b".into() });
         vec![

@@ -436,6 +436,7 @@ pub fn event(
         action: None,
         txlog: Some(change),
         errors: false,
+        flow: None,
     }
 }
 
