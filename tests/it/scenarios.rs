@@ -57,6 +57,7 @@ scenarios!(
     listeners,
     materialize,
     oozie,
+    oozie_el,
     refresh,
     resources,
     rules,

@@ -542,9 +542,13 @@ pub fn date_offset(t: DateTime<Utc>, n: i64, unit: Unit, timezone: Tz) -> Result
     result.ok_or_else(|| TimeError::OutOfRange { what: format!("dateOffset({}, {n}, {unit})", t.to_rfc3339()) })
 }
 
-/// Oozie's `formatTime(t, pattern)`, with `t` shown in `timezone`. Supports the `java.text.SimpleDateFormat`
-/// subset `yyyy yy MM dd HH mm ss`, `'quoted literals'` and `''` for a quote; other ASCII letters are pattern
-/// letters in Java, so they are rejected rather than copied, and so are other repeat counts such as `yyy`.
+/// Oozie's `formatTime(t, pattern)`, with `t` shown in `timezone`, following `java.text.SimpleDateFormat` in
+/// an English (US) locale, which is what Oozie servers run with: `G y M d D E u a H k K h m s S w W F z Z X`,
+/// `'quoted literals'` and `''` for a quote. A numeric field is zero-padded to the letter's count (`yy` is the
+/// year's last two digits); a text field is short below four letters (`EEE` = `Wed`, `MMM` = `Dec`) and full
+/// from four (`EEEE` = `Wednesday`); `MM` and `M` are numbers. Weeks (`w`, `W`) start on Sunday and week 1 of a
+/// year is the one holding January 1st (US rules). Java's other letters (`Y`, `L`, `zzzz`, ...) are refused
+/// rather than guessed, and so is any other ASCII letter, which Java reserves.
 pub fn format_time(t: DateTime<Utc>, pattern: &str, timezone: Tz) -> Result<String, TimeError> {
     let invalid = |reason: String| TimeError::InvalidPattern { pattern: pattern.to_owned(), reason };
     let local = t.with_timezone(&timezone);
@@ -580,22 +584,12 @@ pub fn format_time(t: DateTime<Utc>, pattern: &str, timezone: Tz) -> Result<Stri
             }
         } else if c.is_ascii_alphabetic() {
             let run = chars[i..].iter().take_while(|&&d| d == c).count();
-            // Writing to a String cannot fail.
-            let _ = match (c, run) {
-                ('y', 4) => write!(out, "{:04}", local.year()),
-                ('y', 2) => write!(out, "{:02}", local.year().rem_euclid(100)),
-                ('M', 2) => write!(out, "{:02}", local.month()),
-                ('d', 2) => write!(out, "{:02}", local.day()),
-                ('H', 2) => write!(out, "{:02}", local.hour()),
-                ('m', 2) => write!(out, "{:02}", local.minute()),
-                ('s', 2) => write!(out, "{:02}", local.second()),
-                _ => {
-                    let field: String = chars[i..i + run].iter().collect();
-                    return Err(invalid(format!(
-                        "unsupported field `{field}` at position {i} (supported: yyyy yy MM dd HH mm ss, 'literal')"
-                    )));
-                }
-            };
+            if !format_field(&mut out, &local, c, run) {
+                let field: String = chars[i..i + run].iter().collect();
+                return Err(invalid(format!(
+                    "unsupported field `{field}` at position {i} (supported: {SUPPORTED_FIELDS}, 'literal')"
+                )));
+            }
             i += run;
         } else {
             out.push(c);
@@ -603,6 +597,93 @@ pub fn format_time(t: DateTime<Utc>, pattern: &str, timezone: Tz) -> Result<Stri
         }
     }
     Ok(out)
+}
+
+/// The pattern letters [`format_time`] knows, for its error message.
+const SUPPORTED_FIELDS: &str = "G y M d D E u a H k K h m s S w W F z Z X";
+
+const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+const WEEKDAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
+
+/// Writes field `letter` repeated `run` times; false if SimpleDateFormat would mean something else by it.
+fn format_field(out: &mut String, local: &DateTime<Tz>, letter: char, run: usize) -> bool {
+    let text = |full: &str| if run >= 4 { full.to_owned() } else { full[..3].to_owned() };
+    let date = local.date_naive();
+    // Days since the Sunday starting the week: US weeks.
+    let from_sunday = |d: NaiveDate| i64::from(d.weekday().num_days_from_sunday());
+    let number: i64 = match letter {
+        'G' => return push(out, if local.year() > 0 { "AD" } else { "BC" }),
+        'y' if run == 2 => i64::from(local.year()).rem_euclid(100),
+        'y' => i64::from(local.year()),
+        'M' if run >= 3 => return push(out, &text(MONTHS[local.month0() as usize])),
+        'M' => i64::from(local.month()),
+        'd' => i64::from(local.day()),
+        'D' => i64::from(local.ordinal()),
+        'E' => return push(out, &text(WEEKDAYS[local.weekday().num_days_from_monday() as usize])),
+        'u' => i64::from(local.weekday().number_from_monday()),
+        'a' => return push(out, if local.hour() < 12 { "AM" } else { "PM" }),
+        'H' => i64::from(local.hour()),
+        'k' => i64::from(if local.hour() == 0 { 24 } else { local.hour() }),
+        'K' => i64::from(local.hour() % 12),
+        'h' => i64::from(if local.hour() % 12 == 0 { 12 } else { local.hour() % 12 }),
+        'm' => i64::from(local.minute()),
+        's' => i64::from(local.second()),
+        'S' => i64::from(local.timestamp_subsec_millis().min(999)),
+        'w' => {
+            // Week 1 holds January 1st, so the last days of December whose week holds the next January 1st
+            // are in week 1 of the next year already.
+            let saturday = date.checked_add_signed(TimeDelta::days(6 - from_sunday(date)));
+            if saturday.is_some_and(|saturday| saturday.year() > date.year()) {
+                1
+            } else {
+                let first = date.with_ordinal(1).unwrap_or(date);
+                (i64::from(date.ordinal0()) + from_sunday(first)) / 7 + 1
+            }
+        }
+        'W' => {
+            let first = date.with_day(1).unwrap_or(date);
+            (i64::from(date.day0()) + from_sunday(first)) / 7 + 1
+        }
+        'F' => i64::from(date.day0()) / 7 + 1,
+        'z' if run < 4 => return push(out, &local.format("%Z").to_string()),
+        'Z' => return push(out, &local.format("%z").to_string()),
+        'X' if run <= 3 => {
+            let seconds = local.offset().fix().local_minus_utc();
+            if seconds == 0 {
+                return push(out, "Z");
+            }
+            let sign = if seconds < 0 { '-' } else { '+' };
+            let (hours, minutes) = (seconds.abs() / 3600, seconds.abs() % 3600 / 60);
+            let _ = match run {
+                1 => write!(out, "{sign}{hours:02}"),
+                2 => write!(out, "{sign}{hours:02}{minutes:02}"),
+                _ => write!(out, "{sign}{hours:02}:{minutes:02}"),
+            };
+            return true;
+        }
+        _ => return false,
+    };
+    // Java pads a number to the count of letters. Writing to a String cannot fail.
+    let _ = write!(out, "{number:0run$}");
+    true
+}
+
+fn push(out: &mut String, text: &str) -> bool {
+    out.push_str(text);
+    true
 }
 
 /// Parses an ISO-8601 timestamp: `2015-05-01`, `2015-05-01T00:00` or `2015-05-01T00:00:00`, optionally followed
@@ -1148,26 +1229,53 @@ mod tests {
             ("yyy", Tz::UTC),
             ("M/d", Tz::UTC),
             ("'open", Tz::UTC),
+            // The letters people use besides those: names, day of year, weeks, 12-hour clock, milliseconds.
+            ("EEE, d MMM yyyy hh:mm:ss a", Tz::UTC),
+            ("EEEE d MMMM yyyy G", Tz::UTC),
+            ("D w W F u", Tz::UTC),
+            ("HH:mm:ss.SSS k K h", Tz::UTC),
+            ("yyyy-MM-dd'T'HH:mm:ss.SSSXXX z Z X XX", tz("Europe/Berlin")),
+            ("yyyy-MM-dd'T'HH:mmX", Tz::UTC),
+            ("yyyyy-M-d H:m:s", Tz::UTC),
+            ("YYYY", Tz::UTC),
+            ("zzzz", Tz::UTC),
         ];
+        // A Sunday after New Year: week 2; half past midnight: 12 AM, hour 24 of `k`.
+        let sunday = utc("2015-01-04T00:30:00Z");
+        let weeks = [("EEE D w W hh a k K", Tz::UTC), ("D w", tz("America/New_York"))];
+        let t = t + TimeDelta::milliseconds(7);
         check(
-            cases.map(|(pattern, zone)| match format_time(t, pattern, zone) {
-                Ok(s) => format!("{pattern:?} in {zone} => {s:?}"),
-                Err(e) => format!("{pattern:?} => error: {e}"),
-            }),
+            cases.into_iter().map(|c| (t, c)).chain(weeks.into_iter().map(|c| (sunday, c))).map(
+                |(t, (pattern, zone))| match format_time(t, pattern, zone) {
+                    Ok(s) => format!("{pattern:?} in {zone} => {s:?}"),
+                    Err(e) => format!("{pattern:?} => error: {e}"),
+                },
+            ),
             expect![[r#"
                 "yyyy-MM-dd'T'HH:mm:ss" in UTC => "2014-12-31T20:05:09"
                 "yyyyMMdd" in UTC => "20141231"
                 "yy/MM/dd HH" in UTC => "14/12/31 20"
                 "'year' yyyy', it''s late'" in UTC => "year 2014, it's late"
-                "yyyy, it''s late" => error: invalid time pattern `yyyy, it''s late`: unsupported field `i` at position 6 (supported: yyyy yy MM dd HH mm ss, 'literal')
+                "yyyy, it''s late" => error: invalid time pattern `yyyy, it''s late`: unsupported field `i` at position 6 (supported: G y M d D E u a H k K h m s S w W F z Z X, 'literal')
                 "'it''s' HH:mm" in UTC => "it's 20:05"
                 "yyyy-MM-dd HH:mm" in Europe/Berlin => "2014-12-31 21:05"
                 "" in UTC => ""
-                "yyyy-MM-dd hh" => error: invalid time pattern `yyyy-MM-dd hh`: unsupported field `hh` at position 11 (supported: yyyy yy MM dd HH mm ss, 'literal')
-                "EEE" => error: invalid time pattern `EEE`: unsupported field `EEE` at position 0 (supported: yyyy yy MM dd HH mm ss, 'literal')
-                "yyy" => error: invalid time pattern `yyy`: unsupported field `yyy` at position 0 (supported: yyyy yy MM dd HH mm ss, 'literal')
-                "M/d" => error: invalid time pattern `M/d`: unsupported field `M` at position 0 (supported: yyyy yy MM dd HH mm ss, 'literal')
+                "yyyy-MM-dd hh" in UTC => "2014-12-31 08"
+                "EEE" in UTC => "Wed"
+                "yyy" in UTC => "2014"
+                "M/d" in UTC => "12/31"
                 "'open" => error: invalid time pattern `'open`: quote opened at position 0 is not closed
+                "EEE, d MMM yyyy hh:mm:ss a" in UTC => "Wed, 31 Dec 2014 08:05:09 PM"
+                "EEEE d MMMM yyyy G" in UTC => "Wednesday 31 December 2014 AD"
+                "D w W F u" in UTC => "365 1 5 5 3"
+                "HH:mm:ss.SSS k K h" in UTC => "20:05:09.007 20 8 8"
+                "yyyy-MM-dd'T'HH:mm:ss.SSSXXX z Z X XX" in Europe/Berlin => "2014-12-31T21:05:09.007+01:00 CET +0100 +01 +0100"
+                "yyyy-MM-dd'T'HH:mmX" in UTC => "2014-12-31T20:05Z"
+                "yyyyy-M-d H:m:s" in UTC => "02014-12-31 20:5:9"
+                "YYYY" => error: invalid time pattern `YYYY`: unsupported field `YYYY` at position 0 (supported: G y M d D E u a H k K h m s S w W F z Z X, 'literal')
+                "zzzz" => error: invalid time pattern `zzzz`: unsupported field `zzzz` at position 0 (supported: G y M d D E u a H k K h m s S w W F z Z X, 'literal')
+                "EEE D w W hh a k K" in UTC => "Sun 4 2 2 12 AM 24 0"
+                "D w" in America/New_York => "3 1"
             "#]],
         );
     }
