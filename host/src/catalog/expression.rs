@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
 use super::template::{LoneDollar, Segment, segments};
-use super::time::{Unit, date_offset, format_time};
+use super::time::{OffsetUnit, date_offset, format_time};
 
 /// A parsed configuration value: literal text and `${...}` expressions.
 #[derive(Debug, Clone, PartialEq)]
@@ -126,6 +126,15 @@ impl ConfigValue {
                 }
                 // A pattern or unit written in quotes is known now: a mistake in it is the project's,
                 // reported by `validate` rather than by the first run.
+                Expression::Call(Function::DateOffset, args) => {
+                    args.iter().try_for_each(|a| walk(a, parameters, dependencies, timed))?;
+                    match args.as_slice() {
+                        [_, _, Expression::Text(unit)] => {
+                            unit.parse::<OffsetUnit>().map(drop).map_err(|e| format!("dateOffset: {e}"))
+                        }
+                        _ => Ok(()),
+                    }
+                }
                 Expression::Call(Function::FormatTime, args) => {
                     args.iter().try_for_each(|a| walk(a, parameters, dependencies, timed))?;
                     match args.as_slice() {
@@ -200,11 +209,11 @@ fn evaluate(e: &Expression, context: &Context<'_>) -> Result<Value, String> {
                 let Value::Number(n) = evaluate(n, context)? else {
                     return Err("dateOffset: n must be a number".into());
                 };
-                let unit = match evaluate(unit, context)?.render().parse::<Unit>() {
+                let unit = match evaluate(unit, context)?.render().parse::<OffsetUnit>() {
                     Ok(unit) => unit,
                     Err(e) => return Err(format!("dateOffset: {e}")),
                 };
-                Value::Time(date_offset(base, n, unit, context.timezone).map_err(|e| e.to_string())?)
+                Value::Time(date_offset(base, n, unit).map_err(|e| e.to_string())?)
             }
             (Function::FormatTime, [base, pattern]) => {
                 let base = time(base)?;
@@ -336,6 +345,7 @@ mod tests {
             ("${nominalTime()}", "2015-05-01T00:00Z"),
             ("${actualTime()}", "2015-05-02T03:04Z"),
             ("${dateOffset(nominalTime(), -1, 'DAY')}", "2015-04-30T00:00Z"),
+            ("${dateOffset(nominalTime(), -2, 'YEAR')}", "2013-05-01T00:00Z"),
             ("${formatTime(dateOffset(nominalTime(), 1, 'MONTH'), 'yyyy/MM')}", "2015/06"),
             ("day=${formatTime(nominalTime(), 'yyyyMMdd')}/x", "day=20150501/x"),
             (r#"${formatTime(nominalTime(), "EEE yyyy-MM-dd'T'hh a")}"#, "Fri 2015-05-01T12 AM"),
@@ -357,6 +367,10 @@ mod tests {
                 "unknown function `nominaltime` (functions: dataIn, dataOut, nominalTime, actualTime, dateOffset, formatTime)",
             ),
             ("${dateOffset(nominalTime(), 1)}", "dateOffset takes 3 arguments, not 2"),
+            (
+                "${dateOffset(nominalTime(), 1, 'day')}",
+                "dateOffset: invalid time unit `day`: expected MINUTE, HOUR, DAY, WEEK, MONTH or YEAR",
+            ),
             ("${dataIn('orders'}", "expected `,` or `)` in `${dataIn('orders'}`"),
             ("${shop", "unclosed `${` in `${shop`"),
             (

@@ -44,7 +44,7 @@ use chrono_tz::Tz;
 pub enum TimeError {
     #[error("invalid frequency `{text}`: {reason}")]
     InvalidFrequency { text: String, reason: String },
-    #[error("invalid time unit `{text}`: expected MINUTE, HOUR, DAY or MONTH")]
+    #[error("invalid time unit `{text}`: expected MINUTE, HOUR, DAY, WEEK, MONTH or YEAR")]
     InvalidUnit { text: String },
     #[error(
         "invalid timestamp `{text}`: expected ISO-8601 like `2015-05-01T00:00`, `2015-05-01T00:00:00Z`, \
@@ -65,8 +65,7 @@ fn did_you_mean(suggestion: &Option<String>) -> String {
     suggestion.as_ref().map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default()
 }
 
-/// The unit of a [`Frequency`] and of [`date_offset`]. Displays and parses as Oozie's `TimeUnit` names
-/// (`MINUTE`, `HOUR`, `DAY`, `MONTH`), which is what `dateOffset` takes.
+/// The unit of a [`Frequency`]. Displays as Oozie's `TimeUnit` names (`MINUTE`, `HOUR`, `DAY`, `MONTH`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Unit {
     Minute,
@@ -109,16 +108,43 @@ impl fmt::Display for Unit {
     }
 }
 
-impl FromStr for Unit {
+/// The unit of [`date_offset`], as Oozie's `TimeUnit` names it (`MINUTE`, `HOUR`, `DAY`, `WEEK`, `MONTH`,
+/// `YEAR`), which is what `dateOffset` and `offset` take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetUnit {
+    Minute,
+    Hour,
+    Day,
+    Week,
+    Month,
+    Year,
+}
+
+impl fmt::Display for OffsetUnit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            OffsetUnit::Minute => "MINUTE",
+            OffsetUnit::Hour => "HOUR",
+            OffsetUnit::Day => "DAY",
+            OffsetUnit::Week => "WEEK",
+            OffsetUnit::Month => "MONTH",
+            OffsetUnit::Year => "YEAR",
+        })
+    }
+}
+
+impl FromStr for OffsetUnit {
     type Err = TimeError;
 
     /// Case-sensitive, like Oozie's `TimeUnit.valueOf`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
-            "MINUTE" => Ok(Unit::Minute),
-            "HOUR" => Ok(Unit::Hour),
-            "DAY" => Ok(Unit::Day),
-            "MONTH" => Ok(Unit::Month),
+            "MINUTE" => Ok(OffsetUnit::Minute),
+            "HOUR" => Ok(OffsetUnit::Hour),
+            "DAY" => Ok(OffsetUnit::Day),
+            "WEEK" => Ok(OffsetUnit::Week),
+            "MONTH" => Ok(OffsetUnit::Month),
+            "YEAR" => Ok(OffsetUnit::Year),
             _ => Err(TimeError::InvalidUnit { text: s.to_owned() }),
         }
     }
@@ -526,18 +552,18 @@ pub fn template_values(instance: DateTime<Utc>, timezone: Tz) -> [(&'static str,
     ]
 }
 
-/// Oozie's `dateOffset(t, n, unit)`: `t + n * unit`. Minutes and hours are absolute; days and months move in
-/// the local calendar of `timezone` (months clamp to the month end). Oozie evaluates in UTC, so pass `Tz::UTC`
-/// for its exact behaviour; a local timezone keeps e.g. local midnight across DST.
-pub fn date_offset(t: DateTime<Utc>, n: i64, unit: Unit, timezone: Tz) -> Result<DateTime<Utc>, TimeError> {
-    let local = || t.with_timezone(&timezone).naive_local();
+/// Oozie's `dateOffset(t, n, unit)`: `t + n * unit` on the UTC calendar, as Oozie computes it (with
+/// `Calendar.add` in its UTC processing zone), so daylight saving plays no part: a `DAY` is always 24 hours
+/// and a `WEEK` 7 days, even across a local DST switch. Months and years clamp to the month end (Jan 31 +
+/// 1 MONTH = Feb 28; Feb 29 + 1 YEAR = Feb 28).
+pub fn date_offset(t: DateTime<Utc>, n: i64, unit: OffsetUnit) -> Result<DateTime<Utc>, TimeError> {
     let result = match unit {
-        Unit::Minute => TimeDelta::try_minutes(n).and_then(|d| t.checked_add_signed(d)),
-        Unit::Hour => TimeDelta::try_hours(n).and_then(|d| t.checked_add_signed(d)),
-        Unit::Day => {
-            TimeDelta::try_days(n).and_then(|d| local().checked_add_signed(d)).and_then(|l| resolve(timezone, l))
-        }
-        Unit::Month => add_months(local(), n).and_then(|l| resolve(timezone, l)),
+        OffsetUnit::Minute => TimeDelta::try_minutes(n).and_then(|d| t.checked_add_signed(d)),
+        OffsetUnit::Hour => TimeDelta::try_hours(n).and_then(|d| t.checked_add_signed(d)),
+        OffsetUnit::Day => TimeDelta::try_days(n).and_then(|d| t.checked_add_signed(d)),
+        OffsetUnit::Week => TimeDelta::try_weeks(n).and_then(|d| t.checked_add_signed(d)),
+        OffsetUnit::Month => add_months(t.naive_utc(), n).map(|l| l.and_utc()),
+        OffsetUnit::Year => n.checked_mul(12).and_then(|months| add_months(t.naive_utc(), months)).map(|l| l.and_utc()),
     };
     result.ok_or_else(|| TimeError::OutOfRange { what: format!("dateOffset({}, {n}, {unit})", t.to_rfc3339()) })
 }
@@ -1170,45 +1196,54 @@ mod tests {
     fn date_offset_table() {
         let berlin = tz("Europe/Berlin");
         let cases = [
-            ("2015-01-31T00:00Z", 1, "MONTH", Tz::UTC),
-            ("2016-01-31T00:00Z", 1, "MONTH", Tz::UTC),
-            ("2016-03-31T10:00Z", -1, "MONTH", Tz::UTC),
-            ("2015-01-01T00:00Z", -1, "DAY", Tz::UTC),
-            ("2014-12-31T20:00Z", 48, "HOUR", Tz::UTC),
-            ("2015-01-01T00:30Z", -90, "MINUTE", Tz::UTC),
-            // Local midnight before the Berlin spring switch: DAY keeps midnight, HOUR does not.
-            ("2015-03-27T23:00Z", 1, "DAY", berlin),
-            ("2015-03-27T23:00Z", 24, "HOUR", berlin),
-            ("2015-03-27T23:00Z", 1, "DAY", Tz::UTC),
+            ("2015-01-31T00:00Z", 1, "MONTH"),
+            ("2016-01-31T00:00Z", 1, "MONTH"),
+            ("2016-03-31T10:00Z", -1, "MONTH"),
+            ("2015-01-01T00:00Z", -1, "DAY"),
+            ("2014-12-31T20:00Z", 48, "HOUR"),
+            ("2015-01-01T00:30Z", -90, "MINUTE"),
+            ("2015-01-01T00:00Z", 2, "WEEK"),
+            ("2016-02-29T06:00Z", 1, "YEAR"),
+            ("2016-02-29T06:00Z", -4, "YEAR"),
+            // Berlin's local midnight on its spring and autumn switch days: a DAY is 24 hours all the same
+            // (landing on 01:00 summer time, or 23:00 winter time), as Oozie computes without daylight saving.
+            ("2015-03-28T23:00Z", 1, "DAY"),
+            ("2015-03-28T23:00Z", 24, "HOUR"),
+            ("2015-10-24T22:00Z", 1, "DAY"),
         ];
         let mut rows: Vec<String> = cases
             .iter()
-            .map(|&(t, n, unit, zone)| {
-                let out = date_offset(utc(t), n, unit.parse().unwrap(), zone).unwrap();
+            .map(|&(t, n, unit)| {
+                let out = date_offset(utc(t), n, unit.parse().unwrap()).unwrap();
                 format!(
-                    "dateOffset({t}, {n}, {unit}) in {zone} = {} = {}",
+                    "dateOffset({t}, {n}, {unit}) = {} = {} in Berlin",
                     show(Some(out)),
-                    show_local(Some(out), zone)
+                    show_local(Some(out), berlin)
                 )
             })
             .collect();
-        rows.push(format!("{}", "day".parse::<Unit>().unwrap_err()));
-        rows.push(format!("{}", date_offset(utc("2015-01-01"), i64::MAX, Unit::Minute, Tz::UTC).unwrap_err()));
+        rows.push(format!("{}", "day".parse::<OffsetUnit>().unwrap_err()));
+        rows.push(format!("{}", date_offset(utc("2015-01-01"), i64::MAX, OffsetUnit::Minute).unwrap_err()));
+        rows.push(format!("{}", date_offset(utc("2015-01-01"), i64::MAX, OffsetUnit::Year).unwrap_err()));
         check(
             rows,
             expect![[r#"
-                dateOffset(2015-01-31T00:00Z, 1, MONTH) in UTC = 2015-02-28T00:00Z = 2015-02-28T00:00+00:00
-                dateOffset(2016-01-31T00:00Z, 1, MONTH) in UTC = 2016-02-29T00:00Z = 2016-02-29T00:00+00:00
-                dateOffset(2016-03-31T10:00Z, -1, MONTH) in UTC = 2016-02-29T10:00Z = 2016-02-29T10:00+00:00
-                dateOffset(2015-01-01T00:00Z, -1, DAY) in UTC = 2014-12-31T00:00Z = 2014-12-31T00:00+00:00
-                dateOffset(2014-12-31T20:00Z, 48, HOUR) in UTC = 2015-01-02T20:00Z = 2015-01-02T20:00+00:00
-                dateOffset(2015-01-01T00:30Z, -90, MINUTE) in UTC = 2014-12-31T23:00Z = 2014-12-31T23:00+00:00
-                dateOffset(2015-03-27T23:00Z, 1, DAY) in Europe/Berlin = 2015-03-28T23:00Z = 2015-03-29T00:00+01:00
-                dateOffset(2015-03-27T23:00Z, 24, HOUR) in Europe/Berlin = 2015-03-28T23:00Z = 2015-03-29T00:00+01:00
-                dateOffset(2015-03-27T23:00Z, 1, DAY) in UTC = 2015-03-28T23:00Z = 2015-03-28T23:00+00:00
-                invalid time unit `day`: expected MINUTE, HOUR, DAY or MONTH
-                time out of range: dateOffset(2015-01-01T00:00:00+00:00, 9223372036854775807, MINUTE)
-            "#]],
+            dateOffset(2015-01-31T00:00Z, 1, MONTH) = 2015-02-28T00:00Z = 2015-02-28T01:00+01:00 in Berlin
+            dateOffset(2016-01-31T00:00Z, 1, MONTH) = 2016-02-29T00:00Z = 2016-02-29T01:00+01:00 in Berlin
+            dateOffset(2016-03-31T10:00Z, -1, MONTH) = 2016-02-29T10:00Z = 2016-02-29T11:00+01:00 in Berlin
+            dateOffset(2015-01-01T00:00Z, -1, DAY) = 2014-12-31T00:00Z = 2014-12-31T01:00+01:00 in Berlin
+            dateOffset(2014-12-31T20:00Z, 48, HOUR) = 2015-01-02T20:00Z = 2015-01-02T21:00+01:00 in Berlin
+            dateOffset(2015-01-01T00:30Z, -90, MINUTE) = 2014-12-31T23:00Z = 2015-01-01T00:00+01:00 in Berlin
+            dateOffset(2015-01-01T00:00Z, 2, WEEK) = 2015-01-15T00:00Z = 2015-01-15T01:00+01:00 in Berlin
+            dateOffset(2016-02-29T06:00Z, 1, YEAR) = 2017-02-28T06:00Z = 2017-02-28T07:00+01:00 in Berlin
+            dateOffset(2016-02-29T06:00Z, -4, YEAR) = 2012-02-29T06:00Z = 2012-02-29T07:00+01:00 in Berlin
+            dateOffset(2015-03-28T23:00Z, 1, DAY) = 2015-03-29T23:00Z = 2015-03-30T01:00+02:00 in Berlin
+            dateOffset(2015-03-28T23:00Z, 24, HOUR) = 2015-03-29T23:00Z = 2015-03-30T01:00+02:00 in Berlin
+            dateOffset(2015-10-24T22:00Z, 1, DAY) = 2015-10-25T22:00Z = 2015-10-25T23:00+01:00 in Berlin
+            invalid time unit `day`: expected MINUTE, HOUR, DAY, WEEK, MONTH or YEAR
+            time out of range: dateOffset(2015-01-01T00:00:00+00:00, 9223372036854775807, MINUTE)
+            time out of range: dateOffset(2015-01-01T00:00:00+00:00, 9223372036854775807, YEAR)
+        "#]],
         );
     }
 
