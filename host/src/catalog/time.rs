@@ -151,7 +151,8 @@ impl FromStr for OffsetUnit {
 }
 
 /// How often a dataset produces an instance: a count >= 1 of a [`Unit`]. The text form is `15min`, `6h`, `1d`,
-/// `3d`, `1M`; parsing accepts exactly what `Display` prints, so a frequency has one spelling. Frequencies are
+/// `3d`, `1M`; parsing accepts what `Display` prints and, for Oozie users, Oozie's spellings (`60` minutes,
+/// `${coord:hours(6)}`), which display in the one form trellis prints. Frequencies are
 /// not normalised: `60min` and `1h` step identically but are different values, and `24h` (absolute) differs
 /// from `1d` (calendar) across DST.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -192,6 +193,17 @@ impl FromStr for Frequency {
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let invalid = |reason: &str| TimeError::InvalidFrequency { text: text.to_owned(), reason: reason.to_owned() };
+        if let Some(call) = text.strip_prefix("${").and_then(|rest| rest.strip_suffix('}')) {
+            return oozie_frequency(call.trim()).map_err(|reason| invalid(&reason));
+        }
+        // Oozie's plain number is minutes (`frequency="60"`).
+        if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+            if text.len() > 1 && text.starts_with('0') {
+                return Err(invalid("count must not have leading zeros"));
+            }
+            let count = text.parse().map_err(|_| invalid("count is too large"))?;
+            return Frequency::new(count, Unit::Minute).map_err(|_| invalid("count must be at least 1"));
+        }
         let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
         let (digits, suffix) = text.split_at(split);
         if digits.is_empty() {
@@ -216,6 +228,29 @@ impl FromStr for Frequency {
         }
         Ok(Self { count, unit })
     }
+}
+
+/// Oozie's frequency functions, the text inside `${...}`: `coord:minutes(n)`, `coord:hours(n)`, `coord:days(n)`
+/// and `coord:months(n)` (the `coord:` prefix may be left out). Hours are absolute like Oozie's (`hours(6)` is
+/// 360 minutes); days and months are calendar steps in the dataset's timezone, like Oozie's.
+fn oozie_frequency(call: &str) -> Result<Frequency, String> {
+    let call = call.strip_prefix("coord:").unwrap_or(call);
+    let expected = "expected ${coord:minutes(n)}, ${coord:hours(n)}, ${coord:days(n)} or ${coord:months(n)}";
+    let Some((name, argument)) = call.split_once('(') else { return Err(expected.into()) };
+    let Some(argument) = argument.trim_end().strip_suffix(')') else { return Err(expected.into()) };
+    let unit = match name.trim() {
+        "minutes" => Unit::Minute,
+        "hours" => Unit::Hour,
+        "days" => Unit::Day,
+        "months" => Unit::Month,
+        _ => return Err(expected.into()),
+    };
+    let argument = argument.trim();
+    if argument.is_empty() || !argument.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("`{argument}` is not a count: {expected}"));
+    }
+    let count: u32 = argument.parse().map_err(|_| "count is too large".to_string())?;
+    Frequency::new(count, unit).map_err(|_| "count must be at least 1".to_string())
 }
 
 /// A synchronous (time-based) dataset: instances at `initial + k * frequency` for `k >= 0`, in `timezone`.
@@ -835,8 +870,22 @@ mod tests {
     fn frequency_parse_and_display() {
         let inputs =
             ["15min", "6h", "1d", "3d", "1M", "24h", "0d", "01d", "1m", "1", "d", "1y", "1 d", "-1d", "4294967296min"];
+        let oozie = [
+            "60",
+            "0",
+            "${coord:hours(6)}",
+            "${coord:minutes(15)}",
+            "${ coord:days( 3 ) }",
+            "${months(1)}",
+            "${coord:hours(0)}",
+            "${coord:hours(-1)}",
+            "${coord:weeks(1)}",
+            "${coord:hours(6)",
+            "${coord:hours}",
+        ];
+        let inputs: Vec<&str> = inputs.into_iter().chain(oozie).collect();
         check(
-            inputs.map(|s| match s.parse::<Frequency>() {
+            inputs.iter().map(|s| match s.parse::<Frequency>() {
                 Ok(f) => format!("{s:<14} => {f} ({:?} x{})", f.unit(), f.count()),
                 Err(e) => format!("{s:<14} => error: {e}"),
             }),
@@ -850,12 +899,23 @@ mod tests {
                 0d             => error: invalid frequency `0d`: count must be at least 1
                 01d            => error: invalid frequency `01d`: count must not have leading zeros
                 1m             => error: invalid frequency `1m`: `m` is ambiguous: use `min` for minutes or `M` for months
-                1              => error: invalid frequency `1`: missing unit: expected min, h, d or M after the count
+                1              => 1min (Minute x1)
                 d              => error: invalid frequency `d`: expected a count followed by min, h, d or M, like `15min` or `1d`
                 1y             => error: invalid frequency `1y`: unknown unit: expected min, h, d or M after the count
                 1 d            => error: invalid frequency `1 d`: unknown unit: expected min, h, d or M after the count
                 -1d            => error: invalid frequency `-1d`: expected a count followed by min, h, d or M, like `15min` or `1d`
                 4294967296min  => error: invalid frequency `4294967296min`: count is too large
+                60             => 60min (Minute x60)
+                0              => error: invalid frequency `0`: count must be at least 1
+                ${coord:hours(6)} => 6h (Hour x6)
+                ${coord:minutes(15)} => 15min (Minute x15)
+                ${ coord:days( 3 ) } => 3d (Day x3)
+                ${months(1)}   => 1M (Month x1)
+                ${coord:hours(0)} => error: invalid frequency `${coord:hours(0)}`: count must be at least 1
+                ${coord:hours(-1)} => error: invalid frequency `${coord:hours(-1)}`: `-1` is not a count: expected ${coord:minutes(n)}, ${coord:hours(n)}, ${coord:days(n)} or ${coord:months(n)}
+                ${coord:weeks(1)} => error: invalid frequency `${coord:weeks(1)}`: expected ${coord:minutes(n)}, ${coord:hours(n)}, ${coord:days(n)} or ${coord:months(n)}
+                ${coord:hours(6) => error: invalid frequency `${coord:hours(6)`: expected a count followed by min, h, d or M, like `15min` or `1d`
+                ${coord:hours} => error: invalid frequency `${coord:hours}`: expected ${coord:minutes(n)}, ${coord:hours(n)}, ${coord:days(n)} or ${coord:months(n)}
             "#]],
         );
         assert!(Frequency::new(0, Unit::Day).is_err());
