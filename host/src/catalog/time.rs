@@ -457,6 +457,31 @@ impl Dataset {
         self.instance(k).map(|_| k)
     }
 
+    /// The index of Oozie's `offset(n, unit)` for `nominal`: `current(0)` moved by `n` units on the dataset's
+    /// calendar (minutes and hours absolute; days and longer in its local wall time, as `java.util.Calendar`
+    /// in the dataset's zone moves), then the instance at or before that time, as Oozie rounds an offset that
+    /// is not a whole number of instances. `None` before the initial instance.
+    pub fn offset_index(&self, nominal: DateTime<Utc>, n: i64, unit: OffsetUnit) -> Option<i64> {
+        let base = self.current(nominal, 0)?;
+        let local = || base.with_timezone(&self.timezone).naive_local();
+        let moved = match unit {
+            OffsetUnit::Minute => base.checked_add_signed(TimeDelta::try_minutes(n)?),
+            OffsetUnit::Hour => base.checked_add_signed(TimeDelta::try_hours(n)?),
+            OffsetUnit::Day => resolve(self.timezone, local().checked_add_signed(TimeDelta::try_days(n)?)?),
+            OffsetUnit::Week => resolve(self.timezone, local().checked_add_signed(TimeDelta::try_weeks(n)?)?),
+            OffsetUnit::Month => resolve(self.timezone, add_months(local(), n)?),
+            OffsetUnit::Year => resolve(self.timezone, add_months(local(), n.checked_mul(12)?)?),
+        }?;
+        self.index_at_or_before(moved)
+    }
+
+    /// The indices of Oozie's `future(n, limit)` search for `nominal`: from `current(0)` (or the initial instance
+    /// when `nominal` is before it) forward, `limit` instances.
+    pub fn future_indices(&self, nominal: DateTime<Utc>, limit: i64) -> Range<i64> {
+        let first = self.index_at_or_before(nominal).unwrap_or(0);
+        first..first.saturating_add(limit)
+    }
+
     /// The index of `latest(n)` evaluated at `evaluation`; `exists` is asked
     /// about indices, walking back from the newest. `n > 0` finds nothing.
     pub fn latest_index(&self, evaluation: DateTime<Utc>, n: i64, mut exists: impl FnMut(i64) -> bool) -> Option<i64> {
