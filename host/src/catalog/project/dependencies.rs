@@ -264,7 +264,7 @@ impl Checker<'_> {
 }
 
 /// `current(n)`, `current(a)..current(b)`, `latest(n)`, `all`, and Oozie's `future(n, limit)`,
-/// `offset(n, unit)` (alone or as a range of two) and `absolute(t)..current(n)`. Oozie's `${coord:...}`
+/// `offset(n, unit)` (alone or as a range of two), `absolute(t)..current(n)` and `currentRange(a, b)`. Oozie's `${coord:...}`
 /// spelling of each call is accepted.
 fn parse_time_selection(text: &str) -> Result<TimeSelection, String> {
     let guide = "time is current(n), current(a)..current(b), latest(n), future(n, limit), offset(n, UNIT), \
@@ -348,6 +348,15 @@ fn parse_time_selection(text: &str) -> Result<TimeSelection, String> {
     if let Some(n) = call(text, "current") {
         let n = n?;
         return Ok(TimeSelection::Current { from: n, to: n });
+    }
+    // Oozie's `currentRange(a, b)` is `current(a)..current(b)`.
+    if let Some(arguments) = arguments(text, "currentRange") {
+        let [from, to] = arguments.as_slice() else {
+            return Err(format!("`{text}`: currentRange(a, b) takes two numbers, e.g. currentRange(-3, 0)"));
+        };
+        let (from, to) = (number(from)?, number(to)?);
+        return parse_time_selection(&format!("current({from})..current({to})"))
+            .map_err(|e| e.replace(&format!("current({from})..current({to})"), text));
     }
     if let Some(n) = call(text, "latest") {
         let n = n?;
