@@ -724,7 +724,10 @@ fn format_field(out: &mut String, local: &DateTime<Tz>, letter: char, run: usize
         'H' => i64::from(local.hour()),
         'k' => i64::from(if local.hour() == 0 { 24 } else { local.hour() }),
         'K' => i64::from(local.hour() % 12),
-        'h' => i64::from(if local.hour() % 12 == 0 { 12 } else { local.hour() % 12 }),
+        'h' => i64::from(match local.hour() % 12 {
+            0 => 12,
+            hour => hour,
+        }),
         'm' => i64::from(local.minute()),
         's' => i64::from(local.second()),
         'S' => i64::from(local.timestamp_subsec_millis().min(999)),
