@@ -62,6 +62,7 @@ scenarios!(
     listeners,
     materialize,
     oozie,
+    oozie_el,
     refresh,
     resources,
     rules,

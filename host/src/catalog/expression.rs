@@ -3,13 +3,13 @@
 //! `${dataOut()}`, `${nominalTime()}`, `${actualTime()}`,
 //! `${dateOffset(nominalTime(), -1, 'DAY')}` and
 //! `${formatTime(nominalTime(), 'yyyy-MM-dd')}`. The `coord:` prefix of
-//! Oozie is accepted and ignored.
+//! Oozie is accepted and ignored; text is quoted with `'` or `"`.
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
 use super::template::{LoneDollar, Segment, segments};
-use super::time::{Unit, date_offset, format_time};
+use super::time::{OffsetUnit, date_offset, format_time};
 
 /// A parsed configuration value: literal text and `${...}` expressions.
 #[derive(Debug, Clone, PartialEq)]
@@ -124,6 +124,27 @@ impl ConfigValue {
                 Expression::Call(Function::NominalTime, _) if !timed => {
                     Err("nominalTime() needs a view type with a time dimension".into())
                 }
+                // A pattern or unit written in quotes is known now: a mistake in it is the project's,
+                // reported by `validate` rather than by the first run.
+                Expression::Call(Function::DateOffset, args) => {
+                    args.iter().try_for_each(|a| walk(a, parameters, dependencies, timed))?;
+                    match args.as_slice() {
+                        [_, _, Expression::Text(unit)] => {
+                            unit.parse::<OffsetUnit>().map(drop).map_err(|e| format!("dateOffset: {e}"))
+                        }
+                        _ => Ok(()),
+                    }
+                }
+                Expression::Call(Function::FormatTime, args) => {
+                    args.iter().try_for_each(|a| walk(a, parameters, dependencies, timed))?;
+                    match args.as_slice() {
+                        // Whether a pattern is good does not depend on the time it formats.
+                        [_, Expression::Text(pattern)] => format_time(DateTime::UNIX_EPOCH, pattern, Tz::UTC)
+                            .map(drop)
+                            .map_err(|e| format!("formatTime: {e}")),
+                        _ => Ok(()),
+                    }
+                }
                 Expression::Call(_, args) => args.iter().try_for_each(|a| walk(a, parameters, dependencies, timed)),
                 _ => Ok(()),
             }
@@ -148,11 +169,12 @@ impl ConfigValue {
 
 /// The `}` that closes `${`, skipping braces inside quotes.
 fn closing_brace(body: &str) -> Option<usize> {
-    let mut quoted = false;
+    let mut quote = None;
     for (i, c) in body.char_indices() {
-        match c {
-            '\'' => quoted = !quoted,
-            '}' if !quoted => return Some(i),
+        match (c, quote) {
+            ('\'' | '"', None) => quote = Some(c),
+            (_, Some(open)) if c == open => quote = None,
+            ('}', None) => return Some(i),
             _ => {}
         }
     }
@@ -187,11 +209,11 @@ fn evaluate(e: &Expression, context: &Context<'_>) -> Result<Value, String> {
                 let Value::Number(n) = evaluate(n, context)? else {
                     return Err("dateOffset: n must be a number".into());
                 };
-                let unit = match evaluate(unit, context)?.render().parse::<Unit>() {
+                let unit = match evaluate(unit, context)?.render().parse::<OffsetUnit>() {
                     Ok(unit) => unit,
                     Err(e) => return Err(format!("dateOffset: {e}")),
                 };
-                Value::Time(date_offset(base, n, unit, context.timezone).map_err(|e| e.to_string())?)
+                Value::Time(date_offset(base, n, unit).map_err(|e| e.to_string())?)
             }
             (Function::FormatTime, [base, pattern]) => {
                 let base = time(base)?;
@@ -233,8 +255,10 @@ impl Parser<'_> {
     fn expression(&mut self) -> Result<Expression, String> {
         self.skip_space();
         let rest = &self.text[self.at..];
-        if let Some(quoted) = rest.strip_prefix('\'') {
-            let end = quoted.find('\'').ok_or_else(|| format!("unclosed quote in `{}`", self.text))?;
+        // Text in either quote, as in Oozie's EL: `"yyyy-MM-dd'T'HH"` holds SimpleDateFormat's quotes.
+        if let Some(quote) = rest.chars().next().filter(|&c| c == '\'' || c == '"') {
+            let quoted = &rest[1..];
+            let end = quoted.find(quote).ok_or_else(|| format!("unclosed quote in `{}`", self.text))?;
             self.at += end + 2;
             return Ok(Expression::Text(quoted[..end].to_string()));
         }
@@ -321,8 +345,10 @@ mod tests {
             ("${nominalTime()}", "2015-05-01T00:00Z"),
             ("${actualTime()}", "2015-05-02T03:04Z"),
             ("${dateOffset(nominalTime(), -1, 'DAY')}", "2015-04-30T00:00Z"),
+            ("${dateOffset(nominalTime(), -2, 'YEAR')}", "2013-05-01T00:00Z"),
             ("${formatTime(dateOffset(nominalTime(), 1, 'MONTH'), 'yyyy/MM')}", "2015/06"),
             ("day=${formatTime(nominalTime(), 'yyyyMMdd')}/x", "day=20150501/x"),
+            (r#"${formatTime(nominalTime(), "EEE yyyy-MM-dd'T'hh a")}"#, "Fri 2015-05-01T12 AM"),
             // Any Unicode whitespace around tokens, including a no-break space.
             ("${\u{a0}nominalTime(\u{a0})\u{a0}}", "2015-05-01T00:00Z"),
         ];
@@ -341,8 +367,17 @@ mod tests {
                 "unknown function `nominaltime` (functions: dataIn, dataOut, nominalTime, actualTime, dateOffset, formatTime)",
             ),
             ("${dateOffset(nominalTime(), 1)}", "dateOffset takes 3 arguments, not 2"),
+            (
+                "${dateOffset(nominalTime(), 1, 'day')}",
+                "dateOffset: invalid time unit `day`: expected MINUTE, HOUR, DAY, WEEK, MONTH or YEAR",
+            ),
             ("${dataIn('orders'}", "expected `,` or `)` in `${dataIn('orders'}`"),
             ("${shop", "unclosed `${` in `${shop`"),
+            (
+                "${formatTime(nominalTime(), 'yyyy-MM-dd HH:mm:ss.SSS Y')}",
+                "formatTime: invalid time pattern `yyyy-MM-dd HH:mm:ss.SSS Y`: unsupported field `Y` at position 24 \
+                 (supported: G y M d D E u a H k K h m s S w W F z Z X, 'literal')",
+            ),
             (
                 "${formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(nominalTime(), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y')}",
                 "calls nest deeper than 16 in `${formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(formatTime(nominalTime(), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y'), 'y')}`",

@@ -477,6 +477,22 @@ pub enum TimeSelection {
     Latest(i64),
     /// Every instance of the target inside the dependent's period.
     All,
+    /// Oozie's `future(n, limit)`: the n-th (from 0) instance whose data exists, looking forward from
+    /// `current(0)` over `limit` instances.
+    Future { n: i64, limit: i64 },
+    /// Oozie's `offset(from, unit)..offset(to, unit)`: `current(0)` moved by whole units, rounded down to an
+    /// instance; every instance between the two.
+    Offset { from: i64, to: i64, unit: time::OffsetUnit },
+    /// Oozie's `absolute(t)..current(to)`: every instance from the fixed instance `t` to `current(to)`.
+    Absolute { from: chrono::DateTime<chrono::Utc>, to: i64 },
+}
+
+impl TimeSelection {
+    /// Whether which instances it selects depends on which data exists (`latest`, `future`), so that the
+    /// lattice resolves it again as data arrives.
+    pub fn looks_for_data(&self) -> bool {
+        matches!(self, TimeSelection::Latest(_) | TimeSelection::Future { .. })
+    }
 }
 
 impl Catalog {

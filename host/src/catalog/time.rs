@@ -44,7 +44,7 @@ use chrono_tz::Tz;
 pub enum TimeError {
     #[error("invalid frequency `{text}`: {reason}")]
     InvalidFrequency { text: String, reason: String },
-    #[error("invalid time unit `{text}`: expected MINUTE, HOUR, DAY or MONTH")]
+    #[error("invalid time unit `{text}`: expected MINUTE, HOUR, DAY, WEEK, MONTH or YEAR")]
     InvalidUnit { text: String },
     #[error(
         "invalid timestamp `{text}`: expected ISO-8601 like `2015-05-01T00:00`, `2015-05-01T00:00:00Z`, \
@@ -65,8 +65,7 @@ fn did_you_mean(suggestion: &Option<String>) -> String {
     suggestion.as_ref().map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default()
 }
 
-/// The unit of a [`Frequency`] and of [`date_offset`]. Displays and parses as Oozie's `TimeUnit` names
-/// (`MINUTE`, `HOUR`, `DAY`, `MONTH`), which is what `dateOffset` takes.
+/// The unit of a [`Frequency`]. Displays as Oozie's `TimeUnit` names (`MINUTE`, `HOUR`, `DAY`, `MONTH`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Unit {
     Minute,
@@ -109,23 +108,51 @@ impl fmt::Display for Unit {
     }
 }
 
-impl FromStr for Unit {
+/// The unit of [`date_offset`], as Oozie's `TimeUnit` names it (`MINUTE`, `HOUR`, `DAY`, `WEEK`, `MONTH`,
+/// `YEAR`), which is what `dateOffset` and `offset` take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetUnit {
+    Minute,
+    Hour,
+    Day,
+    Week,
+    Month,
+    Year,
+}
+
+impl fmt::Display for OffsetUnit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            OffsetUnit::Minute => "MINUTE",
+            OffsetUnit::Hour => "HOUR",
+            OffsetUnit::Day => "DAY",
+            OffsetUnit::Week => "WEEK",
+            OffsetUnit::Month => "MONTH",
+            OffsetUnit::Year => "YEAR",
+        })
+    }
+}
+
+impl FromStr for OffsetUnit {
     type Err = TimeError;
 
     /// Case-sensitive, like Oozie's `TimeUnit.valueOf`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
-            "MINUTE" => Ok(Unit::Minute),
-            "HOUR" => Ok(Unit::Hour),
-            "DAY" => Ok(Unit::Day),
-            "MONTH" => Ok(Unit::Month),
+            "MINUTE" => Ok(OffsetUnit::Minute),
+            "HOUR" => Ok(OffsetUnit::Hour),
+            "DAY" => Ok(OffsetUnit::Day),
+            "WEEK" => Ok(OffsetUnit::Week),
+            "MONTH" => Ok(OffsetUnit::Month),
+            "YEAR" => Ok(OffsetUnit::Year),
             _ => Err(TimeError::InvalidUnit { text: s.to_owned() }),
         }
     }
 }
 
 /// How often a dataset produces an instance: a count >= 1 of a [`Unit`]. The text form is `15min`, `6h`, `1d`,
-/// `3d`, `1M`; parsing accepts exactly what `Display` prints, so a frequency has one spelling. Frequencies are
+/// `3d`, `1M`; parsing accepts what `Display` prints and, for Oozie users, Oozie's spellings (`60` minutes,
+/// `${coord:hours(6)}`), which display in the one form trellis prints. Frequencies are
 /// not normalised: `60min` and `1h` step identically but are different values, and `24h` (absolute) differs
 /// from `1d` (calendar) across DST.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -166,6 +193,17 @@ impl FromStr for Frequency {
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let invalid = |reason: &str| TimeError::InvalidFrequency { text: text.to_owned(), reason: reason.to_owned() };
+        if let Some(call) = text.strip_prefix("${").and_then(|rest| rest.strip_suffix('}')) {
+            return oozie_frequency(call.trim()).map_err(|reason| invalid(&reason));
+        }
+        // Oozie's plain number is minutes (`frequency="60"`).
+        if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+            if text.len() > 1 && text.starts_with('0') {
+                return Err(invalid("count must not have leading zeros"));
+            }
+            let count = text.parse().map_err(|_| invalid("count is too large"))?;
+            return Frequency::new(count, Unit::Minute).map_err(|_| invalid("count must be at least 1"));
+        }
         let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
         let (digits, suffix) = text.split_at(split);
         if digits.is_empty() {
@@ -190,6 +228,29 @@ impl FromStr for Frequency {
         }
         Ok(Self { count, unit })
     }
+}
+
+/// Oozie's frequency functions, the text inside `${...}`: `coord:minutes(n)`, `coord:hours(n)`, `coord:days(n)`
+/// and `coord:months(n)` (the `coord:` prefix may be left out). Hours are absolute like Oozie's (`hours(6)` is
+/// 360 minutes); days and months are calendar steps in the dataset's timezone, like Oozie's.
+fn oozie_frequency(call: &str) -> Result<Frequency, String> {
+    let call = call.strip_prefix("coord:").unwrap_or(call);
+    let expected = "expected ${coord:minutes(n)}, ${coord:hours(n)}, ${coord:days(n)} or ${coord:months(n)}";
+    let Some((name, argument)) = call.split_once('(') else { return Err(expected.into()) };
+    let Some(argument) = argument.trim_end().strip_suffix(')') else { return Err(expected.into()) };
+    let unit = match name.trim() {
+        "minutes" => Unit::Minute,
+        "hours" => Unit::Hour,
+        "days" => Unit::Day,
+        "months" => Unit::Month,
+        _ => return Err(expected.into()),
+    };
+    let argument = argument.trim();
+    if argument.is_empty() || !argument.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("`{argument}` is not a count: {expected}"));
+    }
+    let count: u32 = argument.parse().map_err(|_| "count is too large".to_string())?;
+    Frequency::new(count, unit).map_err(|_| "count must be at least 1".to_string())
 }
 
 /// A synchronous (time-based) dataset: instances at `initial + k * frequency` for `k >= 0`, in `timezone`.
@@ -396,6 +457,31 @@ impl Dataset {
         self.instance(k).map(|_| k)
     }
 
+    /// The index of Oozie's `offset(n, unit)` for `nominal`: `current(0)` moved by `n` units on the dataset's
+    /// calendar (minutes and hours absolute; days and longer in its local wall time, as `java.util.Calendar`
+    /// in the dataset's zone moves), then the instance at or before that time, as Oozie rounds an offset that
+    /// is not a whole number of instances. `None` before the initial instance.
+    pub fn offset_index(&self, nominal: DateTime<Utc>, n: i64, unit: OffsetUnit) -> Option<i64> {
+        let base = self.current(nominal, 0)?;
+        let local = || base.with_timezone(&self.timezone).naive_local();
+        let moved = match unit {
+            OffsetUnit::Minute => base.checked_add_signed(TimeDelta::try_minutes(n)?),
+            OffsetUnit::Hour => base.checked_add_signed(TimeDelta::try_hours(n)?),
+            OffsetUnit::Day => resolve(self.timezone, local().checked_add_signed(TimeDelta::try_days(n)?)?),
+            OffsetUnit::Week => resolve(self.timezone, local().checked_add_signed(TimeDelta::try_weeks(n)?)?),
+            OffsetUnit::Month => resolve(self.timezone, add_months(local(), n)?),
+            OffsetUnit::Year => resolve(self.timezone, add_months(local(), n.checked_mul(12)?)?),
+        }?;
+        self.index_at_or_before(moved)
+    }
+
+    /// The indices of Oozie's `future(n, limit)` search for `nominal`: from `current(0)` (or the initial instance
+    /// when `nominal` is before it) forward, `limit` instances.
+    pub fn future_indices(&self, nominal: DateTime<Utc>, limit: i64) -> Range<i64> {
+        let first = self.index_at_or_before(nominal).unwrap_or(0);
+        first..first.saturating_add(limit)
+    }
+
     /// The index of `latest(n)` evaluated at `evaluation`; `exists` is asked
     /// about indices, walking back from the newest. `n > 0` finds nothing.
     pub fn latest_index(&self, evaluation: DateTime<Utc>, n: i64, mut exists: impl FnMut(i64) -> bool) -> Option<i64> {
@@ -526,25 +612,29 @@ pub fn template_values(instance: DateTime<Utc>, timezone: Tz) -> [(&'static str,
     ]
 }
 
-/// Oozie's `dateOffset(t, n, unit)`: `t + n * unit`. Minutes and hours are absolute; days and months move in
-/// the local calendar of `timezone` (months clamp to the month end). Oozie evaluates in UTC, so pass `Tz::UTC`
-/// for its exact behaviour; a local timezone keeps e.g. local midnight across DST.
-pub fn date_offset(t: DateTime<Utc>, n: i64, unit: Unit, timezone: Tz) -> Result<DateTime<Utc>, TimeError> {
-    let local = || t.with_timezone(&timezone).naive_local();
+/// Oozie's `dateOffset(t, n, unit)`: `t + n * unit` on the UTC calendar, as Oozie computes it (with
+/// `Calendar.add` in its UTC processing zone), so daylight saving plays no part: a `DAY` is always 24 hours
+/// and a `WEEK` 7 days, even across a local DST switch. Months and years clamp to the month end (Jan 31 +
+/// 1 MONTH = Feb 28; Feb 29 + 1 YEAR = Feb 28).
+pub fn date_offset(t: DateTime<Utc>, n: i64, unit: OffsetUnit) -> Result<DateTime<Utc>, TimeError> {
     let result = match unit {
-        Unit::Minute => TimeDelta::try_minutes(n).and_then(|d| t.checked_add_signed(d)),
-        Unit::Hour => TimeDelta::try_hours(n).and_then(|d| t.checked_add_signed(d)),
-        Unit::Day => {
-            TimeDelta::try_days(n).and_then(|d| local().checked_add_signed(d)).and_then(|l| resolve(timezone, l))
-        }
-        Unit::Month => add_months(local(), n).and_then(|l| resolve(timezone, l)),
+        OffsetUnit::Minute => TimeDelta::try_minutes(n).and_then(|d| t.checked_add_signed(d)),
+        OffsetUnit::Hour => TimeDelta::try_hours(n).and_then(|d| t.checked_add_signed(d)),
+        OffsetUnit::Day => TimeDelta::try_days(n).and_then(|d| t.checked_add_signed(d)),
+        OffsetUnit::Week => TimeDelta::try_weeks(n).and_then(|d| t.checked_add_signed(d)),
+        OffsetUnit::Month => add_months(t.naive_utc(), n).map(|l| l.and_utc()),
+        OffsetUnit::Year => n.checked_mul(12).and_then(|months| add_months(t.naive_utc(), months)).map(|l| l.and_utc()),
     };
     result.ok_or_else(|| TimeError::OutOfRange { what: format!("dateOffset({}, {n}, {unit})", t.to_rfc3339()) })
 }
 
-/// Oozie's `formatTime(t, pattern)`, with `t` shown in `timezone`. Supports the `java.text.SimpleDateFormat`
-/// subset `yyyy yy MM dd HH mm ss`, `'quoted literals'` and `''` for a quote; other ASCII letters are pattern
-/// letters in Java, so they are rejected rather than copied, and so are other repeat counts such as `yyy`.
+/// Oozie's `formatTime(t, pattern)`, with `t` shown in `timezone`, following `java.text.SimpleDateFormat` in
+/// an English (US) locale, which is what Oozie servers run with: `G y M d D E u a H k K h m s S w W F z Z X`,
+/// `'quoted literals'` and `''` for a quote. A numeric field is zero-padded to the letter's count (`yy` is the
+/// year's last two digits); a text field is short below four letters (`EEE` = `Wed`, `MMM` = `Dec`) and full
+/// from four (`EEEE` = `Wednesday`); `MM` and `M` are numbers. Weeks (`w`, `W`) start on Sunday and week 1 of a
+/// year is the one holding January 1st (US rules). Java's other letters (`Y`, `L`, `zzzz`, ...) are refused
+/// rather than guessed, and so is any other ASCII letter, which Java reserves.
 pub fn format_time(t: DateTime<Utc>, pattern: &str, timezone: Tz) -> Result<String, TimeError> {
     let invalid = |reason: String| TimeError::InvalidPattern { pattern: pattern.to_owned(), reason };
     let local = t.with_timezone(&timezone);
@@ -580,22 +670,12 @@ pub fn format_time(t: DateTime<Utc>, pattern: &str, timezone: Tz) -> Result<Stri
             }
         } else if c.is_ascii_alphabetic() {
             let run = chars[i..].iter().take_while(|&&d| d == c).count();
-            // Writing to a String cannot fail.
-            let _ = match (c, run) {
-                ('y', 4) => write!(out, "{:04}", local.year()),
-                ('y', 2) => write!(out, "{:02}", local.year().rem_euclid(100)),
-                ('M', 2) => write!(out, "{:02}", local.month()),
-                ('d', 2) => write!(out, "{:02}", local.day()),
-                ('H', 2) => write!(out, "{:02}", local.hour()),
-                ('m', 2) => write!(out, "{:02}", local.minute()),
-                ('s', 2) => write!(out, "{:02}", local.second()),
-                _ => {
-                    let field: String = chars[i..i + run].iter().collect();
-                    return Err(invalid(format!(
-                        "unsupported field `{field}` at position {i} (supported: yyyy yy MM dd HH mm ss, 'literal')"
-                    )));
-                }
-            };
+            if !format_field(&mut out, &local, c, run) {
+                let field: String = chars[i..i + run].iter().collect();
+                return Err(invalid(format!(
+                    "unsupported field `{field}` at position {i} (supported: {SUPPORTED_FIELDS}, 'literal')"
+                )));
+            }
             i += run;
         } else {
             out.push(c);
@@ -603,6 +683,96 @@ pub fn format_time(t: DateTime<Utc>, pattern: &str, timezone: Tz) -> Result<Stri
         }
     }
     Ok(out)
+}
+
+/// The pattern letters [`format_time`] knows, for its error message.
+const SUPPORTED_FIELDS: &str = "G y M d D E u a H k K h m s S w W F z Z X";
+
+const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+const WEEKDAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
+
+/// Writes field `letter` repeated `run` times; false if SimpleDateFormat would mean something else by it.
+fn format_field(out: &mut String, local: &DateTime<Tz>, letter: char, run: usize) -> bool {
+    let text = |full: &str| if run >= 4 { full.to_owned() } else { full[..3].to_owned() };
+    let date = local.date_naive();
+    // Days since the Sunday starting the week: US weeks.
+    let from_sunday = |d: NaiveDate| i64::from(d.weekday().num_days_from_sunday());
+    let number: i64 = match letter {
+        'G' => return push(out, if local.year() > 0 { "AD" } else { "BC" }),
+        'y' if run == 2 => i64::from(local.year()).rem_euclid(100),
+        'y' => i64::from(local.year()),
+        'M' if run >= 3 => return push(out, &text(MONTHS[local.month0() as usize])),
+        'M' => i64::from(local.month()),
+        'd' => i64::from(local.day()),
+        'D' => i64::from(local.ordinal()),
+        'E' => return push(out, &text(WEEKDAYS[local.weekday().num_days_from_monday() as usize])),
+        'u' => i64::from(local.weekday().number_from_monday()),
+        'a' => return push(out, if local.hour() < 12 { "AM" } else { "PM" }),
+        'H' => i64::from(local.hour()),
+        'k' => i64::from(if local.hour() == 0 { 24 } else { local.hour() }),
+        'K' => i64::from(local.hour() % 12),
+        'h' => i64::from(match local.hour() % 12 {
+            0 => 12,
+            hour => hour,
+        }),
+        'm' => i64::from(local.minute()),
+        's' => i64::from(local.second()),
+        'S' => i64::from(local.timestamp_subsec_millis().min(999)),
+        'w' => {
+            // Week 1 holds January 1st, so the last days of December whose week holds the next January 1st
+            // are in week 1 of the next year already.
+            let saturday = date.checked_add_signed(TimeDelta::days(6 - from_sunday(date)));
+            if saturday.is_some_and(|saturday| saturday.year() > date.year()) {
+                1
+            } else {
+                let first = date.with_ordinal(1).unwrap_or(date);
+                (i64::from(date.ordinal0()) + from_sunday(first)) / 7 + 1
+            }
+        }
+        'W' => {
+            let first = date.with_day(1).unwrap_or(date);
+            (i64::from(date.day0()) + from_sunday(first)) / 7 + 1
+        }
+        'F' => i64::from(date.day0()) / 7 + 1,
+        'z' if run < 4 => return push(out, &local.format("%Z").to_string()),
+        'Z' => return push(out, &local.format("%z").to_string()),
+        'X' if run <= 3 => {
+            let seconds = local.offset().fix().local_minus_utc();
+            if seconds == 0 {
+                return push(out, "Z");
+            }
+            let sign = if seconds < 0 { '-' } else { '+' };
+            let (hours, minutes) = (seconds.abs() / 3600, seconds.abs() % 3600 / 60);
+            let _ = match run {
+                1 => write!(out, "{sign}{hours:02}"),
+                2 => write!(out, "{sign}{hours:02}{minutes:02}"),
+                _ => write!(out, "{sign}{hours:02}:{minutes:02}"),
+            };
+            return true;
+        }
+        _ => return false,
+    };
+    // Java pads a number to the count of letters. Writing to a String cannot fail.
+    let _ = write!(out, "{number:0run$}");
+    true
+}
+
+fn push(out: &mut String, text: &str) -> bool {
+    out.push_str(text);
+    true
 }
 
 /// Parses an ISO-8601 timestamp: `2015-05-01`, `2015-05-01T00:00` or `2015-05-01T00:00:00`, optionally followed
@@ -728,8 +898,22 @@ mod tests {
     fn frequency_parse_and_display() {
         let inputs =
             ["15min", "6h", "1d", "3d", "1M", "24h", "0d", "01d", "1m", "1", "d", "1y", "1 d", "-1d", "4294967296min"];
+        let oozie = [
+            "60",
+            "0",
+            "${coord:hours(6)}",
+            "${coord:minutes(15)}",
+            "${ coord:days( 3 ) }",
+            "${months(1)}",
+            "${coord:hours(0)}",
+            "${coord:hours(-1)}",
+            "${coord:weeks(1)}",
+            "${coord:hours(6)",
+            "${coord:hours}",
+        ];
+        let inputs: Vec<&str> = inputs.into_iter().chain(oozie).collect();
         check(
-            inputs.map(|s| match s.parse::<Frequency>() {
+            inputs.iter().map(|s| match s.parse::<Frequency>() {
                 Ok(f) => format!("{s:<14} => {f} ({:?} x{})", f.unit(), f.count()),
                 Err(e) => format!("{s:<14} => error: {e}"),
             }),
@@ -743,12 +927,23 @@ mod tests {
                 0d             => error: invalid frequency `0d`: count must be at least 1
                 01d            => error: invalid frequency `01d`: count must not have leading zeros
                 1m             => error: invalid frequency `1m`: `m` is ambiguous: use `min` for minutes or `M` for months
-                1              => error: invalid frequency `1`: missing unit: expected min, h, d or M after the count
+                1              => 1min (Minute x1)
                 d              => error: invalid frequency `d`: expected a count followed by min, h, d or M, like `15min` or `1d`
                 1y             => error: invalid frequency `1y`: unknown unit: expected min, h, d or M after the count
                 1 d            => error: invalid frequency `1 d`: unknown unit: expected min, h, d or M after the count
                 -1d            => error: invalid frequency `-1d`: expected a count followed by min, h, d or M, like `15min` or `1d`
                 4294967296min  => error: invalid frequency `4294967296min`: count is too large
+                60             => 60min (Minute x60)
+                0              => error: invalid frequency `0`: count must be at least 1
+                ${coord:hours(6)} => 6h (Hour x6)
+                ${coord:minutes(15)} => 15min (Minute x15)
+                ${ coord:days( 3 ) } => 3d (Day x3)
+                ${months(1)}   => 1M (Month x1)
+                ${coord:hours(0)} => error: invalid frequency `${coord:hours(0)}`: count must be at least 1
+                ${coord:hours(-1)} => error: invalid frequency `${coord:hours(-1)}`: `-1` is not a count: expected ${coord:minutes(n)}, ${coord:hours(n)}, ${coord:days(n)} or ${coord:months(n)}
+                ${coord:weeks(1)} => error: invalid frequency `${coord:weeks(1)}`: expected ${coord:minutes(n)}, ${coord:hours(n)}, ${coord:days(n)} or ${coord:months(n)}
+                ${coord:hours(6) => error: invalid frequency `${coord:hours(6)`: expected a count followed by min, h, d or M, like `15min` or `1d`
+                ${coord:hours} => error: invalid frequency `${coord:hours}`: expected ${coord:minutes(n)}, ${coord:hours(n)}, ${coord:days(n)} or ${coord:months(n)}
             "#]],
         );
         assert!(Frequency::new(0, Unit::Day).is_err());
@@ -1089,45 +1284,54 @@ mod tests {
     fn date_offset_table() {
         let berlin = tz("Europe/Berlin");
         let cases = [
-            ("2015-01-31T00:00Z", 1, "MONTH", Tz::UTC),
-            ("2016-01-31T00:00Z", 1, "MONTH", Tz::UTC),
-            ("2016-03-31T10:00Z", -1, "MONTH", Tz::UTC),
-            ("2015-01-01T00:00Z", -1, "DAY", Tz::UTC),
-            ("2014-12-31T20:00Z", 48, "HOUR", Tz::UTC),
-            ("2015-01-01T00:30Z", -90, "MINUTE", Tz::UTC),
-            // Local midnight before the Berlin spring switch: DAY keeps midnight, HOUR does not.
-            ("2015-03-27T23:00Z", 1, "DAY", berlin),
-            ("2015-03-27T23:00Z", 24, "HOUR", berlin),
-            ("2015-03-27T23:00Z", 1, "DAY", Tz::UTC),
+            ("2015-01-31T00:00Z", 1, "MONTH"),
+            ("2016-01-31T00:00Z", 1, "MONTH"),
+            ("2016-03-31T10:00Z", -1, "MONTH"),
+            ("2015-01-01T00:00Z", -1, "DAY"),
+            ("2014-12-31T20:00Z", 48, "HOUR"),
+            ("2015-01-01T00:30Z", -90, "MINUTE"),
+            ("2015-01-01T00:00Z", 2, "WEEK"),
+            ("2016-02-29T06:00Z", 1, "YEAR"),
+            ("2016-02-29T06:00Z", -4, "YEAR"),
+            // Berlin's local midnight on its spring and autumn switch days: a DAY is 24 hours all the same
+            // (landing on 01:00 summer time, or 23:00 winter time), as Oozie computes without daylight saving.
+            ("2015-03-28T23:00Z", 1, "DAY"),
+            ("2015-03-28T23:00Z", 24, "HOUR"),
+            ("2015-10-24T22:00Z", 1, "DAY"),
         ];
         let mut rows: Vec<String> = cases
             .iter()
-            .map(|&(t, n, unit, zone)| {
-                let out = date_offset(utc(t), n, unit.parse().unwrap(), zone).unwrap();
+            .map(|&(t, n, unit)| {
+                let out = date_offset(utc(t), n, unit.parse().unwrap()).unwrap();
                 format!(
-                    "dateOffset({t}, {n}, {unit}) in {zone} = {} = {}",
+                    "dateOffset({t}, {n}, {unit}) = {} = {} in Berlin",
                     show(Some(out)),
-                    show_local(Some(out), zone)
+                    show_local(Some(out), berlin)
                 )
             })
             .collect();
-        rows.push(format!("{}", "day".parse::<Unit>().unwrap_err()));
-        rows.push(format!("{}", date_offset(utc("2015-01-01"), i64::MAX, Unit::Minute, Tz::UTC).unwrap_err()));
+        rows.push(format!("{}", "day".parse::<OffsetUnit>().unwrap_err()));
+        rows.push(format!("{}", date_offset(utc("2015-01-01"), i64::MAX, OffsetUnit::Minute).unwrap_err()));
+        rows.push(format!("{}", date_offset(utc("2015-01-01"), i64::MAX, OffsetUnit::Year).unwrap_err()));
         check(
             rows,
             expect![[r#"
-                dateOffset(2015-01-31T00:00Z, 1, MONTH) in UTC = 2015-02-28T00:00Z = 2015-02-28T00:00+00:00
-                dateOffset(2016-01-31T00:00Z, 1, MONTH) in UTC = 2016-02-29T00:00Z = 2016-02-29T00:00+00:00
-                dateOffset(2016-03-31T10:00Z, -1, MONTH) in UTC = 2016-02-29T10:00Z = 2016-02-29T10:00+00:00
-                dateOffset(2015-01-01T00:00Z, -1, DAY) in UTC = 2014-12-31T00:00Z = 2014-12-31T00:00+00:00
-                dateOffset(2014-12-31T20:00Z, 48, HOUR) in UTC = 2015-01-02T20:00Z = 2015-01-02T20:00+00:00
-                dateOffset(2015-01-01T00:30Z, -90, MINUTE) in UTC = 2014-12-31T23:00Z = 2014-12-31T23:00+00:00
-                dateOffset(2015-03-27T23:00Z, 1, DAY) in Europe/Berlin = 2015-03-28T23:00Z = 2015-03-29T00:00+01:00
-                dateOffset(2015-03-27T23:00Z, 24, HOUR) in Europe/Berlin = 2015-03-28T23:00Z = 2015-03-29T00:00+01:00
-                dateOffset(2015-03-27T23:00Z, 1, DAY) in UTC = 2015-03-28T23:00Z = 2015-03-28T23:00+00:00
-                invalid time unit `day`: expected MINUTE, HOUR, DAY or MONTH
-                time out of range: dateOffset(2015-01-01T00:00:00+00:00, 9223372036854775807, MINUTE)
-            "#]],
+            dateOffset(2015-01-31T00:00Z, 1, MONTH) = 2015-02-28T00:00Z = 2015-02-28T01:00+01:00 in Berlin
+            dateOffset(2016-01-31T00:00Z, 1, MONTH) = 2016-02-29T00:00Z = 2016-02-29T01:00+01:00 in Berlin
+            dateOffset(2016-03-31T10:00Z, -1, MONTH) = 2016-02-29T10:00Z = 2016-02-29T11:00+01:00 in Berlin
+            dateOffset(2015-01-01T00:00Z, -1, DAY) = 2014-12-31T00:00Z = 2014-12-31T01:00+01:00 in Berlin
+            dateOffset(2014-12-31T20:00Z, 48, HOUR) = 2015-01-02T20:00Z = 2015-01-02T21:00+01:00 in Berlin
+            dateOffset(2015-01-01T00:30Z, -90, MINUTE) = 2014-12-31T23:00Z = 2015-01-01T00:00+01:00 in Berlin
+            dateOffset(2015-01-01T00:00Z, 2, WEEK) = 2015-01-15T00:00Z = 2015-01-15T01:00+01:00 in Berlin
+            dateOffset(2016-02-29T06:00Z, 1, YEAR) = 2017-02-28T06:00Z = 2017-02-28T07:00+01:00 in Berlin
+            dateOffset(2016-02-29T06:00Z, -4, YEAR) = 2012-02-29T06:00Z = 2012-02-29T07:00+01:00 in Berlin
+            dateOffset(2015-03-28T23:00Z, 1, DAY) = 2015-03-29T23:00Z = 2015-03-30T01:00+02:00 in Berlin
+            dateOffset(2015-03-28T23:00Z, 24, HOUR) = 2015-03-29T23:00Z = 2015-03-30T01:00+02:00 in Berlin
+            dateOffset(2015-10-24T22:00Z, 1, DAY) = 2015-10-25T22:00Z = 2015-10-25T23:00+01:00 in Berlin
+            invalid time unit `day`: expected MINUTE, HOUR, DAY, WEEK, MONTH or YEAR
+            time out of range: dateOffset(2015-01-01T00:00:00+00:00, 9223372036854775807, MINUTE)
+            time out of range: dateOffset(2015-01-01T00:00:00+00:00, 9223372036854775807, YEAR)
+        "#]],
         );
     }
 
@@ -1148,26 +1352,53 @@ mod tests {
             ("yyy", Tz::UTC),
             ("M/d", Tz::UTC),
             ("'open", Tz::UTC),
+            // The letters people use besides those: names, day of year, weeks, 12-hour clock, milliseconds.
+            ("EEE, d MMM yyyy hh:mm:ss a", Tz::UTC),
+            ("EEEE d MMMM yyyy G", Tz::UTC),
+            ("D w W F u", Tz::UTC),
+            ("HH:mm:ss.SSS k K h", Tz::UTC),
+            ("yyyy-MM-dd'T'HH:mm:ss.SSSXXX z Z X XX", tz("Europe/Berlin")),
+            ("yyyy-MM-dd'T'HH:mmX", Tz::UTC),
+            ("yyyyy-M-d H:m:s", Tz::UTC),
+            ("YYYY", Tz::UTC),
+            ("zzzz", Tz::UTC),
         ];
+        // A Sunday after New Year: week 2; half past midnight: 12 AM, hour 24 of `k`.
+        let sunday = utc("2015-01-04T00:30:00Z");
+        let weeks = [("EEE D w W hh a k K", Tz::UTC), ("D w", tz("America/New_York"))];
+        let t = t + TimeDelta::milliseconds(7);
         check(
-            cases.map(|(pattern, zone)| match format_time(t, pattern, zone) {
-                Ok(s) => format!("{pattern:?} in {zone} => {s:?}"),
-                Err(e) => format!("{pattern:?} => error: {e}"),
-            }),
+            cases.into_iter().map(|c| (t, c)).chain(weeks.into_iter().map(|c| (sunday, c))).map(
+                |(t, (pattern, zone))| match format_time(t, pattern, zone) {
+                    Ok(s) => format!("{pattern:?} in {zone} => {s:?}"),
+                    Err(e) => format!("{pattern:?} => error: {e}"),
+                },
+            ),
             expect![[r#"
                 "yyyy-MM-dd'T'HH:mm:ss" in UTC => "2014-12-31T20:05:09"
                 "yyyyMMdd" in UTC => "20141231"
                 "yy/MM/dd HH" in UTC => "14/12/31 20"
                 "'year' yyyy', it''s late'" in UTC => "year 2014, it's late"
-                "yyyy, it''s late" => error: invalid time pattern `yyyy, it''s late`: unsupported field `i` at position 6 (supported: yyyy yy MM dd HH mm ss, 'literal')
+                "yyyy, it''s late" => error: invalid time pattern `yyyy, it''s late`: unsupported field `i` at position 6 (supported: G y M d D E u a H k K h m s S w W F z Z X, 'literal')
                 "'it''s' HH:mm" in UTC => "it's 20:05"
                 "yyyy-MM-dd HH:mm" in Europe/Berlin => "2014-12-31 21:05"
                 "" in UTC => ""
-                "yyyy-MM-dd hh" => error: invalid time pattern `yyyy-MM-dd hh`: unsupported field `hh` at position 11 (supported: yyyy yy MM dd HH mm ss, 'literal')
-                "EEE" => error: invalid time pattern `EEE`: unsupported field `EEE` at position 0 (supported: yyyy yy MM dd HH mm ss, 'literal')
-                "yyy" => error: invalid time pattern `yyy`: unsupported field `yyy` at position 0 (supported: yyyy yy MM dd HH mm ss, 'literal')
-                "M/d" => error: invalid time pattern `M/d`: unsupported field `M` at position 0 (supported: yyyy yy MM dd HH mm ss, 'literal')
+                "yyyy-MM-dd hh" in UTC => "2014-12-31 08"
+                "EEE" in UTC => "Wed"
+                "yyy" in UTC => "2014"
+                "M/d" in UTC => "12/31"
                 "'open" => error: invalid time pattern `'open`: quote opened at position 0 is not closed
+                "EEE, d MMM yyyy hh:mm:ss a" in UTC => "Wed, 31 Dec 2014 08:05:09 PM"
+                "EEEE d MMMM yyyy G" in UTC => "Wednesday 31 December 2014 AD"
+                "D w W F u" in UTC => "365 1 5 5 3"
+                "HH:mm:ss.SSS k K h" in UTC => "20:05:09.007 20 8 8"
+                "yyyy-MM-dd'T'HH:mm:ss.SSSXXX z Z X XX" in Europe/Berlin => "2014-12-31T21:05:09.007+01:00 CET +0100 +01 +0100"
+                "yyyy-MM-dd'T'HH:mmX" in UTC => "2014-12-31T20:05Z"
+                "yyyyy-M-d H:m:s" in UTC => "02014-12-31 20:5:9"
+                "YYYY" => error: invalid time pattern `YYYY`: unsupported field `YYYY` at position 0 (supported: G y M d D E u a H k K h m s S w W F z Z X, 'literal')
+                "zzzz" => error: invalid time pattern `zzzz`: unsupported field `zzzz` at position 0 (supported: G y M d D E u a H k K h m s S w W F z Z X, 'literal')
+                "EEE D w W hh a k K" in UTC => "Sun 4 2 2 12 AM 24 0"
+                "D w" in America/New_York => "3 1"
             "#]],
         );
     }

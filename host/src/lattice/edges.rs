@@ -63,9 +63,7 @@ impl Lattice {
         self.edges[range.clone()]
             .iter()
             .zip(&self.edge_origin[range])
-            .filter(|(_, origin)| {
-                matches!(declarations[**origin as usize].time, crate::catalog::TimeSelection::Latest(_))
-            })
+            .filter(|(_, origin)| declarations[**origin as usize].time.looks_for_data())
             .map(|(edge, _)| *edge)
             .collect()
     }

@@ -144,7 +144,7 @@ impl Lattice {
             has_latest: catalog
                 .types()
                 .iter()
-                .map(|t| t.dependencies.iter().any(|d| matches!(d.time, crate::catalog::TimeSelection::Latest(_))))
+                .map(|t| t.dependencies.iter().any(|d| d.time.looks_for_data()))
                 .collect(),
             catalog,
             capacity: Capacity::default(),

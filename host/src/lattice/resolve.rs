@@ -113,7 +113,51 @@ impl Lattice {
                     let end = own.instance(key.instance + 1).unwrap_or(start);
                     theirs.indices_within(start, end).collect()
                 }
-                (TimeSelection::Current { .. } | TimeSelection::All, None, Some(_)) => Vec::new(),
+                (TimeSelection::Offset { from, to, unit }, Some(own), Some(theirs)) => {
+                    let nominal = own.instance(key.instance).expect("a lattice view is an instance");
+                    // Instances before the initial one do not exist; a range that starts there begins at it.
+                    match theirs.offset_index(nominal, to, unit) {
+                        Some(last) => (theirs.offset_index(nominal, from, unit).unwrap_or(0)..=last).collect(),
+                        None => Vec::new(),
+                    }
+                }
+                (TimeSelection::Absolute { from, to }, Some(own), Some(theirs)) => {
+                    let nominal = own.instance(key.instance).expect("a lattice view is an instance");
+                    match (theirs.index_at_or_before(from), theirs.current_index(nominal, to)) {
+                        (Some(first), Some(last)) => (first..=last).collect(),
+                        _ => Vec::new(),
+                    }
+                }
+                (
+                    TimeSelection::Current { .. }
+                    | TimeSelection::All
+                    | TimeSelection::Offset { .. }
+                    | TimeSelection::Absolute { .. }
+                    | TimeSelection::Future { .. },
+                    None,
+                    Some(_),
+                ) => Vec::new(),
+                (TimeSelection::Future { n, limit }, Some(own), Some(theirs)) => {
+                    let nominal = own.instance(key.instance).expect("a lattice view is an instance");
+                    for params in &tuples {
+                        let exists = |instance: i64| {
+                            let view = ResolvedView { view_type: target.id, params, instance };
+                            (resolution.exists)(self, &view)
+                        };
+                        // The n-th instance with data among the next `limit`; like latest(n), Oozie waits
+                        // for it when there are not enough yet.
+                        let found = theirs
+                            .future_indices(nominal, limit)
+                            .take_while(|&k| theirs.instance(k).is_some())
+                            .filter(|&k| exists(k))
+                            .nth(n as usize);
+                        match found {
+                            Some(instance) => out.push((origin, target.id, params.clone(), instance)),
+                            None => unsatisfied.push(origin),
+                        }
+                    }
+                    continue;
+                }
                 (TimeSelection::Latest(n), _, Some(theirs)) => {
                     for params in &tuples {
                         let exists = |instance: i64| {

@@ -339,7 +339,7 @@ fn frequency(text: &str) -> Result<Frequency, String> {
         Some(expression) => croner::Cron::from_str(expression.trim())
             .map(|cron| Frequency::Cron(Box::new(cron)))
             .map_err(|e| format!("not a cron expression: {e}")),
-        None if text.trim().contains(' ') => {
+        None if text.trim().contains(' ') && !text.trim().starts_with("${") => {
             Err("a cron expression is written `cron: <expression>`; a frequency is like `1d` or `6h`".into())
         }
         None => text.parse::<time::Frequency>().map(|_| Frequency::Every).map_err(|e| e.to_string()),

@@ -10,7 +10,7 @@ use super::Checker;
 use super::checksum::kind_name;
 use super::raw::{RawBinding, RawDependency, RawViewType};
 use crate::catalog::template::Template;
-use crate::catalog::time::{Dataset, Frequency};
+use crate::catalog::time::{self, Dataset, Frequency, OffsetUnit};
 use crate::catalog::{
     Binding, Dependency, Parameter, ParameterKind, TimeSelection, ViewTypeId, canonical_value, closest, names_or_none,
 };
@@ -201,7 +201,13 @@ impl Checker<'_> {
             }
             (Some(_), Some(TimeSelection::Latest(n))) => TimeSelection::Latest(n),
             (Some(_), Some(selection)) if time.is_none() => {
-                let what = if selection == TimeSelection::All { "all" } else { "current()" };
+                let what = match selection {
+                    TimeSelection::All => "all",
+                    TimeSelection::Future { .. } => "future()",
+                    TimeSelection::Offset { .. } => "offset()",
+                    TimeSelection::Absolute { .. } => "absolute()",
+                    _ => "current()",
+                };
                 self.error(time_at, format!("{context}: {what} needs {name} to have a time dimension; use latest(n)"));
                 return None;
             }
@@ -220,6 +226,23 @@ impl Checker<'_> {
                     return None;
                 }
                 TimeSelection::All
+            }
+            (Some(_), Some(TimeSelection::Absolute { from, to })) => {
+                // The fixed start must be one of the target's instances, as Oozie requires.
+                let theirs = target_dataset.and_then(Result::ok)?;
+                if theirs.index_at_or_before(from).and_then(|k| theirs.instance(k)) != Some(from) {
+                    self.error(
+                        time_at,
+                        format!(
+                            "{context}: absolute({}) is not an instance of {target_name} (instances are every {} from {})",
+                            from.format("%Y-%m-%dT%H:%MZ"),
+                            theirs.frequency(),
+                            theirs.initial().format("%Y-%m-%dT%H:%M")
+                        ),
+                    );
+                    return None;
+                }
+                TimeSelection::Absolute { from, to }
             }
             (Some(_), Some(selection)) => selection,
         };
@@ -240,15 +263,45 @@ impl Checker<'_> {
     }
 }
 
-/// `current(n)`, `current(a)..current(b)`, `latest(n)` or `all`.
+/// `current(n)`, `current(a)..current(b)`, `latest(n)`, `all`, and Oozie's `future(n, limit)`,
+/// `offset(n, unit)` (alone or as a range of two), `absolute(t)..current(n)` and `currentRange(a, b)`. Oozie's `${coord:...}`
+/// spelling of each call is accepted.
 fn parse_time_selection(text: &str) -> Result<TimeSelection, String> {
-    let guide = "time is current(n), current(a)..current(b), latest(n) or all";
-    let call = |text: &str, function: &str| -> Option<Result<i64, String>> {
-        let inner = text.trim().strip_prefix(function)?.trim_start().strip_prefix('(')?.strip_suffix(')')?;
-        Some(match inner.trim().parse::<i64>() {
+    let guide = "time is current(n), current(a)..current(b), latest(n), future(n, limit), offset(n, UNIT), \
+                 offset(a, UNIT)..offset(b, UNIT), absolute(t)..current(n) or all";
+    // `${coord:current(-1)}` as Oozie writes it is `current(-1)`.
+    let bare = |text: &str| -> String {
+        let text = text.trim();
+        let text = text.strip_prefix("${").and_then(|t| t.strip_suffix('}')).unwrap_or(text).trim();
+        text.strip_prefix("coord:").unwrap_or(text).to_string()
+    };
+    let arguments = |text: &str, function: &str| -> Option<Vec<String>> {
+        let text = bare(text);
+        let inner = text.strip_prefix(function)?.trim_start().strip_prefix('(')?.strip_suffix(')')?;
+        Some(inner.split(',').map(|a| a.trim().to_string()).collect())
+    };
+    let number = |argument: &str| -> Result<i64, String> {
+        match argument.parse::<i64>() {
             Ok(n) if n.abs() <= OFFSET_LIMIT => Ok(n),
-            Ok(_) => Err(format!("`{}` is further than {OFFSET_LIMIT} instances away", inner.trim())),
-            Err(_) => Err(format!("`{}` is not a whole number ({guide})", inner.trim())),
+            Ok(_) => Err(format!("`{argument}` is further than {OFFSET_LIMIT} instances away")),
+            Err(_) => Err(format!("`{argument}` is not a whole number ({guide})")),
+        }
+    };
+    let call = |text: &str, function: &str| -> Option<Result<i64, String>> {
+        let arguments = arguments(text, function)?;
+        Some(match arguments.as_slice() {
+            [n] => number(n),
+            _ => Err(format!("{function}(n) takes one number")),
+        })
+    };
+    let offset = |text: &str| -> Option<Result<(i64, OffsetUnit), String>> {
+        let arguments = arguments(text, "offset")?;
+        Some(match arguments.as_slice() {
+            [n, unit] => {
+                let unit = unit.trim_matches(|c| c == '\'' || c == '"');
+                number(n).and_then(|n| Ok((n, unit.parse::<OffsetUnit>().map_err(|e| format!("offset: {e}"))?)))
+            }
+            _ => Err("offset(n, UNIT) takes a number and a unit, e.g. offset(-60, 'MINUTE')".into()),
         })
     };
     let text = text.trim();
@@ -256,6 +309,32 @@ fn parse_time_selection(text: &str) -> Result<TimeSelection, String> {
         return Ok(TimeSelection::All);
     }
     if let Some((from, to)) = text.split_once("..") {
+        if let Some(from) = offset(from) {
+            let (from, unit) = from?;
+            let (to, to_unit) =
+                offset(to).ok_or_else(|| format!("`{text}`: an offset range ends in offset(n, UNIT)"))??;
+            if to_unit != unit {
+                return Err(format!("`{text}`: both ends of an offset range take the same unit"));
+            }
+            if from > to {
+                return Err(format!(
+                    "`{text}`: the range runs backwards; write offset({to}, {unit})..offset({from}, {unit})"
+                ));
+            }
+            return Ok(TimeSelection::Offset { from, to, unit });
+        }
+        if let Some(arguments) = arguments(from, "absolute") {
+            let [instant] = arguments.as_slice() else {
+                return Err(format!("`{text}`: absolute takes one time, e.g. absolute('2014-10-06T06:00Z')"));
+            };
+            let instant = instant.trim_matches(|c| c == '\'' || c == '"');
+            let from = time::parse_timestamp(instant, chrono_tz::Tz::UTC)
+                .map_err(|e| format!("`{text}`: absolute: {e}"))?
+                .with_timezone(&chrono::Utc);
+            let to = call(to, "current")
+                .ok_or_else(|| format!("`{text}`: absolute(t) starts a range that ends in current(n)"))??;
+            return Ok(TimeSelection::Absolute { from, to });
+        }
         let from = call(from, "current").ok_or_else(|| format!("`{text}`: {guide}"))??;
         let to = call(to, "current").ok_or_else(|| format!("`{text}`: {guide}"))??;
         if from > to {
@@ -270,12 +349,38 @@ fn parse_time_selection(text: &str) -> Result<TimeSelection, String> {
         let n = n?;
         return Ok(TimeSelection::Current { from: n, to: n });
     }
+    // Oozie's `currentRange(a, b)` is `current(a)..current(b)`.
+    if let Some(arguments) = arguments(text, "currentRange") {
+        let [from, to] = arguments.as_slice() else {
+            return Err(format!("`{text}`: currentRange(a, b) takes two numbers, e.g. currentRange(-3, 0)"));
+        };
+        let (from, to) = (number(from)?, number(to)?);
+        return parse_time_selection(&format!("current({from})..current({to})"))
+            .map_err(|e| e.replace(&format!("current({from})..current({to})"), text));
+    }
     if let Some(n) = call(text, "latest") {
         let n = n?;
         if n > 0 {
             return Err(format!("`{text}`: latest(n) counts back from now, so n is 0 or negative"));
         }
         return Ok(TimeSelection::Latest(n));
+    }
+    if let Some(arguments) = arguments(text, "future") {
+        let [n, limit] = arguments.as_slice() else {
+            return Err(format!("`{text}`: future(n, limit) takes two numbers, e.g. future(0, 10)"));
+        };
+        let (n, limit) = (number(n)?, number(limit)?);
+        if n < 0 || limit <= n || limit > RANGE_LIMIT {
+            return Err(format!(
+                "`{text}`: future(n, limit) finds the n-th (from 0) instance with data within `limit` instances \
+                 from current(0): 0 <= n < limit <= {RANGE_LIMIT}"
+            ));
+        }
+        return Ok(TimeSelection::Future { n, limit });
+    }
+    if let Some(n) = offset(text) {
+        let (n, unit) = n?;
+        return Ok(TimeSelection::Offset { from: n, to: n, unit });
     }
     Err(format!("`{text}`: {guide}"))
 }
