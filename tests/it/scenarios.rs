@@ -56,6 +56,7 @@ scenarios!(
     limits,
     listeners,
     materialize,
+    modes,
     oozie,
     refresh,
     resources,
