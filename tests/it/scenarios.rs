@@ -57,6 +57,7 @@ scenarios!(
     listeners,
     materialize,
     modes,
+    now,
     oozie,
     refresh,
     resources,
