@@ -51,6 +51,7 @@ scenarios!(
     errors,
     evaluation,
     failures,
+    include,
     incremental,
     latest,
     limits,

@@ -287,7 +287,7 @@ fn next_nominal_times(
 }
 
 fn path_of(project: &Path, diagnostic: &catalog::Diagnostic) -> String {
-    let file = project.join(catalog::PROJECT_FILE);
+    let file = project.join(diagnostic.file.as_deref().unwrap_or(catalog::PROJECT_FILE));
     match diagnostic.line {
         Some(line) => format!("{}:{line}: {}", file.display(), diagnostic.message),
         None => format!("{}: {}", file.display(), diagnostic.message),
