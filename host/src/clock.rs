@@ -87,26 +87,30 @@ impl Clock {
     }
 }
 
-/// A time as `--now` and `TRELLIS_NOW` take it: RFC 3339
-/// (`2015-05-03T07:00:00Z`), or a date alone (midnight UTC).
+/// A time as every `--now`, `--from`, `--at` and `TRELLIS_NOW` take it, the
+/// one parser of them all: RFC 3339 (`2015-05-03T07:00:00Z`, fractions of a
+/// second too), or the ISO 8601 a project file takes (`2014-10-19T07:00Z`,
+/// `2015-05-03T07:00`, seconds optional, UTC without an offset), or a date
+/// alone (midnight UTC).
 pub fn parse_time(text: &str) -> Result<DateTime<Utc>, String> {
     if let Ok(time) = DateTime::parse_from_rfc3339(text) {
         return Ok(time.with_timezone(&Utc));
     }
-    if let Ok(date) = chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d") {
-        return Ok(date.and_hms_opt(0, 0, 0).expect("midnight exists").and_utc());
+    if let Ok(time) = crate::catalog::time::parse_timestamp(text, chrono_tz::Tz::UTC) {
+        return Ok(time.with_timezone(&Utc));
     }
-    Err(format!("`{text}` is not a time (RFC 3339, as 2015-05-03T07:00:00Z, or a date, as 2015-05-03)"))
+    Err(format!(
+        "`{text}` is not a time (RFC 3339 or ISO 8601, as 2015-05-03T07:00:00Z or 2015-05-03T07:00Z, or a date, as 2015-05-03)"
+    ))
 }
 
 /// The end of a range as `--to` takes it: a time, or a date meaning the
 /// whole of that day (UTC), so that `--from 2015-05-01 --to 2015-05-02`
 /// covers two days of actions whatever their time of day.
 pub fn parse_time_until(text: &str) -> Result<DateTime<Utc>, String> {
-    match DateTime::parse_from_rfc3339(text) {
-        Ok(time) => Ok(time.with_timezone(&Utc)),
-        Err(_) => parse_time(text).map(|day| day + chrono::TimeDelta::days(1) - chrono::TimeDelta::milliseconds(1)),
-    }
+    let time = parse_time(text)?;
+    let date_alone = chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").is_ok();
+    Ok(if date_alone { time + chrono::TimeDelta::days(1) - chrono::TimeDelta::milliseconds(1) } else { time })
 }
 
 #[cfg(test)]
@@ -117,6 +121,7 @@ mod tests {
     fn a_date_ending_a_range_covers_its_whole_day() {
         assert_eq!(parse_time_until("2015-05-02").unwrap().to_rfc3339(), "2015-05-02T23:59:59.999+00:00");
         assert_eq!(parse_time_until("2015-05-02T06:00:00Z").unwrap().to_rfc3339(), "2015-05-02T06:00:00+00:00");
+        assert_eq!(parse_time_until("2015-05-02T06:00Z").unwrap().to_rfc3339(), "2015-05-02T06:00:00+00:00");
     }
 
     #[test]
@@ -125,6 +130,12 @@ mod tests {
         assert_eq!(parse_time("2015-05-03T09:00:00+02:00").unwrap().to_rfc3339(), "2015-05-03T07:00:00+00:00");
         assert_eq!(parse_time("2015-05-03").unwrap().to_rfc3339(), "2015-05-03T00:00:00+00:00");
         assert!(parse_time("yesterday").unwrap_err().contains("`yesterday` is not a time"));
+        // As a project file and `deps --now` write times (Oozie's form).
+        assert_eq!(parse_time("2014-10-19T07:00Z").unwrap().to_rfc3339(), "2014-10-19T07:00:00+00:00");
+        assert_eq!(parse_time("2014-10-19T07:00").unwrap().to_rfc3339(), "2014-10-19T07:00:00+00:00");
+        assert_eq!(parse_time("2014-10-19T09:00+02:00").unwrap().to_rfc3339(), "2014-10-19T07:00:00+00:00");
+        assert_eq!(parse_time("2015-05-03T07:00:00.5Z").unwrap().to_rfc3339(), "2015-05-03T07:00:00.500+00:00");
+        assert!(parse_time("2015-5-3").is_err());
     }
 
     #[test]

@@ -138,8 +138,11 @@ impl Plugins {
                 cap >> 20,
                 what_is_left(budget, &held)
             );
-            self.warnings
-                .push(Diagnostic { line: Some(decl.line), message: format!("listener {}: {reason}", decl.name) });
+            self.warnings.push(Diagnostic {
+                file: None,
+                line: Some(decl.line),
+                message: format!("listener {}: {reason}", decl.name),
+            });
             self.refused_listeners.insert(decl.name.clone(), reason);
         }
         let holding: usize = held.iter().map(|(_, bytes)| bytes).sum();
@@ -172,6 +175,7 @@ impl Plugins {
                 && !loaded.is_incremental()
             {
                 self.warnings.push(Diagnostic {
+                    file: view_type.file.clone(),
                     line: Some(view_type.line),
                     message: format!(
                         "view type {}: `incremental = true`, but {plugin} does not export transform-incremental \
@@ -189,6 +193,7 @@ impl Plugins {
         for view_type in catalog.types() {
             let Transformation::Plugin { plugin, config, checksum, .. } = &view_type.transformation else { continue };
             let problem = |message: String| Diagnostic {
+                file: view_type.file.clone(),
                 line: Some(view_type.transformation_line),
                 message: format!("view type {}: {message}", view_type.name),
             };

@@ -297,8 +297,10 @@ pub struct ViewType {
     /// How its transformation's failures are retried.
     pub retry: RetryPolicy,
     pub schema_checksum: String,
-    /// Where it is declared in trellis.toml.
+    /// Where it is declared: in trellis.toml, or in the included file
+    /// `file` names (as the include wrote it, from the project directory).
     pub line: usize,
+    pub file: Option<String>,
     /// Where its `transformation` is (its own line when it has none), so
     /// that a problem with the plugin's use points there.
     pub transformation_line: usize,

@@ -57,9 +57,10 @@ pub(super) struct DepsArgs {
     pub(super) project: ProjectArgs,
     #[command(flatten)]
     view: ViewArg,
-    /// The evaluation time for latest(), e.g. 2015-05-03T12:00Z [default: now]
-    #[arg(long, value_name = "TIME")]
-    now: Option<String>,
+    /// The evaluation time for latest(), e.g. 2015-05-03T12:00Z (as every --now takes it)
+    /// [default: $TRELLIS_NOW, else the clock]
+    #[arg(long, value_name = "TIME", value_parser = crate::clock::parse_time)]
+    now: Option<DateTime<Utc>>,
     /// Print the pattern's views and everything they depend on as a Graphviz DOT graph
     /// (an edge from each dependency to its dependent)
     #[arg(long, conflicts_with = "json")]
@@ -286,7 +287,7 @@ fn next_nominal_times(
 }
 
 fn path_of(project: &Path, diagnostic: &catalog::Diagnostic) -> String {
-    let file = project.join(catalog::PROJECT_FILE);
+    let file = project.join(diagnostic.file.as_deref().unwrap_or(catalog::PROJECT_FILE));
     match diagnostic.line {
         Some(line) => format!("{}:{line}: {}", file.display(), diagnostic.message),
         None => format!("{}: {}", file.display(), diagnostic.message),
@@ -851,11 +852,9 @@ fn dot(lattice: &Lattice, views: &[ViewId]) -> String {
 
 pub(super) fn deps(args: &DepsArgs) -> anyhow::Result<Status> {
     let catalog = load(&args.project.project)?;
-    let now: DateTime<Utc> = match &args.now {
-        Some(text) => catalog::time::parse_timestamp(text, chrono_tz::Tz::UTC)
-            .with_context(|| format!("--now {text}"))?
-            .with_timezone(&Utc),
-        None => Utc::now(),
+    let now: DateTime<Utc> = match args.now {
+        Some(now) => now,
+        None => crate::clock::Clock::from_environment().map_err(anyhow::Error::msg)?.now(),
     };
     let mut lattice = Lattice::new(catalog.clone());
     let resolution = Resolution { evaluation_time: now, exists: &on_disk };

@@ -27,7 +27,7 @@ use crate::session::Session;
 pub(super) struct CoordinateArgs {
     #[command(flatten)]
     pub(super) project: ProjectArgs,
-    /// Act as if it were this time (RFC 3339, e.g. 2015-05-03T07:00:00Z, or a date)
+    /// Act as if it were this time (RFC 3339 or ISO 8601, e.g. 2015-05-03T07:00:00Z or 2015-05-03T07:00Z, or a date)
     /// [default: $TRELLIS_NOW, else the clock]
     #[arg(long, value_name = "TIME", value_parser = parse_time)]
     now: Option<DateTime<Utc>>,

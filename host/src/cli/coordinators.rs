@@ -49,7 +49,7 @@ pub(super) struct KillArgs {
     pub(super) project: ProjectArgs,
     /// The coordinator's name in trellis.toml
     name: String,
-    /// The first nominal time to kill (RFC 3339 or a date) [default: the oldest open action]
+    /// The first nominal time to kill (as --now takes it: RFC 3339, ISO 8601 or a date) [default: the oldest open action]
     #[arg(long, value_name = "TIME", value_parser = parse_time)]
     from: Option<DateTime<Utc>>,
     /// The last nominal time to kill, included (a date: all of that day) [default: the newest open action]
@@ -63,7 +63,7 @@ pub(super) struct RerunArgs {
     pub(super) project: ProjectArgs,
     /// The coordinator's name in trellis.toml
     name: String,
-    /// The first nominal time to run again (RFC 3339 or a date)
+    /// The first nominal time to run again (as --now takes it: RFC 3339, ISO 8601 or a date)
     #[arg(long, value_name = "TIME", value_parser = parse_time)]
     from: DateTime<Utc>,
     /// The last nominal time to run again, included (a date: all of that day)

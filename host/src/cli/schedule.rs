@@ -59,6 +59,10 @@ pub(super) struct PlanArgs {
     /// The views to plan, as a view pattern (docs/view-patterns.md)
     #[arg(long, short = 'v', value_name = "PATTERN")]
     views: String,
+    /// What a materialize in this mode would do: DEFAULT, RESET_TRANSFORMATION_CHECKSUMS,
+    /// RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS, TRANSFORM_ONLY or SET_ONLY
+    #[arg(long, default_value = "DEFAULT", value_parser = str::parse::<Mode>)]
+    mode: Mode,
 }
 
 #[derive(Debug, Args)]
@@ -415,10 +419,17 @@ pub(super) async fn plan(args: &PlanArgs, runtime: &Runtime) -> anyhow::Result<S
     let catalog = load(&args.project.project)?;
     let plugins = std::sync::Arc::new(Plugins::load(runtime, &catalog).await);
     let mut scheduler = Scheduler::open(catalog.clone(), plugins).await.context("opening the scheduler")?;
-    print_plan(&scheduler.plan(&args.views)?, args.project.json)
+    print_plan(&scheduler.plan_in_mode(&args.views, args.mode)?, args.project.json)
 }
 
 pub(super) async fn plan_remote(args: &PlanArgs, server: &Server) -> anyhow::Result<Status> {
+    // A server plans DEFAULT runs only: its answer would be another mode's.
+    if args.mode != Mode::Default {
+        anyhow::bail!(
+            "plan --mode {} is answered without a server only (a server plans DEFAULT runs); leave out --server",
+            wire_name(&args.mode)
+        );
+    }
     let plan: Vec<wire::PlanLine> = server.get(&remote::path("plan", &args.views), remote::NO_QUERY).await?;
     let lines: Vec<(String, String)> = plan.into_iter().map(|line| (line.view, line.plan)).collect();
     print_plan(&lines, args.project.json)

@@ -14,7 +14,7 @@ use super::Error;
 use super::memo::Memo;
 use super::publish::Staging;
 use super::table::{SharedTable, Table, ViewRow};
-use super::transition::{Action, Event, Facts, FlagCheck, Freshness, Reason, Settled, freshness, transition};
+use super::transition::{Action, Event, Facts, FlagCheck, Freshness, Mode, Reason, Settled, freshness, transition};
 use crate::catalog::{Catalog, Transformation, ViewTypeId, pattern};
 use crate::engines::spark::Spark;
 use crate::lattice::{self, Lattice, Resolution, ViewId};
@@ -1108,10 +1108,37 @@ impl Scheduler {
     /// judged by [`Scheduler::judge`], as a run judges it, with each
     /// dependency standing as the run would leave it.
     pub fn plan(&mut self, pattern_text: &str) -> Result<Vec<(String, String)>, Error> {
+        self.plan_in_mode(pattern_text, Mode::Default)
+    }
+
+    /// [`Scheduler::plan`] for a run in `mode`: what that run would do to
+    /// each view, so that a mode can be tried before it is run.
+    pub fn plan_in_mode(&mut self, pattern_text: &str, mode: Mode) -> Result<Vec<(String, String)>, Error> {
         self.transformations()?;
         let addressed = self.instantiate(pattern_text)?;
-        let plan = self.plan_of(&addressed);
+        let plan = match mode {
+            Mode::TransformOnly | Mode::SetOnly => self.plan_alone(&addressed, mode),
+            _ => self.plan_of(&addressed, mode),
+        };
         Ok(plan.into_iter().map(|(id, line)| (self.slots[id.0 as usize].url.to_string(), line)).collect())
+    }
+
+    /// The plan of TRANSFORM_ONLY and SET_ONLY, which ask no dependency:
+    /// the addressed views only, as the run's first step treats them.
+    fn plan_alone(&self, addressed: &[ViewId], mode: Mode) -> Vec<(ViewId, String)> {
+        addressed
+            .iter()
+            .map(|&id| {
+                let once = self.lattice.view_type(id).materialize_once
+                    && self.slots[id.0 as usize].record.state == ViewState::Materialized;
+                let line = match mode {
+                    Mode::SetOnly => "record as materialized without transforming (SET_ONLY)",
+                    _ if once => "up to date (materialize_once)",
+                    _ => "transform (TRANSFORM_ONLY: its dependencies are not asked)",
+                };
+                (id, line.to_string())
+            })
+            .collect()
     }
 
     /// Of the views at `indexes` (as the lattice numbers them), those
@@ -1128,7 +1155,7 @@ impl Scheduler {
             .collect();
         let wanted: HashSet<ViewId> = materialized.iter().copied().collect();
         Ok(self
-            .plan_of(&materialized)
+            .plan_of(&materialized, Mode::Default)
             .into_iter()
             .filter(|(id, _)| wanted.contains(id))
             .filter_map(|(id, line)| Some((id.0, line.strip_prefix("transform: ")?.to_string())))
@@ -1136,7 +1163,9 @@ impl Scheduler {
     }
 
     /// The plan of `addressed` and their dependencies, dependencies first.
-    fn plan_of(&mut self, addressed: &[ViewId]) -> Vec<(ViewId, String)> {
+    /// `mode` is DEFAULT or one of the RESET modes, which ask dependencies
+    /// as DEFAULT does.
+    fn plan_of(&mut self, addressed: &[ViewId], mode: Mode) -> Vec<(ViewId, String)> {
         self.resolve_latest_below(addressed);
         let order = self.dependencies_first(addressed);
         let mut will_change = vec![false; self.lattice.len()];
@@ -1160,6 +1189,10 @@ impl Scheduler {
             let view_no_data = no_flag || judgement.settled.all_no_data;
             no_data[id.0 as usize] = view_no_data;
             let once = view_type.materialize_once && record.state == ViewState::Materialized;
+            // RESET_TRANSFORMATION_CHECKSUMS records a change of version
+            // alone, keeping the timestamp: its dependents see nothing newer.
+            let version_only = mode == Mode::ResetTransformationChecksums
+                && matches!(&judgement.freshness, Freshness::Outdated(Reason::VersionChanged { input: None, .. }));
             let explanation = match judgement.freshness {
                 _ if view_no_data || once => None,
                 Freshness::UpToDate | Freshness::NoDoneFlag => None,
@@ -1186,6 +1219,14 @@ impl Scheduler {
                     self.lattice.unsatisfied(id).join(", ")
                 ),
                 _ if view_no_data => "no data (no dependency has data)".to_string(),
+                Some(reason) if version_only => {
+                    format!(
+                        "record the version checksum without transforming (RESET_TRANSFORMATION_CHECKSUMS): {reason}"
+                    )
+                }
+                Some(reason) if mode == Mode::ResetTransformationChecksumsAndTimestamps => format!(
+                    "record checksum and timestamp without transforming (RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS): {reason}"
+                ),
                 Some(reason) => {
                     let materialized = |d: ViewId| {
                         will_change[d.0 as usize] || self.slots[d.0 as usize].record.state == ViewState::Materialized
@@ -1194,7 +1235,7 @@ impl Scheduler {
                 }
                 None => "up to date".to_string(),
             };
-            will_change[id.0 as usize] = explanation.is_some();
+            will_change[id.0 as usize] = explanation.is_some() && !version_only;
             plan.push((id, line));
         }
         plan
@@ -1274,11 +1315,22 @@ impl Scheduler {
         let latest_moved = slot.record.latest.as_ref().and_then(|read| {
             self.latest_read(id).filter(|now| now != read).map(|now| (read.join(", "), now.join(", ")))
         });
-        let freshness = match (freshness(&facts), latest_moved) {
-            (Freshness::Outdated(Reason::DependencyNewer { .. }), _) => {
+        let named = |reason: Reason| match reason {
+            Reason::DependencyNewer { .. } => {
                 let dependency = newest.map(|(d, _)| self.lattice.url_path(d)).unwrap_or_default();
-                Freshness::Outdated(Reason::DependencyNewer { dependency })
+                Reason::DependencyNewer { dependency }
             }
+            other => other,
+        };
+        let freshness = match (freshness(&facts), latest_moved) {
+            // New input besides a version change is kept with it, for the
+            // mode that suppresses the version change only.
+            (Freshness::Outdated(Reason::VersionChanged { old, new, input }), moved) => {
+                let input =
+                    input.map(|input| named(*input)).or(moved.map(|(read, now)| Reason::LatestMoved { read, now }));
+                Freshness::Outdated(Reason::VersionChanged { old, new, input: input.map(Box::new) })
+            }
+            (Freshness::Outdated(reason @ Reason::DependencyNewer { .. }), _) => Freshness::Outdated(named(reason)),
             (Freshness::UpToDate, Some((read, now))) => Freshness::Outdated(Reason::LatestMoved { read, now }),
             (other, _) => other,
         };

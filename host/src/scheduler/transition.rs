@@ -24,6 +24,10 @@ pub enum Reason {
     VersionChanged {
         old: String,
         new: String,
+        /// New input besides (a newer dependency, re-delivered external
+        /// data, `latest()` moved): the change RESET_TRANSFORMATION_CHECKSUMS
+        /// must not hide, since only the version change is its to suppress.
+        input: Option<Box<Reason>>,
     },
     DependencyNewer {
         dependency: String,
@@ -48,8 +52,12 @@ impl fmt::Display for Reason {
         match self {
             Reason::NeverMaterialized => f.write_str("never materialized"),
             Reason::SchemaChanged => f.write_str("schema changed"),
-            Reason::VersionChanged { old, new } => {
-                write!(f, "version changed {}", crate::plugins::version_change(old, new))
+            Reason::VersionChanged { old, new, input } => {
+                write!(f, "version changed {}", crate::plugins::version_change(old, new))?;
+                match input {
+                    Some(input) => write!(f, ", and {input}"),
+                    None => Ok(()),
+                }
             }
             Reason::DependencyNewer { dependency } => write!(f, "dependency {dependency} is newer"),
             Reason::Invalidated => f.write_str("invalidated"),
@@ -132,21 +140,25 @@ pub fn freshness(facts: &Facts<'_>) -> Freshness {
             return Freshness::Outdated(Reason::VersionChanged {
                 old: old.to_string(),
                 new: facts.current_version.to_string(),
+                input: new_input(facts, timestamp).map(Box::new),
             });
         }
         None => return Freshness::Outdated(Reason::NeverMaterialized),
         Some(_) => {}
     }
+    new_input(facts, timestamp).map_or(Freshness::UpToDate, Freshness::Outdated)
+}
+
+/// Whether the view's input changed since it was materialized at
+/// `timestamp`: a newer dependency, or re-delivered external data.
+fn new_input(facts: &Facts<'_>, timestamp: i64) -> Option<Reason> {
     if let Some((dependency, newest)) = facts.newest_dependency
         && newest > timestamp
     {
-        return Freshness::Outdated(Reason::DependencyNewer { dependency: dependency.to_string() });
+        return Some(Reason::DependencyNewer { dependency: dependency.to_string() });
     }
     // Re-delivered data counts as new, whatever mtime the flag came with.
-    if facts.external_flag == Some(FlagCheck::Changed) {
-        return Freshness::Outdated(Reason::NewExternalData);
-    }
-    Freshness::UpToDate
+    (facts.external_flag == Some(FlagCheck::Changed)).then_some(Reason::NewExternalData)
 }
 
 /// How a view's dependencies ended up, once none is in flight (kept in a
@@ -326,9 +338,11 @@ pub fn transition(state: ViewState, event: &Event) -> (ViewState, Vec<Action>) {
         Event::DependenciesSettled { mode: Mode::ResetTransformationChecksumsAndTimestamps, .. } => {
             (Materialized, vec![RecordWithoutTransforming, NotifyDependents])
         }
+        // Only a change of version is this mode's to suppress: new input
+        // besides is rebuilt (seed 000).
         Event::DependenciesSettled {
             mode: Mode::ResetTransformationChecksums,
-            freshness: Freshness::Outdated(Reason::VersionChanged { .. }),
+            freshness: Freshness::Outdated(Reason::VersionChanged { input: None, .. }),
             ..
         } => (Materialized, vec![RecordVersion, NotifyDependents]),
         Event::DependenciesSettled { .. } => (Transforming, vec![Transform]),
@@ -435,7 +449,12 @@ mod tests {
             |all_no_data| Settled { all_no_data, some_no_data: all_no_data, some_failed: false, some_errors: false };
         let failed = Settled { all_no_data: false, some_no_data: false, some_failed: true, some_errors: false };
         let outdated = Freshness::Outdated(Reason::NeverMaterialized);
-        let version = Freshness::Outdated(Reason::VersionChanged { old: "a".into(), new: "b".into() });
+        let version = Freshness::Outdated(Reason::VersionChanged { old: "a".into(), new: "b".into(), input: None });
+        let version_and_input = Freshness::Outdated(Reason::VersionChanged {
+            old: "a".into(),
+            new: "b".into(),
+            input: Some(Box::new(Reason::NewExternalData)),
+        });
         vec![
             ("materialize", Event::Materialize { mode: Mode::Default, materialize_once: false }),
             ("materialize once", Event::Materialize { mode: Mode::Default, materialize_once: true }),
@@ -532,6 +551,16 @@ mod tests {
                 },
             ),
             (
+                "settled, version changed, new input, RESET_TRANSFORMATION_CHECKSUMS",
+                Event::DependenciesSettled {
+                    mode: Mode::ResetTransformationChecksums,
+                    settled: settled(false),
+                    on_failure: OnDependencyFailure::Continue,
+                    previous: ViewState::Materialized,
+                    freshness: version_and_input,
+                },
+            ),
+            (
                 "settled, never materialized, RESET_TRANSFORMATION_CHECKSUMS",
                 Event::DependenciesSettled {
                     mode: Mode::ResetTransformationChecksums,
@@ -612,6 +641,7 @@ mod tests {
             receive       settled, outdated                                          -> receive       Ignore
             receive       settled, outdated, RESET_..._AND_TIMESTAMPS                -> receive       Ignore
             receive       settled, version changed, RESET_TRANSFORMATION_CHECKSUMS   -> receive       Ignore
+            receive       settled, version changed, new input, RESET_TRANSFORMATION_CHECKSUMS -> receive       Ignore
             receive       settled, never materialized, RESET_TRANSFORMATION_CHECKSUMS -> receive       Ignore
             receive       settled, no done flag                                      -> receive       Ignore
             receive       settled, no done flag, RESET_..._AND_TIMESTAMPS            -> receive       Ignore
@@ -636,6 +666,7 @@ mod tests {
             invalidated   settled, outdated                                          -> invalidated   Ignore
             invalidated   settled, outdated, RESET_..._AND_TIMESTAMPS                -> invalidated   Ignore
             invalidated   settled, version changed, RESET_TRANSFORMATION_CHECKSUMS   -> invalidated   Ignore
+            invalidated   settled, version changed, new input, RESET_TRANSFORMATION_CHECKSUMS -> invalidated   Ignore
             invalidated   settled, never materialized, RESET_TRANSFORMATION_CHECKSUMS -> invalidated   Ignore
             invalidated   settled, no done flag                                      -> invalidated   Ignore
             invalidated   settled, no done flag, RESET_..._AND_TIMESTAMPS            -> invalidated   Ignore
@@ -660,6 +691,7 @@ mod tests {
             no-data       settled, outdated                                          -> no-data       Ignore
             no-data       settled, outdated, RESET_..._AND_TIMESTAMPS                -> no-data       Ignore
             no-data       settled, version changed, RESET_TRANSFORMATION_CHECKSUMS   -> no-data       Ignore
+            no-data       settled, version changed, new input, RESET_TRANSFORMATION_CHECKSUMS -> no-data       Ignore
             no-data       settled, never materialized, RESET_TRANSFORMATION_CHECKSUMS -> no-data       Ignore
             no-data       settled, no done flag                                      -> no-data       Ignore
             no-data       settled, no done flag, RESET_..._AND_TIMESTAMPS            -> no-data       Ignore
@@ -684,6 +716,7 @@ mod tests {
             waiting       settled, outdated                                          -> transforming  Transform
             waiting       settled, outdated, RESET_..._AND_TIMESTAMPS                -> materialized  RecordWithoutTransforming, NotifyDependents
             waiting       settled, version changed, RESET_TRANSFORMATION_CHECKSUMS   -> materialized  RecordVersion, NotifyDependents
+            waiting       settled, version changed, new input, RESET_TRANSFORMATION_CHECKSUMS -> transforming  Transform
             waiting       settled, never materialized, RESET_TRANSFORMATION_CHECKSUMS -> transforming  Transform
             waiting       settled, no done flag                                      -> transforming  Transform
             waiting       settled, no done flag, RESET_..._AND_TIMESTAMPS            -> no-data       RecordNoData, NotifyDependents
@@ -708,6 +741,7 @@ mod tests {
             transforming  settled, outdated                                          -> transforming  Ignore
             transforming  settled, outdated, RESET_..._AND_TIMESTAMPS                -> transforming  Ignore
             transforming  settled, version changed, RESET_TRANSFORMATION_CHECKSUMS   -> transforming  Ignore
+            transforming  settled, version changed, new input, RESET_TRANSFORMATION_CHECKSUMS -> transforming  Ignore
             transforming  settled, never materialized, RESET_TRANSFORMATION_CHECKSUMS -> transforming  Ignore
             transforming  settled, no done flag                                      -> transforming  Ignore
             transforming  settled, no done flag, RESET_..._AND_TIMESTAMPS            -> transforming  Ignore
@@ -732,6 +766,7 @@ mod tests {
             materialized  settled, outdated                                          -> materialized  Ignore
             materialized  settled, outdated, RESET_..._AND_TIMESTAMPS                -> materialized  Ignore
             materialized  settled, version changed, RESET_TRANSFORMATION_CHECKSUMS   -> materialized  Ignore
+            materialized  settled, version changed, new input, RESET_TRANSFORMATION_CHECKSUMS -> materialized  Ignore
             materialized  settled, never materialized, RESET_TRANSFORMATION_CHECKSUMS -> materialized  Ignore
             materialized  settled, no done flag                                      -> materialized  Ignore
             materialized  settled, no done flag, RESET_..._AND_TIMESTAMPS            -> materialized  Ignore
@@ -756,6 +791,7 @@ mod tests {
             retrying      settled, outdated                                          -> retrying      Ignore
             retrying      settled, outdated, RESET_..._AND_TIMESTAMPS                -> retrying      Ignore
             retrying      settled, version changed, RESET_TRANSFORMATION_CHECKSUMS   -> retrying      Ignore
+            retrying      settled, version changed, new input, RESET_TRANSFORMATION_CHECKSUMS -> retrying      Ignore
             retrying      settled, never materialized, RESET_TRANSFORMATION_CHECKSUMS -> retrying      Ignore
             retrying      settled, no done flag                                      -> retrying      Ignore
             retrying      settled, no done flag, RESET_..._AND_TIMESTAMPS            -> retrying      Ignore
@@ -780,6 +816,7 @@ mod tests {
             failed        settled, outdated                                          -> failed        Ignore
             failed        settled, outdated, RESET_..._AND_TIMESTAMPS                -> failed        Ignore
             failed        settled, version changed, RESET_TRANSFORMATION_CHECKSUMS   -> failed        Ignore
+            failed        settled, version changed, new input, RESET_TRANSFORMATION_CHECKSUMS -> failed        Ignore
             failed        settled, never materialized, RESET_TRANSFORMATION_CHECKSUMS -> failed        Ignore
             failed        settled, no done flag                                      -> failed        Ignore
             failed        settled, no done flag, RESET_..._AND_TIMESTAMPS            -> failed        Ignore
@@ -810,6 +847,14 @@ mod tests {
             ("never materialized", Facts { recorded_timestamp: None, recorded_version: None, ..base }),
             ("schema dropped its metadata", Facts { recorded_timestamp: None, schema_changed: true, ..base }),
             ("version changed", Facts { current_version: "v2", ..base }),
+            (
+                "version changed, dependency newer",
+                Facts { current_version: "v2", newest_dependency: Some(("s.d/Raw/1", 101)), ..base },
+            ),
+            (
+                "external, version changed, flag rewritten",
+                Facts { current_version: "v2", external_flag: Some(FlagCheck::Changed), ..external },
+            ),
             ("dependency newer", Facts { newest_dependency: Some(("s.d/Raw/1", 101)), ..base }),
             ("dependency as old", Facts { newest_dependency: Some(("s.d/Raw/1", 100)), ..base }),
             ("external, same flag", external),
@@ -837,6 +882,8 @@ mod tests {
             never materialized: never materialized
             schema dropped its metadata: schema changed
             version changed: version changed v1 -> v2
+            version changed, dependency newer: version changed v1 -> v2, and dependency s.d/Raw/1 is newer
+            external, version changed, flag rewritten: version changed v1 -> v2, and new external data
             dependency newer: dependency s.d/Raw/1 is newer
             dependency as old: up to date
             external, same flag: up to date

@@ -51,8 +51,11 @@ impl Checker<'_> {
             if let Some(cycle) = visit(start, types, &mut marks, &mut Vec::new()) {
                 let names: Vec<&str> = cycle.iter().map(|&i| types[i].name.as_str()).collect();
                 let line = Some(types[cycle[0]].line);
-                self.diagnostics
-                    .push(Diagnostic { line, message: format!("dependency cycle: {}", names.join(" -> ")) });
+                self.diagnostics.push(Diagnostic {
+                    file: types[cycle[0]].file.clone(),
+                    line,
+                    message: format!("dependency cycle: {}", names.join(" -> ")),
+                });
                 return;
             }
         }

@@ -24,26 +24,30 @@ mod resources;
 mod settings;
 mod types;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::{Catalog, EvaluationTime, OnDependencyFailure, PROJECT_FILE, RetryPolicy, ViewTypeId};
-use raw::{LineIndex, RawProject, syntax_error};
+use raw::{LineIndex, RawIncluded, RawProject, syntax_error};
 use types::check_type_name;
 
 /// One problem in the project file, with its line when known.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Diagnostic {
+    /// The included file it is in, as the include named it from the
+    /// project directory; `None` for trellis.toml.
+    pub file: Option<String>,
     pub line: Option<usize>,
     pub message: String,
 }
 
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let file = self.file.as_deref().unwrap_or(PROJECT_FILE);
         match self.line {
-            Some(line) => write!(f, "{PROJECT_FILE}:{line}: {}", self.message),
-            None => write!(f, "{PROJECT_FILE}: {}", self.message),
+            Some(line) => write!(f, "{file}:{line}: {}", self.message),
+            None => write!(f, "{file}: {}", self.message),
         }
     }
 }
@@ -78,13 +82,104 @@ pub fn metastore_path(dir: &Path) -> Option<std::path::PathBuf> {
 
 /// Parses and validates a project file's text; `root` is its directory.
 pub fn parse(text: &str, root: &Path) -> Result<Catalog, LoadError> {
-    let lines = LineIndex::new(text);
-    let raw: RawProject = raw::parse(text).map_err(|e| LoadError::Invalid(vec![syntax_error(&e, &lines)]))?;
+    let mut lines = LineIndex::new(text);
+    let mut raw: RawProject = raw::parse(text).map_err(|e| LoadError::Invalid(vec![syntax_error(&e, &lines)]))?;
+    let includes = std::mem::take(&mut raw.include);
+    let mut including = Including {
+        root,
+        lines: &mut lines,
+        views: &mut raw.views,
+        chain: Vec::new(),
+        seen: HashSet::new(),
+        diagnostics: Vec::new(),
+    };
+    including.include(&includes, None, 0, root);
+    if !including.diagnostics.is_empty() {
+        return Err(LoadError::Invalid(including.diagnostics));
+    }
     let mut checker = Checker { lines: &lines, root, diagnostics: Vec::new() };
     let catalog = checker.check(raw, root);
     match catalog {
         Some(catalog) if checker.diagnostics.is_empty() => Ok(catalog),
         _ => Err(LoadError::Invalid(checker.diagnostics)),
+    }
+}
+
+/// Reads the files `include` names (Oozie's `<include>`), each relative
+/// to the file that names it, and adds their view types after the
+/// project file's, their spans moved past the files before them so that a
+/// problem names the file and line it is in. An included file may include
+/// others; a file included again by another path is read once, a cycle is
+/// refused.
+struct Including<'a> {
+    root: &'a Path,
+    lines: &'a mut LineIndex,
+    views: &'a mut Vec<toml::Spanned<raw::RawViewType>>,
+    /// The files being included, outermost first, as canonical paths and names.
+    chain: Vec<(PathBuf, String)>,
+    seen: HashSet<PathBuf>,
+    diagnostics: Vec<Diagnostic>,
+}
+
+impl Including<'_> {
+    /// The includes of the file `from` (`None`: trellis.toml), whose spans
+    /// start at `base`, and which is in `dir`.
+    fn include(&mut self, includes: &[toml::Spanned<String>], from: Option<&str>, base: usize, dir: &Path) {
+        for include in includes {
+            let written = include.get_ref();
+            let at = include.span().start + base;
+            let problem = |message: String| Diagnostic {
+                file: from.map(str::to_string),
+                line: Some(self.lines.line(at)),
+                message: format!("include `{written}`: {message}"),
+            };
+            let path = dir.join(written);
+            let canonical = match std::fs::canonicalize(&path) {
+                Ok(canonical) => canonical,
+                Err(e) => {
+                    let diagnostic = problem(format!("cannot read {}: {e}", path.display()));
+                    self.diagnostics.push(diagnostic);
+                    continue;
+                }
+            };
+            let name = path.strip_prefix(self.root).unwrap_or(&path).display().to_string();
+            if self.chain.iter().any(|(file, _)| *file == canonical) {
+                let names: Vec<&str> = std::iter::once(PROJECT_FILE)
+                    .chain(self.chain.iter().map(|(_, name)| name.as_str()))
+                    .chain([name.as_str()])
+                    .collect();
+                let diagnostic = problem(format!("include cycle: {}", names.join(" -> ")));
+                self.diagnostics.push(diagnostic);
+                continue;
+            }
+            if !self.seen.insert(canonical.clone()) {
+                continue;
+            }
+            let text = match std::fs::read_to_string(&canonical) {
+                Ok(text) => text,
+                Err(e) => {
+                    let diagnostic = problem(format!("cannot read {}: {e}", path.display()));
+                    self.diagnostics.push(diagnostic);
+                    continue;
+                }
+            };
+            let own_lines = LineIndex::new(&text);
+            let included: RawIncluded = match toml::from_str(&text) {
+                Ok(included) => included,
+                Err(e) => {
+                    let mut diagnostic = syntax_error(&e, &own_lines);
+                    diagnostic.file = Some(name);
+                    self.diagnostics.push(diagnostic);
+                    continue;
+                }
+            };
+            let own_base = self.lines.add(name.clone(), &text);
+            self.views.extend(included.views.into_iter().map(|view| raw::shifted(view, own_base)));
+            self.chain.push((canonical, name.clone()));
+            let own_dir = path.parent().map(Path::to_path_buf).unwrap_or_else(|| dir.to_path_buf());
+            self.include(&included.include, Some(&name), own_base, &own_dir);
+            self.chain.pop();
+        }
     }
 }
 
@@ -106,7 +201,8 @@ struct Checker<'a> {
 impl Checker<'_> {
     fn error(&mut self, offset: usize, message: impl Into<String>) {
         let line = Some(self.lines.line(offset));
-        self.diagnostics.push(Diagnostic { line, message: message.into() });
+        let file = self.lines.file(offset).map(str::to_string);
+        self.diagnostics.push(Diagnostic { file, line, message: message.into() });
     }
 
     fn check(&mut self, raw: RawProject, root: &Path) -> Option<Catalog> {

@@ -100,6 +100,7 @@ impl Checker<'_> {
         for &(i, j) in &overlaps.listed {
             let (first, second) = (&types[i], &types[j]);
             self.diagnostics.push(Diagnostic {
+                file: second.file.clone(),
                 line: Some(second.line),
                 message: format!(
                     "{} and {} could share data: paths `{}` and `{}` overlap; give each its own directory",
@@ -110,6 +111,7 @@ impl Checker<'_> {
         let unlisted = overlaps.total - overlaps.listed.len() as u64;
         if unlisted > 0 {
             self.diagnostics.push(Diagnostic {
+                file: None,
                 line: None,
                 message: format!("and {unlisted} more pairs of view types whose paths overlap"),
             });

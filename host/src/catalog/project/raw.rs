@@ -211,7 +211,7 @@ fn chunks(text: &str, run: &std::ops::Range<usize>) -> Vec<std::ops::Range<usize
 
 /// A view parsed from a part of the file, with its spans moved by `by`,
 /// where the part starts in the file.
-fn shifted(view: Spanned<RawViewType>, by: usize) -> Spanned<RawViewType> {
+pub(super) fn shifted(view: Spanned<RawViewType>, by: usize) -> Spanned<RawViewType> {
     fn moved<T>(spanned: Spanned<T>, by: usize) -> Spanned<T> {
         let span = spanned.span();
         Spanned::new(span.start + by..span.end + by, spanned.into_inner())
@@ -237,17 +237,20 @@ fn shifted(view: Spanned<RawViewType>, by: usize) -> Spanned<RawViewType> {
             d.view = moved(d.view, by);
             d.parameters = d.parameters.map(|p| moved(p, by));
             d.time = d.time.map(|t| moved(t, by));
+            d.incremental = d.incremental.map(|i| moved(i, by));
             Spanned::new(span.start + by..span.end + by, d)
         })
         .collect();
     raw.path = raw.path.map(|p| moved(p, by));
     raw.done_flag = raw.done_flag.map(|d| moved(d, by));
+    raw.incremental = raw.incremental.map(|i| moved(i, by));
     Spanned::new(span.start + by..span.end + by, raw)
 }
 
 pub(super) fn syntax_error(error: &toml::de::Error, lines: &LineIndex) -> Diagnostic {
     let line = error.span().map(|span| lines.line(span.start));
-    Diagnostic { line, message: with_suggestion(error.message().trim()) }
+    let file = error.span().and_then(|span| lines.file(span.start)).map(str::to_string);
+    Diagnostic { file, line, message: with_suggestion(error.message().trim()) }
 }
 
 /// serde says "unknown field `x`, expected one of `a`, `b`": add the
@@ -263,26 +266,66 @@ pub(super) fn with_suggestion(message: &str) -> String {
     message.to_string()
 }
 
-/// Byte offsets, as spans give them, to line numbers.
+/// Byte offsets, as spans give them, to line numbers, in trellis.toml and
+/// the files it includes: each included file's spans are moved past the
+/// files before it (see [`LineIndex::add`]), so one offset names one file.
 pub(super) struct LineIndex {
     starts: Vec<usize>,
+    /// Each included file: where its offsets begin, its name, and its lines.
+    included: Vec<(usize, String, LineIndex)>,
+    end: usize,
 }
 
 impl LineIndex {
     pub(super) fn new(text: &str) -> Self {
         let starts = std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i + 1)).collect();
-        LineIndex { starts }
+        LineIndex { starts, included: Vec::new(), end: text.len() + 1 }
     }
 
-    /// 1-based line of a byte offset.
-    pub(super) fn line(&self, offset: usize) -> usize {
-        self.starts.partition_point(|&start| start <= offset)
+    /// Adds an included file's text, named `name`; its offsets start at
+    /// the returned base, which its spans are to be moved by.
+    pub(super) fn add(&mut self, name: String, text: &str) -> usize {
+        let base = self.end;
+        self.end = base + text.len() + 1;
+        self.included.push((base, name, LineIndex::new(text)));
+        base
     }
+
+    fn part(&self, offset: usize) -> Option<&(usize, String, LineIndex)> {
+        self.included.iter().rev().find(|(base, _, _)| offset >= *base)
+    }
+
+    /// 1-based line of a byte offset, in the file it is in.
+    pub(super) fn line(&self, offset: usize) -> usize {
+        match self.part(offset) {
+            Some((base, _, lines)) => lines.line(offset - base),
+            None => self.starts.partition_point(|&start| start <= offset),
+        }
+    }
+
+    /// The included file a byte offset is in; `None` for trellis.toml.
+    pub(super) fn file(&self, offset: usize) -> Option<&str> {
+        self.part(offset).map(|(_, name, _)| name.as_str())
+    }
+}
+
+/// A file `include` names: view types, and the files it includes in turn.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawIncluded {
+    #[serde(default)]
+    pub(super) include: Vec<Spanned<String>>,
+    #[serde(default, rename = "view")]
+    pub(super) views: Vec<Spanned<RawViewType>>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawProject {
+    /// Files of `[[view]]` tables shared between projects (Oozie's
+    /// `<include>`), relative to this file.
+    #[serde(default)]
+    pub(super) include: Vec<Spanned<String>>,
     #[serde(default)]
     pub(super) project: RawSettings,
     #[serde(default)]

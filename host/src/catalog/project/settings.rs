@@ -126,6 +126,7 @@ impl Checker<'_> {
             // Publishing a view replaces its directory: the storage root
             // must never hold the project file, plugins or the metastore.
             self.diagnostics.push(Diagnostic {
+                file: None,
                 line: None,
                 message:
                     "project.storage must be a directory of its own, holding neither the project nor the metastore"

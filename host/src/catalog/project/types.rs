@@ -284,6 +284,7 @@ impl Checker<'_> {
             retry,
             schema_checksum,
             line,
+            file: self.lines.file(raw.name.span().start).map(str::to_string),
             transformation_line: raw.transformation.as_ref().map_or(line, |t| self.lines.line(t.span().start)),
         })
     }
