@@ -55,21 +55,6 @@ const MAX_SEGMENT_ALTERNATIVES: usize = 100_000;
 /// Listed in the "unknown form" message so that a typo can be corrected without opening the docs.
 const KNOWN_FORMS: &str = "i, l, b, t, f, d, ym, ymd, rym, rymd, e, ei, el, eb, et, ef, ed, eym, eymd, erym, erymd";
 
-const MONTH_NAMES: [&str; 12] = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-];
-
 /// Parses a view pattern such as `shop.datamart/e(DailySales,MonthlySales)/SHOP10/rym(201505-201410)`.
 pub fn parse(text: &str) -> Result<Pattern, PatternError> {
     let chars: Vec<char> = text.chars().collect();
@@ -739,7 +724,7 @@ fn year_month_day(value: &[Lexeme], name: &str) -> Result<(u32, u32, u32), Patte
             format!(
                 "day {day:02} does not exist (in `{}`): {} {year:04} has {length} days",
                 text(value),
-                MONTH_NAMES[month as usize - 1]
+                super::time::MONTHS[month as usize - 1]
             ),
         ));
     }

@@ -688,7 +688,8 @@ pub fn format_time(t: DateTime<Utc>, pattern: &str, timezone: Tz) -> Result<Stri
 /// The pattern letters [`format_time`] knows, for its error message.
 const SUPPORTED_FIELDS: &str = "G y M d D E u a H k K h m s S w W F z Z X";
 
-const MONTHS: [&str; 12] = [
+/// English month names, for `formatTime` and for how a view pattern shows a month.
+pub(crate) const MONTHS: [&str; 12] = [
     "January",
     "February",
     "March",

@@ -303,7 +303,7 @@ fn print_summary(summary: &RunSummary, json: bool, verbose: bool) -> anyhow::Res
             println!("{:<22} {view}", wire_name(status));
         }
         for view in &summary.incomplete {
-            println!("incomplete (a dependency has no data): {view}");
+            println!("incomplete (a view below it has no data): {view}");
         }
         let reason = |view: &str| summary.reasons.iter().find(|(v, _)| v == view).map(|(_, reason)| reason.as_str());
         for view in &summary.with_errors {
