@@ -138,7 +138,11 @@ $ trellis coordinate -p {} --now {COORDINATOR_NOW}",
 async fn two_runs(scheduler: &mut Scheduler, dir: &Path) -> anyhow::Result<(RunSummary, RunSummary)> {
     println!("\n$ trellis materialize -v {PATTERN}");
     let first = scheduler.materialize(PATTERN, Mode::Default).await?;
-    println!("{}; {} incomplete (days without orders)", super::schedule::counts_line(&first), first.incomplete.len());
+    println!(
+        "{}; {} incomplete (a day without orders, or a view over one)",
+        super::schedule::counts_line(&first),
+        first.incomplete.len()
+    );
     for (view, error) in &first.failures {
         println!("failed: {view}: {error}");
     }
