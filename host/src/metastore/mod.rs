@@ -35,6 +35,7 @@ mod events;
 mod format;
 mod listeners;
 mod logs;
+mod open;
 mod runs;
 mod txlog;
 mod views;
