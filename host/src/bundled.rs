@@ -1,5 +1,13 @@
 //! The sample plugins, built from `plugins/` by build.rs and embedded in the
 //! binary, so that `trellis demo` needs nothing but the binary.
+//!
+//! # The room in detail
+//!
+//! (Moved here from ARCHITECTURE.md in issue 40, which keeps the
+//! room's one paragraph and invariant.)
+//!
+//! the sample plugins embedded in the binary, and the path
+//! where build.rs put every built plugin (tests load fixtures from there).
 
 /// Where build.rs put every plugin it built: the samples and the hostile
 /// test fixtures (`hostile_*.wasm`). Tests load fixtures from here.

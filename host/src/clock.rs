@@ -6,6 +6,22 @@
 //! its one `Clock`, and coordinators decide by the same one, so that every
 //! rule (due times, timeouts, catch-up) is testable without sleeping and
 //! what is recorded agrees with what was decided.
+//!
+//! # The room in detail
+//!
+//! (Moved here from ARCHITECTURE.md in issue 40, which keeps the
+//! room's one paragraph and invariant.)
+//!
+//! the one clock: the system clock, one
+//! that starts at a set time and runs on (`TRELLIS_NOW`), or a manual one
+//! that only its owner moves and whose moves wake a service (`follow`).
+//! `parse_time`, the one parser of every `--now`, `--from`/`--to` and
+//! `TRELLIS_NOW`, reads RFC 3339, the project file's ISO 8601
+//! (`catalog::time::parse_timestamp`, in UTC) or a date. A `Scheduler` holds one
+//! (`TRELLIS_NOW` or the system clock at open; `set_clock`, which a
+//! service and `Coordination::open` call with theirs) and records every
+//! time by it: run records, view events and timestamps, attempt logs,
+//! txlog markers, actions. Nothing in the scheduler reads the wall clock.
 
 use std::sync::Arc;
 use std::time::Instant;

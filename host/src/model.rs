@@ -1,5 +1,32 @@
 //! Vocabulary shared by the metastore, the scheduler, the runtime and the
 //! API: plain data and the names it is written with; no I/O.
+//!
+//! # The room in detail
+//!
+//! (Moved here from ARCHITECTURE.md in issue 40, which keeps the
+//! room's one paragraph and invariant.)
+//!
+//! vocabulary shared by the metastore, scheduler, runtime,
+//! listeners and API: `ViewState`, `FlowStatus`, `Termination` (how a run
+//! ended, stored and sent as one line of text and read back into the
+//! type; its `kind()` (`EndKind`), `stopped_by()` (`StoppedBy`), failed
+//! views and reason, which the API's typed `ended` is made of, so text and
+//! type never disagree), `Counters` (what a transformation returned), and the API's names `RunStatus` (queued, running, finished,
+//! interrupted), `StopEffect` (stopping, dequeued), `Issue` (errors,
+//! incomplete) and `ListenerStateKind` (the name of a `listeners::State`);
+//! `AllowedHost` (an `allow_http` entry, parsed with `http`'s `Authority`,
+//! and which requests it admits);
+//! `plural` and `duration`, the words for counts and spans every command
+//! and the UI print;
+//! `ViewCondition`, what is shown of a view wherever it is shown (state,
+//! incomplete and errors flags, an invalidation pending apart from the
+//! state), with the one rule of the state filters (`is_in`: a view with an
+//! invalidation pending is also `invalidated`, as `plan` says) and of the
+//! issue filter (`has`), which the CLI and the API both apply.
+//! Each is spelled once, by its serde attributes; `wire_name` reads that
+//! spelling for JSON, the metastore and the CLI's text, and
+//! `from_wire_name` reads it back from bare text. Code matches on these
+//! enums, never on their text. Plain data, no I/O.
 
 use std::fmt;
 

@@ -11,6 +11,38 @@
 //! waits for the memory budget forever: the listeners that may start hold
 //! their caps for good, and every transformation and checksum plugin left
 //! available fits in what they leave (see [`Plugins::fit_the_budget`]).
+//!
+//! # The room in detail
+//!
+//! (Moved here from ARCHITECTURE.md in issue 40, which keeps the
+//! room's one paragraph and invariant.)
+//!
+//! the plugins a project declares, loaded once per
+//! process with the limits the project gives each and one memory budget of
+//! the project's (`[defaults] memory_budget_mib`). Listener instances hold
+//! their caps while they run, so `fit_the_budget` counts the `[[listener]]`s'
+//! caps as reserved for good (in file order; one that does not fit beside
+//! those before it is not started, a warning `validate` prints), and a
+//! transformation or checksum plugin whose cap exceeds what they leave is
+//! unavailable, with a reason naming it, the listeners and the setting;
+//! a type declared incremental whose plugin does not export
+//! `transform-incremental` is a warning (it is rebuilt whole each time);
+//! each transformation a
+//! view type uses is described once, and every view type is checked
+//! against what it uses (world, configuration keys). `ready_for` is what a
+//! scheduler needs before it opens; `versions` computes each type's
+//! version checksum (its `version`, else its checksum plugin's answer over
+//! the configuration and the resources' contents, else the plugin's content
+//! hash, name, configuration and the resources' names and hashes), then a
+//! line per resource with its hash: `same_version` compares the first line
+//! only, and `version_change` names the resources that differ for `plan`'s
+//! `version changed (resource sql/daily.sql)`. The scheduler,
+//! the listeners, `validate` and `GET /plugins` all read the same
+//! `Plugins`. Invariant: it knows the catalog and the runtime, nothing of
+//! views, scheduling or the metastore; a plugin that cannot be loaded is a
+//! reason held here, never an error until someone needs it; the listeners'
+//! caps plus any one available plugin's cap fit in the budget, so no call
+//! waits for it forever.
 
 use std::collections::{BTreeSet, HashMap};
 

@@ -6,6 +6,19 @@
 //!
 //! Invariant: it wires, it decides nothing. It knows the modules it opens,
 //! nothing of the CLI or HTTP; what goes wrong is an [`Error`] value.
+//!
+//! # The room in detail
+//!
+//! (Moved here from ARCHITECTURE.md in issue 40, which keeps the
+//! room's one paragraph and invariant.)
+//!
+//! the one way every command that runs views (`demo`,
+//! `materialize`, `bench`, `serve`) brings a project up and down: plugins
+//! loaded, scheduler opened, listeners started; `close` drains the
+//! listeners for up to the given time, shuts them down and returns where
+//! each stands (events behind, restarts meanwhile), which `demo` and
+//! `materialize` print (a server takes the listeners over instead).
+//! Invariant: it wires and decides nothing.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -19,6 +19,136 @@
 //! service's shared table or the metastore, so a read never waits for a
 //! run. Every failure is a status and a one-line JSON error; bad input is
 //! a 4xx, never a 500.
+//!
+//! # The room in detail
+//!
+//! (Moved here from ARCHITECTURE.md in issue 40, which keeps the
+//! room's one paragraph and invariant.)
+//!
+//! **the only module that imports axum.** The HTTP API of
+//! `trellis serve`.
+//! - `mod.rs`: the router's layers (bearer token for mutating requests,
+//!   for reads that instantiate views (`/views/{pattern}`, `/plan`), and
+//!   for every request off loopback, compared in constant time; 64 KiB body
+//!   limit, a declared one refused before it is read; 8 KiB URI limit; a
+//!   timeout per request; and, outermost, `json_errors`, which gives the
+//!   answers axum and tower-http make by themselves (405, 408, 413) the
+//!   API's JSON body), `AppState` (the
+//!   service's `Handle`, the shared catalog and plugins, and `table()`, the
+//!   service's table read without waiting for the loop), `ApiError` (a
+//!   status and a one-line JSON error; scheduler errors map to 400 for bad
+//!   patterns and requests too large, 404 for unknown view types, 409 for a
+//!   full lattice, 429 for a busy scheduler, 503 while closing), and the
+//!   start-up refusal to listen off loopback without a token.
+//! - `serve.rs`: the accept loop, on hyper directly because `axum::serve`
+//!   has neither a header deadline nor a connection limit. HTTP/1.1 with a
+//!   header-read deadline; at most `max_connections` connections, where a
+//!   new one closes an idle one (no request in flight) to make room, one
+//!   that never sent a whole request first; the eviction takes the
+//!   connection with a compare-and-swap on its count of requests in
+//!   flight, so a request that has started is never cut off. While all are
+//!   busy, a reserve on which only `/health` and requests with the token
+//!   are served; out of descriptors, an idle connection is closed rather
+//!   than the accept retried in a loop. A request counts as in flight until
+//!   its response body is sent or dropped, so an event stream is busy. The
+//!   socket is wrapped so that hyper's own bodiless answers to requests it
+//!   cannot parse (400, 414, 431) get the JSON body too, and so that a write
+//!   the client takes nothing of for `write_timeout` fails. At shutdown,
+//!   idle connections close at once and the rest get the grace period.
+//!   Invariant: a client holds a connection only while it sends a request
+//!   or takes its response; a stalled one only while nobody else needs it.
+//! - `routes.rs`: `ROUTES` and the router wiring each to its handler; no
+//!   handler logic.
+//! - `extract.rs`: `Query` and `Path` whose rejections are one-line 400s,
+//!   and the limit on how many views one request's pattern may address.
+//! - `views.rs`: views listed (all, or those a pattern addresses; selected
+//!   by state and issue through `ViewCondition`'s rules, and by regex; paged, or counted per state), invalidated
+//!   (409 with what was done when some are in flight) and planned.
+//! - `runs.rs`: materialize (through the `Handle`; `full_refresh=true`
+//!   refused with another mode than DEFAULT), the runs recorded, one
+//!   run's detail, stop; `status_of`, where a run stands.
+//! - `events.rs`: `/events` follows the log from `Last-Event-ID` (or
+//!   `from`) through `Metastore::subscribe`, with gap events for what
+//!   retention removed, and with `run=ID` ends once that run's record says
+//!   it finished (or that it was interrupted).
+//! - `reload.rs`: `POST /reload` through the `AppState`'s `Reloader`: 200
+//!   with what changed, 422 for a refused project (404 without a
+//!   reloader, as in the in-process tests). The `AppState`'s catalog,
+//!   plugins and permits stay those of the start (listeners are not
+//!   reloaded).
+//! - `status.rs`: health, running transformations, permits and the memory
+//!   budget, listeners
+//!   (and re-enabling one; `ListenerSnapshot`, the overview's statuses,
+//!   read off the request path at most every 500 ms), plugins, Prometheus metrics (actions per state
+//!   per coordinator asked of the service, all states written, zeros
+//!   included), `/openapi.json`.
+//! - `views.rs` also serves `GET /views/{view}/log` (a pattern ending in
+//!   `/log` that names one view) from the metastore, and `dependents=true`
+//!   (the table's dependents, among the views held).
+//! - `ui/`: the web UI at `/` (docs/ui.md). The shell (`assets/index.html`),
+//!   its script (`assets/app.js`, about 15 KiB, no framework and no build
+//!   step) and style sheet are compiled into the binary and served without
+//!   a token, since they hold no data. The script routes the page's hash
+//!   (`#/views?...`) to a fragment (`/ui/views?...`) rendered on the server
+//!   by `pages.rs`: only its known page names, each parameter decoded and
+//!   encoded again (no `.`/`..` segment), and it takes HTML only from a
+//!   `/ui/` answer of type `text/html`, so no link reaches the JSON API
+//!   through it; the rest of the DOM it builds from text. It sends every request with the bearer token when the
+//!   tab holds one: it asks for it on a 401, keeps it in `sessionStorage`,
+//!   never in a cookie (so no request is ever authorized by the browser
+//!   alone, and there is nothing for cross-site requests to ride on). Live
+//!   updates read `/events` with `fetch` (an `EventSource` cannot send the
+//!   header): a state changes in place wherever the page shows that view,
+//!   and pages that summarise are drawn again at most once a second. The
+//!   script keeps the last state the stream gave each view and shows it
+//!   over every fragment it draws: a fragment rendered before an event can
+//!   arrive after it (or be read off a table that has not caught up with
+//!   the commit the stream read), and must not undo it; a retention gap
+//!   clears them and draws the page again.
+//!   Actions are the API's own `POST`s. `mod.rs` holds the handlers, each
+//!   built from the same reads as the JSON API (`views::listing`,
+//!   `views::view_of`, `runs::run_detail`, `status::transformations_of`,
+//!   `status::listener_status`), so a page can show nothing the API does
+//!   not; a view's log is a part of its page that the script loads on its
+//!   own (`data-load`, `/ui/view-log/...`), so that the page never waits
+//!   for the metastore; the fragments are authorized as the API's reads are (those that
+//!   instantiate, as instantiating reads). `pages.rs` renders with **maud**:
+//!   markup checked when it compiles, every interpolated value escaped, and
+//!   no template files to find at run time (askama would also do; maud's
+//!   Rust-in-Rust keeps the pages next to the types they draw, with no
+//!   second syntax). `graph.rs` takes a view's neighbourhood from the
+//!   table's rows (two levels each way, 20 views a side, the rest counted)
+//!   and lays it out with **rust-sugiyama** (layering, crossing reduction
+//!   and Brandes–Köpf placement: the part worth not writing), drawing its
+//!   layers as columns from upstream to downstream in SVG, each box a link
+//!   to its view. Invariant: `pages` and `graph` know neither HTTP nor the
+//!   service; nothing is rendered from a value unescaped.
+//! - `txlog.rs`: `GET /txlog[/{pattern}]` and `POST /reset-txlog/{pattern}`
+//!   through the service's `Handle` (409 for views in flight).
+//! - `coordinators.rs`: `/coordinators`, a coordinator's actions, suspend,
+//!   resume, kill and rerun, each a `CoordinatorOperation` to the service
+//!   (which ticks first, so answers are as of now); ranges' `to` as a date
+//!   covers its day.
+//! - `openapi.rs`: the description, derived by utoipa from the handlers'
+//!   `#[utoipa::path]` and the wire types (query values' patterns and
+//!   ranges, `GET /views`'s two shapes, `Run.action` as a pair), checked
+//!   against a real server by schemathesis in `tests/it/schemathesis.rs`.
+//! - `guard.rs`: what a web page cannot make the server do: a `Host` that
+//!   is not the bound address, `localhost` or `--allowed-host` is refused
+//!   (DNS rebinding), and so is a mutation or instantiating read whose
+//!   `Origin` is another origin (`null` too) or, without one, whose
+//!   `Sec-Fetch-Site` names another site; every answer carries the CSP
+//!   (`default-src 'self'`, `frame-ancestors 'none'`), `nosniff`,
+//!   `X-Frame-Options` and `Referrer-Policy`. Refusals are 403s with the
+//!   API's JSON error.
+//! - `wire.rs`: the JSON types, shared by the server and the remote CLI
+//!   (the event stream's kinds and its `gap`/`end` payloads included); no
+//!   axum. States, statuses and outcomes are `model` enums written as their
+//!   serde names, so the JSON stays the strings it always was while no code
+//!   compares text.
+//!
+//! Invariants: it holds no scheduling logic; bad input is a 4xx with one
+//! line, never a 500; a read never waits for a run.
 
 mod coordinators;
 mod events;

@@ -7,6 +7,98 @@
 //! only look into the past, and every view it can describe has a path
 //! inside the storage root. It does no I/O after loading and knows nothing
 //! of instantiated views (that is `lattice`), the metastore or wasmtime.
+//!
+//! # The room in detail
+//!
+//! (Moved here from ARCHITECTURE.md in issue 40, which keeps the
+//! room's one paragraph and invariant.)
+//!
+//! the project file and what it declares. Invariants: a
+//! `Catalog` that exists is valid (every name resolves, no type-level cycle
+//! but a type's dependency on its own past, every path template gives each
+//! view its own directory inside the storage root); after loading it does no
+//! I/O; it knows nothing of instantiated views, the metastore or wasmtime.
+//! - `mod.rs`: the model (`Catalog`, `ViewType`, `Dependency`, `Binding`,
+//!   `TimeSelection`, `Resource`); a type's and a dependency's `incremental`
+//!   (a dependency's defaults to its type's; `true` on a dependency of a
+//!   type that is not incremental, or on external data, is refused with its
+//!   line in `types.rs`); a parameter's declared `Values` (a list, or an
+//!   anchored regular expression), which `types.rs` checks at load, a
+//!   dependency's literal binding at load (`dependencies.rs`) and every
+//!   instantiation (`lattice::instantiate::check_value`), so that a value
+//!   that cannot exist is refused in one line, not built as no-data.
+//! - `project/`: `trellis.toml` → raw serde structs → checks that collect
+//!   every problem with its line, so `trellis validate` shows them at once.
+//!   - `mod.rs`: `load`, `parse`, `Diagnostic`, `LoadError`, and the
+//!     `Checker` that collects diagnostics and sets the order of the checks;
+//!     from 2,000 view types on, the second half of the types is checked on
+//!     a thread of its own, its diagnostics following the first half's.
+//!     `Including` reads the files `include` names (relative to the file
+//!     naming them, nested, each read once, cycles refused) and appends their
+//!     view types, spans moved past the files before them, so that the one
+//!     `LineIndex` says for any offset its file and line (`Diagnostic.file`,
+//!     `ViewType.file`).
+//!   - `raw.rs`: the file's shape as serde reads it (unknown keys refused,
+//!     with their line and the closest valid key; `RawIncluded`, an included
+//!     file's, holds only `include` and `[[view]]`); byte offsets to lines.
+//!     A file over 1 MiB is parsed in parts on two threads (the longest run
+//!     of view tables in chunks of about 1 MiB, their spans moved to where
+//!     each chunk is, and the rest with that run blanked), only when that
+//!     is provably the whole file's parse: every header spelled plainly, no
+//!     view's table outside the run, the run starting between tables (a
+//!     sentinel header over its first line must parse as an empty table),
+//!     no `view` in the rest, and no multi-line string that could hide a
+//!     header. Otherwise, and on any error, the file is parsed whole, so
+//!     errors are the whole file's. It knows no semantic rule.
+//!   - `settings.rs`: `[project]`, `[defaults]`, `[events]` with their
+//!     defaults (the storage root must hold neither the project nor the
+//!     metastore), `[plugins]`, `[[listener]]`.
+//!   - `coordinators.rs`: `[[coordinator]]` tables, each value checked on
+//!     its own line (a frequency's mistakes show even when `start` has
+//!     some); `views` may use only the nominal time's fields and must name
+//!     declared view types (checked rendered at the first nominal time:
+//!     the fields are digits, so one time stands for all). A coordinator
+//!     that loads can always create its actions.
+//!   - `types.rs`: one `[[view]]` into a `ViewType`: name, parameters,
+//!     fields, time dimension, transformation, done flag, and its
+//!     `RetryPolicy` and `on_dependency_failure` over `[defaults]`'.
+//!   - `dependencies.rs`: one `[[view.dependency]]`: target, a binding per
+//!     target parameter, time selection (`current`, `latest`, `all` and
+//!     Oozie's `future`, `offset`, `absolute`, `currentRange`), and the
+//!     limits on offsets, ranges and fan-out.
+//!   - `paths.rs`: default path templates, and the checks that give every
+//!     view its own directory inside the storage root, within a type and
+//!     between types; a first component starting with `.` is refused, those
+//!     names being trellis's own (`.trellis-staging`). Overlaps between
+//!     types are found by partitioning the paths component by component
+//!     (a variable component goes with every group), not by comparing every
+//!     pair; a proptest holds it to the pairwise answer.
+//!   - `graph.rs`: no type-level cycle but a type's dependency on its own
+//!     past.
+//!   - `checksum.rs`: the schema checksum, over what a type stores, never
+//!     over comments, key order or formatting.
+//!   - `engines.rs`: `[engines.spark]` into `SparkSettings`, each value
+//!     checked on its line: the master (local, `spark://`, yarn,
+//!     `k8s://`), `deploy_mode` (cluster needs YARN or Kubernetes: trellis's
+//!     program on Spark is Python), properties (dotted keys flattened; the
+//!     ones trellis sets itself, `SPARK_RESERVED_CONF`, refused), `env`,
+//!     `concurrency`, `memory_mib`, `grace`; `spark-home` and `deploy-mode`
+//!     are accepted as Spark writes them.
+//!   - `resources.rs`: a transformation's `resources`, the project's files
+//!     that are part of its logic, read at load (the only I/O of loading
+//!     besides the file and a look at whether `storage` and `metastore`
+//!     name files, in `settings.rs`): refused with their line when absolute, outside the
+//!     project (by `..` or a link), not a file or unreadable; each kept with
+//!     its contents and blake3 hash.
+//! - `time.rs`: Oozie dataset time: frequencies, instances by index in O(1)
+//!   across DST, `current`, `latest`, roll-ups, `dateOffset`, `formatTime` (SimpleDateFormat's letters, English locale).
+//! - `pattern.rs`: Schedoscope's view patterns, parsed with error columns
+//!   and expanded lazily as a cartesian product.
+//! - `expression.rs`: configuration values with `${...}` and Oozie's
+//!   functions, checked at load, resolved per view.
+//! - `template.rs`: `${name}` templates for paths and parameter bindings,
+//!   and `segments`, the one `${...}`/`$$` scanner that configuration values
+//!   use too.
 
 pub mod coordinator;
 pub mod expression;

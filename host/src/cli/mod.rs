@@ -3,6 +3,88 @@
 //! Invariant: this is the edge. It is the only place that uses anyhow, and
 //! it turns every error into one line and an exit code; it holds no logic
 //! that a library module or the server would need too.
+//!
+//! # The room in detail
+//!
+//! (Moved here from ARCHITECTURE.md in issue 40, which keeps the
+//! room's one paragraph and invariant.)
+//!
+//! clap commands (`plugins inspect|run|checksum|new|build`, `demo`,
+//! `validate`, `views`, `deps`, `materialize`, `plan`, `invalidate`,
+//! `runs`, `stop`, `reload`, `listeners [enable NAME]`, `coordinate [--now]`
+//! (`coordinate.rs`: the coordinators driven here until nothing is due or
+//! ready), `coordinators`, `actions`, `suspend`, `resume`, `kill`, `rerun`
+//! (`coordinators.rs`: the service's `CoordinatorOperation`, carried out
+//! embedded by `Coordination::operate` on `open_records`, recording but
+//! running nothing, or through `/coordinators`; both print from the wire
+//! types), `metastore check|backup|restore`
+//! (`metastore.rs`; a backup is written beside its file and renamed into
+//! place), `engines [install spark]` (`engines.rs`: where Spark and Java are
+//! found and which types run on Spark; PySpark installed into the tools
+//! directory), `logs VIEW` (`logs.rs`; embedded, read from the metastore
+//! without a scheduler), `txlog [PATTERN]` and `txlog reset PATTERN [--source NAME]`
+//! (`txlog.rs`; embedded, a reset opens without plugins), `transformations`, `serve`,
+//! `shell`, `bench [--listeners | --coordinators N | --incremental]`).
+//! `demo`, `materialize`, `bench` and `serve` open the project through one
+//! `Session` (`materialize` and `serve` load the project through
+//! `catalog::load_to_run`, which refuses one without view types, while
+//! `validate` only warns, and says in one line when view types run on
+//! Spark that is not available); `materialize` and `demo` give the listeners `[events] drain`
+//! to catch up at the end, then say how far behind each one is and how
+//! often it was restarted (the demo says the stats listener followed only
+//! if it missed nothing). `announce.rs`: sled admits one process, so a
+//! process says what it does with the project in a file next to the
+//! metastore, with its pid and start time (a reused pid is never taken for
+//! it): a running `materialize` names its run in `<metastore>.active-run`,
+//! and `stop` sends that process SIGINT, which stops the run as Ctrl-C
+//! does; `serve` writes its address in `<metastore>.server`, so that
+//! a second `serve` names the server and how to reach it. Every command
+//! with a remote form, given no `--server`, reads that file first (finding
+//! the metastore through `catalog::metastore_path`, which reads the
+//! project file without validating it) and asks
+//! the server that holds the project (saying so on stderr); `coordinate`
+//! and `metastore`, which have none, refuse in one line naming it.
+//! `scaffold.rs` (`plugins new`) writes a plugin crate from
+//! `host/templates/plugin/` with its own copy of `plugin-sdk/` and `wit/`,
+//! embedded at build time (a unit test checks the list is whole), so that
+//! the crate needs no checkout beside it.
+//! `invalidate` opens the scheduler without plugins
+//! (`open_records`): only records change. `deps` resolves `latest()` as
+//! of `--now` (with `--dot`, a pattern's closure as a Graphviz graph, an
+//! edge from each dependency to its dependent) and adds, from the view's record when the metastore can be
+//! opened, what its `latest()` read when last materialized. `serve` fits its connection cap
+//! under the open-file limit (raised to the hard one), gives its scheduler
+//! the `--max-views` capacity, opens a session, makes
+//! its scheduler a `Service`, takes over the listeners, starts the API,
+//! reloads the project on SIGHUP (as `POST /reload`, logging what changed or
+//! why it was refused), and on SIGINT or SIGTERM shuts them down in that order; unlike the other commands it keeps SIGPIPE ignored, since a client
+//! hanging up must not kill it. The API runs on a runtime with two threads
+//! of its own, so that CPU-bound transformations and the loop's longer steps
+//! never make a request wait. With `--server URL` (or `TRELLIS_SERVER`),
+//! `views`, `materialize [--wait]`, `invalidate`, `runs`, `stop`, `plan`,
+//! `listeners`, `transformations`, `txlog`, `logs` and the coordinator commands talk to a server (`remote.rs`: the
+//! client, bearer token, one-line errors, the event-stream follower with
+//! `Last-Event-ID` reconnection, which reads the stream as `api::wire`
+//! types and returns the run's `Termination`) and print what embedded mode prints: each
+//! command has one printing function that both paths feed. `reload.rs`:
+//! `trellis reload`, `POST /reload` to the server named by `--server` or,
+//! with `-p`, to the one announced in `<metastore>.server`; prints what
+//! changed, or the refusal and exits 2. `shell.rs`:
+//! `trellis shell`, rustyline with history, each line parsed by the same
+//! clap `Cli`; it says on stderr where its lines go, completes commands,
+//! subcommands, flags and (after `-v`) the project's view types from clap's
+//! own description of the CLI, and prints a usage error as one line.
+//! `materialize` prints the views with trouble and the counts by flow
+//! status (`schedule::flow_counts`, shared by `runs ID` and the demo);
+//! `--verbose` every view and the plugins' log lines (the logging filter
+//! is chosen per command in `Cli::init_logging`, colour only on a
+//! terminal without `NO_COLOR`). `views` without `-v` lists the
+//! metastore's views (a server's instantiated ones); `deps` and `logs`
+//! take their view positionally or with `-v` (`catalog::ViewArg`). A test
+//! walks the clap tree: every argument has help.
+//! Invariant: the edge. The only anyhow user; maps every error to one line on
+//! stderr and an exit code (0 success, 1 plugin failure, 2 usage or bad input);
+//! holds no logic a library module would need.
 
 mod announce;
 mod bench;

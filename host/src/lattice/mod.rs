@@ -20,6 +20,38 @@
 //! by what it does: `intern` (the store), `instantiate` (adding what a
 //! pattern addresses), `resolve` (dependency edges), `edges` (walking
 //! them) and `render` (paths and configuration).
+//!
+//! # The room in detail
+//!
+//! (Moved here from ARCHITECTURE.md in issue 40, which keeps the
+//! room's one paragraph and invariant.)
+//!
+//! instantiated views and their edges. Invariants: every
+//! parameter value is a safe path component; every edge points into the
+//! lattice; a view's edges are fixed when it is added (so `latest()`
+//! reflects the data present then), and so are its unsatisfied `latest()`
+//! declarations (`unsatisfied`), which the scheduler counts as dependencies
+//! without data, never as no dependency. It knows the catalog, nothing of
+//! scheduling state, the metastore or plugins.
+//! - `mod.rs`: the `Lattice` type, what a view is (`ViewId`, 16-byte keys),
+//!   its errors and re-exports.
+//! - `intern.rs`: the interned store: a view is (type, interned parameter
+//!   tuple, instance index), its edges a range of one shared vector;
+//!   adding a view, undoing what was added since a mark, memory used.
+//! - `instantiate.rs`: adding the views a pattern or URL path addresses,
+//!   their values checked and made canonical; a failed call leaves the
+//!   lattice as it was. A `Capacity` bounds what one call may add,
+//!   dependencies included, and what the lattice holds; a call that would
+//!   pass either fails early and is undone (the server's reads instantiate
+//!   too, so its memory is bounded by `--max-views`).
+//! - `resolve.rs`: dependency resolution, iterative, in order of addition;
+//!   `Resolution` says what outside facts it may use (evaluation time,
+//!   whether data exists).
+//! - `edges.rs`: a view's dependencies, grouped by declaration, its
+//!   unsatisfied `latest()` declarations, and `closure` (for
+//!   `views --deps`, `invalidate --deps`).
+//! - `render.rs`: URL path, data path, done flag and the transformation's
+//!   configuration, rendered on demand.
 
 mod edges;
 mod instantiate;

@@ -25,6 +25,66 @@
 //! `supervisor` (one listener's task), `supervise` (the pure rule after a
 //! failure), `monitor` (the built-in listener), `retention` (trimming the
 //! log) and `thread` (the threads they run on).
+//!
+//! # The room in detail
+//!
+//! (Moved here from ARCHITECTURE.md in issue 40, which keeps the
+//! room's one paragraph and invariant.)
+//!
+//! listener supervision on the event log.
+//! - `mod.rs`: `Listeners::start` runs the built-in monitor and every
+//!   `[[listener]]` plugin (from the one `Plugins`), each under a
+//!   supervisor on a thread of its own, plus the log retention; `drain`
+//!   waits for listeners to catch up, `lag_probe` tells a run how far the
+//!   slowest is behind, `shutdown` stops them after the event each is
+//!   delivering (one still in progress a second later, blocked in a host
+//!   call, is abandoned and delivered again next time), and `close` does so and returns each one's `Lag` (events
+//!   behind, restarts while they ran) from the records they stored. `drain`
+//!   first moves every listener to a thread at the caller's priority (see
+//!   `thread.rs`), with its instance: no restart. Also `Error`, `state_dir` (a listener's own directory next
+//!   to the metastore) and the re-exports of `status.rs`; the module doc
+//!   states the invariants below.
+//! - `status.rs`: `State` (enabled, or disabled/unavailable with a reason;
+//!   `kind()` and `reason()`, written as `state` plus, when there is one,
+//!   `reason`), `Status`, `status` and `enable` for `trellis listeners`;
+//!   also the project's list of listeners (monitor first unless turned
+//!   off, then file order) and the record a new one starts with (the whole
+//!   log still kept).
+//! - `supervisor.rs`: one listener's task. It reads pages of the log from
+//!   its cursor, stores the cursor as it goes (at-least-once: a crash
+//!   repeats events, never skips one; after a retryable failure the cursor
+//!   stays on the failed event until the replay delivered it), restarts
+//!   after failures (fatal, trap or missed deadline: drop the event;
+//!   retryable: replay the latest event of every view first; the failed
+//!   instance, with its share of the memory budget, is dropped before the
+//!   next one reserves its own), and is
+//!   disabled beyond `max_retries`. One that cannot be loaded or started is
+//!   marked unavailable and skipped. A listener that finds the log starting
+//!   after its cursor gets a gap event with the missing range. It publishes
+//!   its `CursorState` for `drain` and the lag probe. Asked to, it parks
+//!   between two events (`Parked`: itself with its running instance, cursor
+//!   stored) and resumes where it stopped, on another thread.
+//! - `supervise.rs`: the pure rule after a `ListenerFailure` (restart after
+//!   a doubling backoff, or disable with the reason), a golden table.
+//! - `retention.rs`: trims the log to what enabled listeners still need
+//!   plus `history`, never above `max`.
+//! - `monitor.rs`: the built-in monitor, state changes through tracing.
+//! - `thread.rs`: a thread with a runtime of its own per listener and for
+//!   the retention, at the lowest CPU priority (nice 19) while scheduling
+//!   runs, so that a slow or failing listener only falls behind and takes
+//!   little CPU from scheduling. Its deadline counts the CPU time it used
+//!   (see `runtime`), so a busy machine that keeps it waiting does not fail
+//!   it; nice 19 rather than SCHED_IDLE, which promises no CPU at all. Nice
+//!   19 cannot be undone without privileges, so `drain`, at a command's end
+//!   when scheduling is done, parks each listener and resumes it on a new
+//!   thread at the caller's priority: beside two CPU-bound processes, a
+//!   listener at nice 19 gets about 1.5% of a core, too little to catch up
+//!   in the drain (BENCHMARKS.md, issue 12).
+//!
+//! Invariants: it knows the metastore, the plugins and the runtime's
+//! listener calls, and nothing of scheduling; a listener never blocks the
+//! scheduler (it never holds a lock the scheduler needs and never makes a
+//! commit wait).
 
 mod monitor;
 mod retention;

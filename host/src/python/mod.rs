@@ -14,6 +14,32 @@
 //! - An unchanged rebuild writes nothing: componentize-py does not write the
 //!   same bytes twice (its issue #247), and new bytes would be a new entry
 //!   in the compile cache.
+//!
+//! # The room in detail
+//!
+//! (Moved here from ARCHITECTURE.md in issue 40, which keeps the
+//! room's one paragraph and invariant.)
+//!
+//! building Python plugins. `toolchain.rs`: componentize-py,
+//! pinned (0.25.1), pip-installed on first use with `--target` into a
+//! staging directory of `$XDG_CACHE_HOME/trellis/tools` (or
+//! `TRELLIS_TOOLS_DIR`; `user_cache_dir` is the one rule for trellis's
+//! cache directory, which the CLI's compile cache uses too) that is renamed
+//! into place whole, and run as
+//! `python3 -I -S` with an explicit environment (no `VIRTUAL_ENV` or
+//! `PYTHONPATH`, which would leak packages into the component). `pip_install`
+//! and `interpreter` serve the PySpark install of `engines` too.
+//! `builder.rs`: `pyproject.toml` (`[project] name`, `[tool.trellis] kind`,
+//! `module`), the plugin's sources (everything but build output, caches, a
+//! vendored SDK, an example project, tests, `*.md`), their stamp, and the build:
+//! the binary's own WIT and SDK, the generated entry module and a copy of
+//! exactly the hashed sources in a temporary directory, componentize-py
+//! there, the stamp appended, the component renamed into place. A
+//! component already stamped with the same `build` hash is left as it is,
+//! before any toolchain is needed (offline, instant).
+//! Invariants: nothing of projects, views, the scheduler or wasmtime; a
+//! failed build leaves the previous component in place; the reason is one
+//! line (the SDK's `trellis: ` line, else the tool's last).
 
 mod builder;
 mod toolchain;
