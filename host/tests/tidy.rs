@@ -311,17 +311,27 @@ fn module_path(relative: &str) -> Vec<String> {
 fn code_lines(text: &str) -> Vec<(usize, &str)> {
     let mut lines = Vec::new();
     let mut previous_is_cfg_test = false;
+    // Within a `#[cfg(test)] mod name {`: the braces still open.
+    let mut test_depth = 0usize;
     for (index, line) in text.lines().enumerate() {
-        let trimmed = line.trim_start();
-        if previous_is_cfg_test && trimmed.starts_with("mod ") {
-            lines.pop();
-            break;
-        }
-        previous_is_cfg_test = trimmed.starts_with("#[cfg(test)]");
         let code = match line.find("//") {
             Some(at) => &line[..at],
             None => line,
         };
+        let trimmed = code.trim_start();
+        let opens = code.matches('{').count();
+        let closes = code.matches('}').count();
+        if test_depth > 0 {
+            test_depth = (test_depth + opens).saturating_sub(closes);
+            continue;
+        }
+        if previous_is_cfg_test && (trimmed.starts_with("mod ") || trimmed.starts_with("pub mod ")) {
+            lines.pop();
+            previous_is_cfg_test = false;
+            test_depth = opens.saturating_sub(closes);
+            continue;
+        }
+        previous_is_cfg_test = trimmed.starts_with("#[cfg(test)]");
         lines.push((index + 1, code));
     }
     lines
@@ -585,6 +595,10 @@ fn a_crate_imported_outside_its_room_is_caught() {
             "runtime/mod.rs",
             "//! The runtime.\nuse wasmtime::Engine;\n#[cfg(test)]\nmod tests {\n    use sled::Db;\n}\n",
         ),
+        (
+            "lattice/mod.rs",
+            "//! After a test module.\n#[cfg(test)]\nmod tests {\n    fn f() {\n        sled::open(p);\n    }\n}\nfn g() { sled::open(p); }\n",
+        ),
     ]);
     let problems = crate_imports(tree.path());
     assert_eq!(
@@ -592,6 +606,7 @@ fn a_crate_imported_outside_its_room_is_caught() {
         [
             "host/src/api/mod.rs:2: uses `wasmtime`, which only `runtime` may import",
             "host/src/cli/mod.rs:2: uses `axum`, which only `api` may import",
+            "host/src/lattice/mod.rs:8: uses `sled`, which only `metastore` may import",
             "host/src/scheduler/run.rs:4: uses `sled`, which only `metastore` may import",
         ]
     );
