@@ -62,6 +62,26 @@
 //! message (see [`set_panic_hook`]); `stdout` and `stderr` are captured into
 //! the host log, truncated at 64 KiB each. An engine-backed transformation
 //! sees no files at all: it describes a [`Job`] and the engine runs it.
+//!
+//! # Inside the crate
+//!
+//! (Moved here from ARCHITECTURE.md in issue 40.) The bindings are generated
+//! here with `pub_export_macro`, so the library's custom sections carry only
+//! imports and the exports come with the macro into the plugin crate.
+//! `incremental.rs`: `IncrementalTransformation` (a `Transformation` that also
+//! has `run_incremental`) and its request (`new_files(name)`,
+//! `new_input_files()`, `changed_files`, `last_commit(view)`,
+//! `previous_output()`, `can_merge()`), generated in a world of the SDK's own
+//! (`incremental-part`, inline WIT over `wit/`) that exports only
+//! `transform-incremental`; `export_incremental_transformation!` calls both
+//! export macros, and the component's world is their union. `engine.rs`
+//! (contract 1.2.0): `EngineTransformation` and
+//! `export_engine_transformation!`, the request's helpers (`resource_text`,
+//! `input_names`), the `Job` builder (`Job::sql`, `Job::python`,
+//! `with_config_options` for the `files` and `conf` keys both Spark samples
+//! take) and `trim_sql_statement`. Invariant: plugin crates depend on this
+//! crate alone, never on wit-bindgen; nothing here knows about the host's
+//! internals.
 
 extern crate self as trellis_plugin_sdk;
 
