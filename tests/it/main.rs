@@ -26,6 +26,7 @@ mod sandbox;
 mod scenarios;
 mod scheduler;
 mod schemathesis;
+mod served;
 mod server;
 mod spark;
 mod storage;
