@@ -1,8 +1,8 @@
 //! What a served scheduler does, in process: the scheduler `trellis serve`
 //! holds (open between runs, remembering freshness), without a server's
 //! process and HTTP, which these rules do not need: what a run visits and
-//! skips, and the flows it records while it runs. `server.rs` keeps what
-//! only a real server proves.
+//! skips, which instance `latest()` reads, and the flows it records while it
+//! runs. `server.rs` keeps what only a real server proves.
 
 use std::sync::Arc;
 
@@ -194,4 +194,38 @@ async fn a_run_s_flows_are_recorded_as_its_views_settle_not_only_at_its_end() {
     assert_eq!(summary.id, id);
     let expected = vec![out(1, FlowStatus::Successful), out(2, FlowStatus::Successful), input(1), input(2)];
     assert_eq!(flows(&store, &id), expected, "{summary:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_served_scheduler_reads_the_newest_instance_of_latest() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("project");
+    let newest = r#"
+[[view]]
+name = "l.mart/Newest"
+transformation = { plugin = "concat" }
+
+[[view.dependency]]
+view = "l.raw/In"
+time = "latest(0)"
+"#;
+    Daily::new("l", "concat", 1).part("day 1\n").tail(newest).write(&project);
+    let mut scheduler = served(&project).await;
+    let output = project.join("data/l/mart/Newest/part-00000");
+    let expected = |day: &str| successful(&[format!("l.raw/In/2015/01/{day}"), "l.mart/Newest".to_string()]);
+
+    let first = materialize(&mut scheduler, "l.mart/Newest").await;
+    assert_eq!(first.flows, expected("01"), "{first:?}");
+    assert_eq!(std::fs::read_to_string(&output).unwrap(), "day 1\n");
+
+    // The next day's data arrives while the scheduler stays open.
+    let day2 = project.join("data/raw/2015/01/02");
+    std::fs::create_dir_all(&day2).unwrap();
+    std::fs::write(day2.join("part.csv"), "day 2\n").unwrap();
+    std::fs::write(day2.join("_SUCCESS"), "").unwrap();
+    let newer = materialize(&mut scheduler, "l.mart/Newest").await;
+    assert_eq!(newer.flows, expected("02"), "{newer:?}");
+    assert_eq!(std::fs::read_to_string(&output).unwrap(), "day 2\n", "the newer instance is read");
+    let unchanged = materialize(&mut scheduler, "l.mart/Newest").await;
+    assert!(unchanged.flows.is_empty(), "{unchanged:?}");
 }

@@ -784,51 +784,6 @@ async fn a_client_that_never_reads_its_event_stream_does_not_hold_up_a_shutdown(
 /// a newer instance delivered after the view entered its lattice is what
 /// the next run reads (it used to read the instance it found first, for
 /// as long as it ran).
-#[tokio::test(flavor = "multi_thread")]
-async fn a_server_reads_the_newest_instance_of_latest() {
-    let dir = tempfile::tempdir().unwrap();
-    let project = dir.path().join("project");
-    let newest = r#"
-[[view]]
-name = "l.mart/Newest"
-transformation = { plugin = "concat" }
-
-[[view.dependency]]
-view = "l.raw/In"
-time = "latest(0)"
-"#;
-    Daily::new("l", "concat", 1).part("day 1\n").tail(newest).write(&project);
-    let server = Server::start(&project, &[], &[]);
-    let url = &server.url;
-    let output = project.join("data/l/mart/Newest/part-00000");
-
-    let first = materialize_and_wait(url, "l.mart/Newest").await;
-    let expected = |day: &str| {
-        vec![
-            (format!("l.raw/In/2015/01/{day}"), "SUCCESSFUL".to_string()),
-            ("l.mart/Newest".to_string(), "SUCCESSFUL".to_string()),
-        ]
-    };
-    let sorted = |mut flows: Vec<(String, String)>| {
-        flows.sort();
-        flows
-    };
-    assert_eq!(flows(&first), sorted(expected("01")), "{first}");
-    assert_eq!(std::fs::read_to_string(&output).unwrap(), "day 1\n");
-
-    // The next day's data arrives while the server runs.
-    let day2 = project.join("data/raw/2015/01/02");
-    std::fs::create_dir_all(&day2).unwrap();
-    std::fs::write(day2.join("part.csv"), "day 2\n").unwrap();
-    std::fs::write(day2.join("_SUCCESS"), "").unwrap();
-    let newer = materialize_and_wait(url, "l.mart/Newest").await;
-    assert_eq!(flows(&newer), sorted(expected("02")), "{newer}");
-    assert_eq!(std::fs::read_to_string(&output).unwrap(), "day 2\n", "the newer instance is read");
-    let unchanged = materialize_and_wait(url, "l.mart/Newest").await;
-    assert!(flows(&unchanged).is_empty(), "{unchanged}");
-    assert_eq!(server.stop(), 0);
-}
-
 /// The plan of `pattern` as (view, line).
 async fn plan_of(url: &str, pattern: &str, token: &str) -> Vec<(String, String)> {
     let (status, plan) = call(reqwest::Method::GET, &format!("{url}/plan/{pattern}"), Some(token)).await;
