@@ -18,7 +18,8 @@ use trellis::metastore::Metastore;
 use trellis::model::ViewState;
 use trellis::scheduler::Service;
 
-use crate::inprocess::{Project, SUMMARY, finished, logged, now_millis, open, runtime};
+use crate::inprocess::{Project, SUMMARY, finished, logged, now_millis, open};
+use crate::support::runtime;
 
 const TOKEN: &str = "s3cret";
 /// The address the in-process server says it listens on: the Host it answers to.

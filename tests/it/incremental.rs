@@ -17,6 +17,7 @@ use trellis::model::ViewState;
 use trellis::scheduler::{Mode, Scheduler};
 
 use crate::inprocess::{events, open};
+use crate::support::plugin_path;
 
 /// Daily external events; their monthly aggregate computed incrementally
 /// (`t.mart/Inc`) and in full (`t.mart/Full`); the same incremental
@@ -84,10 +85,6 @@ const AGGREGATES: &str = "n=count(*),s=sum(v),lo=min(v),hi=max(v)";
 const INC: &str = "t.mart/Inc/2015/01";
 const FULL: &str = "t.mart/Full/2015/01";
 
-fn plugin(name: &str) -> String {
-    Path::new(trellis::bundled::PLUGINS_DIR).join(format!("{name}.wasm")).display().to_string()
-}
-
 /// A project in a temp dir, with a clock of its own for the files it
 /// writes: every write gets a later modification time, set rather than
 /// left to the file system's coarse clock.
@@ -109,10 +106,10 @@ impl Lab {
     /// or more `fields` (another schema).
     fn catalog_with(&self, aggregates: &str, fields: &str) -> Arc<Catalog> {
         let text = PROJECT
-            .replace("INC", &plugin("csv_aggregate_incremental"))
-            .replace("FULL", &plugin("csv_aggregate"))
-            .replace("LEGACY", &plugin("fixture_legacy_v1"))
-            .replace("OFFSETS", &plugin("fixture_line_offsets"))
+            .replace("INC", &plugin_path("csv_aggregate_incremental").display().to_string())
+            .replace("FULL", &plugin_path("csv_aggregate").display().to_string())
+            .replace("LEGACY", &plugin_path("fixture_legacy_v1").display().to_string())
+            .replace("OFFSETS", &plugin_path("fixture_line_offsets").display().to_string())
             .replace("AGGREGATES", aggregates)
             .replace("FIELDS", fields);
         Arc::new(trellis::catalog::parse(&text, self.dir.path()).unwrap_or_else(|e| panic!("a valid project: {e}")))
@@ -380,7 +377,7 @@ async fn a_plugin_built_against_1_0_runs_beside_an_incremental_one_and_is_rebuil
     lab.deliver(1, "a.csv", &[("x", 100)]);
     lab.deliver(2, "a.csv", &[("x", 100)]);
     let catalog = lab.catalog();
-    let plugins = trellis::plugins::Plugins::load(crate::inprocess::runtime(), &catalog).await;
+    let plugins = trellis::plugins::Plugins::load(crate::support::runtime(), &catalog).await;
     let warning = plugins.warnings.iter().map(|w| w.message.as_str()).find(|w| w.contains("t.mart/Legacy"));
     assert_eq!(
         warning,

@@ -3,7 +3,6 @@
 //! the library, and waits on the metastore's commits rather than on time.
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use std::sync::Arc;
@@ -11,27 +10,13 @@ use std::sync::Arc;
 use trellis::catalog::Catalog;
 use trellis::metastore::{LoggedEvent, Metastore, RunRecord};
 use trellis::plugins::Plugins;
-use trellis::runtime::{Runtime, RuntimeOptions};
 use trellis::scheduler::Scheduler;
+
+use crate::support::{plugin_path, runtime};
 
 /// How long a wait on the scheduler may take before the test fails rather
 /// than hangs. It bounds a wait; it never decides its outcome.
 const LIMIT: Duration = Duration::from_secs(120);
-
-/// One runtime for the in-process tests: each plugin is compiled once per
-/// process, as in a server. Its epoch ticker is a thread, so it outlives
-/// each test's tokio runtime.
-pub fn runtime() -> &'static Runtime {
-    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| Runtime::new(RuntimeOptions::default()).expect("the runtime starts"))
-}
-
-/// A built plugin's file, by crate name with underscores.
-fn plugin(name: &str) -> PathBuf {
-    let path = Path::new(trellis::bundled::PLUGINS_DIR).join(format!("{name}.wasm"));
-    assert!(path.exists(), "{} was not built", path.display());
-    path
-}
 
 /// The project: daily external data `t.raw/In`; `t.mart/Daily` from it
 /// (configuration `label`, which is its version checksum's only variable);
@@ -128,8 +113,8 @@ impl Project {
     /// The catalog with `more` (coordinators, say) after the project's text.
     pub fn catalog_with(&self, label: &str, more: &str) -> Arc<Catalog> {
         let text = format!("{PROJECT}\n{more}")
-            .replace("TRIVIAL", &plugin("trivial").display().to_string())
-            .replace("PANIC", &plugin("hostile_panic").display().to_string())
+            .replace("TRIVIAL", &plugin_path("trivial").display().to_string())
+            .replace("PANIC", &plugin_path("hostile_panic").display().to_string())
             .replace("LABEL", label);
         Arc::new(trellis::catalog::parse(&text, self.root()).unwrap_or_else(|e| panic!("the project is valid: {e}")))
     }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use trellis::metastore::Metastore;
 
-use crate::support::{Daily, run, run_within, trellis};
+use crate::support::{Daily, eventually_blocking, run, run_within, trellis};
 
 /// Days of external input; each feeds one output view.
 pub(crate) const DAYS: usize = 4;
@@ -516,15 +516,6 @@ fn nice_of_threads(name: &str) -> Vec<i64> {
     nice
 }
 
-/// Waits (a timeout only turns a hang into a failure) until `done` holds.
-fn eventually(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !done() {
-        assert!(Instant::now() < deadline, "waited a minute for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_drain_moves_listeners_from_nice_19_to_the_callers_priority() {
     // While scheduling may need the CPU, a listener runs at nice 19; the
@@ -539,9 +530,9 @@ async fn the_drain_moves_listeners_from_nice_19_to_the_callers_priority() {
     let summary = scheduler.materialize(&pattern(DAYS), trellis::scheduler::Mode::Default).await.unwrap();
     assert!(summary.failures.is_empty(), "{summary:?}");
     let thread = "listener prio-moved";
-    eventually("the listener at nice 19", || nice_of_threads(thread) == [19]);
+    eventually_blocking("the listener at nice 19", || nice_of_threads(thread) == [19]);
     // The gate holds it at its first event: every other one is still to come.
-    eventually("the listener held at its first event", || {
+    eventually_blocking("the listener held at its first event", || {
         received(&dir, "prio-moved") == [Received::Start, Received::Event(1)]
     });
     let total = log_of(&scheduler).len() as u64;
@@ -564,7 +555,7 @@ async fn the_drain_moves_listeners_from_nice_19_to_the_callers_priority() {
     };
     assert!(behind.is_empty(), "{behind:?}");
     // The thread it left ends; it went on on the new one.
-    eventually("the listener on one thread at the caller's priority", || nice_of_threads(thread) == [caller]);
+    eventually_blocking("the listener on one thread at the caller's priority", || nice_of_threads(thread) == [caller]);
     let lags = listeners.close(&catalog).await.unwrap();
     let moved = lags.iter().find(|lag| lag.name == "prio-moved").unwrap();
     assert_eq!((moved.behind, moved.restarts), (0, 0), "{moved:?}");

@@ -160,6 +160,7 @@ mod sandbox;
 mod scenarios;
 mod scheduler;
 mod schemathesis;
+mod served;
 mod server;
 mod spark;
 mod storage;

@@ -41,7 +41,7 @@ impl Shape {
 
     /// The project, with `labels[t]` as transformed type t's configuration.
     fn project(&self, labels: &[u32]) -> String {
-        let trivial = Path::new(trellis::bundled::PLUGINS_DIR).join("trivial.wasm");
+        let trivial = crate::support::plugin_path("trivial");
         let time = "time = { frequency = \"1d\", initial = \"2015-01-01\" }";
         let mut text = format!("[plugins]\ntrivial = \"{}\"\n", trivial.display());
         for index in 0..self.externals {

@@ -5,9 +5,8 @@
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
-use crate::support::{Run, Server, demo, gated_project, run, trellis};
+use crate::support::{Run, Server, demo, eventually_blocking, gated_project, ok, run, trellis};
 
 const PATTERN: &str = "shop.datamart/MonthlyTotal/2015/05";
 const DAILY: &str = "shop.datamart/DailySales/SHOP10/2015/05/01";
@@ -40,20 +39,6 @@ fn shell(command: &mut Command, lines: &str) -> Run {
         .expect("trellis shell starts");
     child.stdin.take().unwrap().write_all(lines.as_bytes()).unwrap();
     Run::from(child.wait_with_output().unwrap())
-}
-
-/// Polls `probe` until it holds, for at most 30 s.
-fn eventually(what: &str, mut probe: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !probe() {
-        assert!(Instant::now() < deadline, "{what}: not after 30 s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn ok(result: Run, what: &str) -> String {
-    assert_eq!(result.code, 0, "{what}: {}{}", result.stdout, result.stderr);
-    result.stdout
 }
 
 #[test]
@@ -106,12 +91,12 @@ fn remote_commands_print_what_embedded_commands_print() {
             server.url
         )
     );
-    eventually("the accepted run ends", || {
+    eventually_blocking("the accepted run ends", || {
         let detail: serde_json::Value =
             serde_json::from_str(&ok(remote(&server, &["runs", &run_id, "--json"]), "runs ID")).unwrap();
         !detail["run"]["termination"].is_null()
     });
-    eventually("listeners catch up", || {
+    eventually_blocking("listeners catch up", || {
         let listeners: serde_json::Value =
             serde_json::from_str(&ok(remote(&server, &["listeners", "--json"]), "listeners")).unwrap();
         listeners.as_array().unwrap().iter().all(|listener| listener["behind"] == 0)
@@ -265,7 +250,7 @@ fn a_remote_run_is_followed_queued_behind_refused_and_stopped() {
         .spawn()
         .unwrap();
     let mut running = Vec::new();
-    eventually("two transformations in flight", || {
+    eventually_blocking("two transformations in flight", || {
         let now: serde_json::Value =
             serde_json::from_str(&ok(remote(&server, &["transformations", "--json"]), "transformations")).unwrap();
         running = now["running"].as_array().unwrap().iter().map(|r| r["view"].as_str().unwrap().to_string()).collect();

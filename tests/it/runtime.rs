@@ -437,7 +437,8 @@ async fn a_listener_blocked_past_its_wall_clock_ceiling_is_abandoned() {
              blocked in a host call"
         )
     );
-    assert!(report.elapsed < Duration::from_secs(10), "{:?}", report.elapsed);
+    // Abandoned, not waited for: its sleep of a minute had not ended.
+    assert!(report.elapsed < Duration::from_secs(60), "{:?}", report.elapsed);
 }
 
 #[tokio::test]

@@ -23,15 +23,22 @@ fn with_deadline(plugin: trellis::runtime::Plugin, deadline: Duration) -> trelli
 #[tokio::test]
 async fn an_infinite_loop_is_stopped_at_its_deadline() {
     let spin = with_deadline(load("hostile_spin").await, Duration::from_secs(1));
-    let out = tempfile::tempdir().unwrap();
+    // A second loop, with a deadline three seconds later: the first is
+    // stopped at its own deadline, so while the second still runs.
+    let later = with_deadline(load("hostile_spin").await, Duration::from_secs(4));
+    let (out, later_out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let later_request = request(&[], later_out.path(), &[]);
+    let later_spinning = tokio::spawn(async move { later.transform(&later_request).await.unwrap() });
     let started = Instant::now();
     let report = spin.transform(&request(&[], out.path(), &[])).await.unwrap();
     let elapsed = started.elapsed();
+    assert!(!later_spinning.is_finished(), "the loop with the later deadline was stopped first");
+    later_spinning.abort();
     let failure = report.result.unwrap_err();
     assert_eq!(failure.kind, FailureKind::Timeout);
     assert_eq!(failure.message, "deadline of 1s exceeded");
     assert!(failure.is_retryable());
-    assert!(elapsed >= Duration::from_secs(1) && elapsed < Duration::from_secs(2), "stopped after {elapsed:?}");
+    assert!(elapsed >= Duration::from_secs(1), "stopped after {elapsed:?}, before its deadline");
     assert_host_still_serves().await;
 }
 
@@ -45,10 +52,9 @@ async fn a_spinning_guest_does_not_stall_other_calls_on_the_same_thread() {
     let spin_request = request(&[], spin_out.path(), &[]);
     let spinning = tokio::spawn(async move { spin.transform(&spin_request).await.unwrap() });
     tokio::task::yield_now().await;
-    let started = Instant::now();
     let report = trivial.transform(&request(&[], trivial_out.path(), &[])).await.unwrap();
     assert!(report.result.is_ok());
-    assert!(started.elapsed() < Duration::from_secs(1), "trivial call waited {:?}", started.elapsed());
+    assert!(!spinning.is_finished(), "the trivial call finished only once the spinning guest was stopped");
     assert_eq!(spinning.await.unwrap().result.unwrap_err().kind, FailureKind::Timeout);
 }
 
@@ -57,14 +63,13 @@ async fn a_memory_bomb_fails_at_the_cap() {
     let bomb = load("hostile_memory_bomb").await;
     let bomb = bomb.with_limits(Limits { memory: 64 << 20, ..bomb.limits() });
     let out = tempfile::tempdir().unwrap();
-    let started = Instant::now();
     let report = bomb.transform(&request(&[], out.path(), &[])).await.unwrap();
     let failure = report.result.unwrap_err();
     assert_eq!(failure.kind, FailureKind::MemoryExhausted);
     assert!(failure.message.starts_with("memory cap of 64 MiB exceeded (asked for "), "{}", failure.message);
     assert!(report.peak_memory <= 64 << 20, "peak {} bytes", report.peak_memory);
+    // Stopped at the cap, not at its deadline: that would be a timeout.
     assert!(report.peak_memory >= 32 << 20, "the bomb only reached {} bytes", report.peak_memory);
-    assert!(started.elapsed() < Duration::from_secs(5));
     assert_host_still_serves().await;
 }
 
@@ -221,17 +226,15 @@ async fn fill(mode: &str, limit: OutputLimit) -> (trellis::runtime::CallReport<T
 #[tokio::test]
 async fn a_plugin_filling_the_disk_is_stopped_soon_after_its_output_cap() {
     const MIB: u64 = 1 << 20;
-    let started = Instant::now();
     let (report, out) = fill("bytes", OutputLimit { bytes: 8 * MIB, entries: 1000 }).await;
-    let elapsed = started.elapsed();
     let failure = report.result.unwrap_err();
     assert_eq!(failure.kind, FailureKind::OutputTooLarge);
     assert!(!failure.is_retryable(), "it would fill the disk again");
     assert!(failure.message.starts_with("the output grew past its cap of 8.0 MiB ("), "{}", failure.message);
-    // Stopped while it ran, long before its deadline of a minute, with
-    // what it wrote between two measurements as the overshoot (1-16 MiB
-    // in BENCHMARKS.md; the bound leaves room for a busy machine).
-    assert!(elapsed < Duration::from_secs(10), "stopped after {elapsed:?}");
+    // Stopped while it ran (it never returns: at its deadline of a minute
+    // it would have been a timeout), with what it wrote between two
+    // measurements as the overshoot (1-16 MiB in BENCHMARKS.md; the bound
+    // leaves room for a busy machine).
     let (bytes, _) = output_size(out.path());
     assert!(bytes > 8 * MIB && bytes < 8 * MIB + 256 * MIB, "{} MiB written", bytes / MIB);
     assert_host_still_serves().await;
@@ -239,7 +242,6 @@ async fn a_plugin_filling_the_disk_is_stopped_soon_after_its_output_cap() {
 
 #[tokio::test]
 async fn a_plugin_creating_files_without_end_is_stopped_at_its_entry_cap() {
-    let started = Instant::now();
     let (report, out) = fill("entries", OutputLimit { bytes: 1 << 30, entries: 2000 }).await;
     let failure = report.result.unwrap_err();
     assert_eq!(failure.kind, FailureKind::OutputTooLarge);
@@ -248,7 +250,7 @@ async fn a_plugin_creating_files_without_end_is_stopped_at_its_entry_cap() {
         "{}",
         failure.message
     );
-    assert!(started.elapsed() < Duration::from_secs(10), "stopped after {:?}", started.elapsed());
+    // Stopped while it ran: at its deadline it would have been a timeout.
     let (_, entries) = output_size(out.path());
     assert!(entries > 2000 && entries < 2000 + 20_000, "{entries} entries");
 }

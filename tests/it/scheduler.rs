@@ -12,6 +12,7 @@ use trellis::model::{FlowStatus, Termination, ViewState};
 use trellis::scheduler::{Error, Handle, Mode, RunSummary, Scheduler, Service, Stopping};
 
 use crate::inprocess::{Project, SUMMARY, clock_past, events, finished, logged, open};
+use crate::support::plugin_path;
 
 const DAYS: [&str; 3] = ["2015/01/01", "2015/01/02", "2015/01/03"];
 
@@ -499,7 +500,6 @@ async fn a_transformation_over_its_output_cap_fails_the_view_and_publishes_nothi
     std::fs::create_dir_all(&input).unwrap();
     std::fs::write(input.join("part.csv"), "x\n").unwrap();
     std::fs::write(input.join("_SUCCESS"), "").unwrap();
-    let built = |name: &str| std::path::Path::new(trellis::bundled::PLUGINS_DIR).join(format!("{name}.wasm"));
     // Out is made by `plugin`, with an output cap of 2 MiB of its own.
     let catalog = |plugin: &str| {
         let text = format!(
@@ -524,8 +524,8 @@ transformation = {{ plugin = "{plugin}", output_mib = 2 }}
 [[view.dependency]]
 view = "o.raw/In"
 "#,
-            built("concat").display(),
-            built("hostile_disk_filler").display()
+            plugin_path("concat").display(),
+            plugin_path("hostile_disk_filler").display()
         );
         std::sync::Arc::new(trellis::catalog::parse(&text, dir.path()).unwrap())
     };
@@ -591,7 +591,7 @@ impl Pair {
     }
 
     fn catalog(&self) -> std::sync::Arc<trellis::catalog::Catalog> {
-        let trivial = std::path::Path::new(trellis::bundled::PLUGINS_DIR).join("trivial.wasm");
+        let trivial = plugin_path("trivial");
         let text = format!(
             r#"
 [plugins]
@@ -787,7 +787,7 @@ const NEWEST: &str = "l.mart/Newest";
 
 impl Prices {
     fn catalog(&self, evaluation_time: &str) -> std::sync::Arc<trellis::catalog::Catalog> {
-        let concat = std::path::Path::new(trellis::bundled::PLUGINS_DIR).join("concat.wasm");
+        let concat = plugin_path("concat");
         let text = format!(
             r#"
 [project]

@@ -443,3 +443,39 @@ pub fn flows(detail: &serde_json::Value) -> Vec<(String, String)> {
     flows.sort();
     flows
 }
+
+// Waiting, plugins and results: one spelling of each helper for every test
+// file (issue 40, item 5).
+
+/// How long `eventually` and `eventually_blocking` wait before the test
+/// fails rather than hangs. It bounds a wait; it never decides its outcome.
+const EVENTUALLY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Polls `check` until it gives a value: the test fails rather than hangs,
+/// and the wait decides nothing.
+pub async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + EVENTUALLY;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// Polls `done` on this thread until it holds, as `eventually` does; for
+/// tests without an async runtime, whose probes may start processes.
+pub fn eventually_blocking(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + EVENTUALLY;
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The standard output of a command that must have succeeded.
+pub fn ok(result: Run, what: &str) -> String {
+    assert_eq!(result.code, 0, "{what}: {}{}", result.stdout, result.stderr);
+    result.stdout
+}

@@ -6,7 +6,8 @@ use chrono::{DateTime, Utc};
 use super::instantiate::check_value;
 use super::intern::Mark;
 use super::{Error, Lattice, ViewId};
-use crate::catalog::{Binding, TimeSelection, ViewTypeId};
+use crate::catalog::time::Dataset;
+use crate::catalog::{Binding, Dependency, TimeSelection, ViewTypeId};
 
 /// What dependency resolution may need from outside: the evaluation time
 /// of `latest()` and whether a view's data exists.
@@ -66,115 +67,34 @@ impl Lattice {
     ) -> Result<(), Error> {
         let key = self.views[id.0 as usize];
         let view_type = self.catalog.get(key.view_type);
-        let own_params = &self.params[key.params.0 as usize];
-        let value_of = |name: &str| view_type.parameters.iter().position(|p| p.name == name).map(|i| &*own_params[i]);
         for (origin, dependency) in view_type.dependencies.iter().enumerate() {
             let origin = origin as u16;
             let target = self.catalog.get(dependency.target);
-            // Parameter values: the cartesian product of the bindings.
-            let mut tuples: Vec<Vec<String>> = vec![Vec::new()];
-            for (binding, parameter) in dependency.parameters.iter().zip(&target.parameters) {
-                let rendered: Vec<String> = match binding {
-                    Binding::One(template) => vec![template.render(value_of)],
-                    Binding::Each(templates) => templates.iter().map(|t| t.render(value_of)).collect(),
-                };
-                let mut values = Vec::with_capacity(rendered.len());
-                for value in &rendered {
-                    let value =
-                        check_value(target, &parameter.name, parameter.kind, value).map_err(|e| Error::Dependency {
-                            view: self.url_path(id),
-                            dependency: dependency.name.clone(),
-                            cause: Box::new(e),
-                        })?;
-                    if !values.contains(&value) {
-                        values.push(value);
+            let tuples = self.parameter_tuples(id, dependency)?;
+            let own = view_type.time.as_ref();
+            let Some(mut instances) = fixed_instances(dependency.time, key.instance, own, target.time.as_ref()) else {
+                // future(n, limit) and latest(n): per tuple, the instance found among those with data.
+                for params in &tuples {
+                    let exists = |instance: i64| {
+                        let view = ResolvedView { view_type: target.id, params, instance };
+                        (resolution.exists)(self, &view)
+                    };
+                    match searched_instance(
+                        dependency.time,
+                        key.instance,
+                        own,
+                        target.time.as_ref(),
+                        resolution,
+                        exists,
+                    ) {
+                        Some(instance) => out.push((origin, target.id, params.clone(), instance)),
+                        // Seed 002: Oozie waits for it; here it is missing
+                        // data, as an instance without its done flag is.
+                        None => unsatisfied.push(origin),
                     }
                 }
-                tuples = tuples
-                    .into_iter()
-                    .flat_map(|tuple| {
-                        values.iter().map(move |value| {
-                            let mut tuple = tuple.clone();
-                            tuple.push(value.clone());
-                            tuple
-                        })
-                    })
-                    .collect();
-            }
-            // Time instances.
-            let instances: Vec<i64> = match (dependency.time, &view_type.time, &target.time) {
-                (TimeSelection::Timeless, _, _) | (_, _, None) => vec![0],
-                (TimeSelection::Current { from, to }, Some(own), Some(theirs)) => {
-                    let nominal = own.instance(key.instance).expect("a lattice view is an instance");
-                    (from..=to).filter_map(|n| theirs.current_index(nominal, n)).collect()
-                }
-                (TimeSelection::All, Some(own), Some(theirs)) => {
-                    let start = own.instance(key.instance).expect("a lattice view is an instance");
-                    let end = own.instance(key.instance + 1).unwrap_or(start);
-                    theirs.indices_within(start, end).collect()
-                }
-                (TimeSelection::Offset { from, to, unit }, Some(own), Some(theirs)) => {
-                    let nominal = own.instance(key.instance).expect("a lattice view is an instance");
-                    // Instances before the initial one do not exist; a range that starts there begins at it.
-                    match theirs.offset_index(nominal, to, unit) {
-                        Some(last) => (theirs.offset_index(nominal, from, unit).unwrap_or(0)..=last).collect(),
-                        None => Vec::new(),
-                    }
-                }
-                (TimeSelection::Absolute { from, to }, Some(own), Some(theirs)) => {
-                    let nominal = own.instance(key.instance).expect("a lattice view is an instance");
-                    match (theirs.index_at_or_before(from), theirs.current_index(nominal, to)) {
-                        (Some(first), Some(last)) => (first..=last).collect(),
-                        _ => Vec::new(),
-                    }
-                }
-                (
-                    TimeSelection::Current { .. }
-                    | TimeSelection::All
-                    | TimeSelection::Offset { .. }
-                    | TimeSelection::Absolute { .. }
-                    | TimeSelection::Future { .. },
-                    None,
-                    Some(_),
-                ) => Vec::new(),
-                (TimeSelection::Future { n, limit }, Some(own), Some(theirs)) => {
-                    let nominal = own.instance(key.instance).expect("a lattice view is an instance");
-                    for params in &tuples {
-                        let exists = |instance: i64| {
-                            let view = ResolvedView { view_type: target.id, params, instance };
-                            (resolution.exists)(self, &view)
-                        };
-                        // The n-th instance with data among the next `limit`; like latest(n), Oozie waits
-                        // for it when there are not enough yet.
-                        let found = theirs
-                            .future_indices(nominal, limit)
-                            .take_while(|&k| theirs.instance(k).is_some())
-                            .filter(|&k| exists(k))
-                            .nth(n as usize);
-                        match found {
-                            Some(instance) => out.push((origin, target.id, params.clone(), instance)),
-                            None => unsatisfied.push(origin),
-                        }
-                    }
-                    continue;
-                }
-                (TimeSelection::Latest(n), _, Some(theirs)) => {
-                    for params in &tuples {
-                        let exists = |instance: i64| {
-                            let view = ResolvedView { view_type: target.id, params, instance };
-                            (resolution.exists)(self, &view)
-                        };
-                        match theirs.latest_index(resolution.evaluation_time, n, exists) {
-                            Some(instance) => out.push((origin, target.id, params.clone(), instance)),
-                            // Seed 002: Oozie waits for it; here it is missing
-                            // data, as an instance without its done flag is.
-                            None => unsatisfied.push(origin),
-                        }
-                    }
-                    continue;
-                }
+                continue;
             };
-            let mut instances = instances;
             instances.dedup();
             for params in &tuples {
                 for &instance in &instances {
@@ -183,6 +103,120 @@ impl Lattice {
             }
         }
         Ok(())
+    }
+
+    /// The target's parameter values `dependency` gives view `id`: the
+    /// cartesian product of its bindings, each value checked.
+    fn parameter_tuples(&self, id: ViewId, dependency: &Dependency) -> Result<Vec<Vec<String>>, Error> {
+        let key = self.views[id.0 as usize];
+        let view_type = self.catalog.get(key.view_type);
+        let target = self.catalog.get(dependency.target);
+        let own_params = &self.params[key.params.0 as usize];
+        let value_of = |name: &str| view_type.parameters.iter().position(|p| p.name == name).map(|i| &*own_params[i]);
+        let mut tuples: Vec<Vec<String>> = vec![Vec::new()];
+        for (binding, parameter) in dependency.parameters.iter().zip(&target.parameters) {
+            let rendered: Vec<String> = match binding {
+                Binding::One(template) => vec![template.render(value_of)],
+                Binding::Each(templates) => templates.iter().map(|t| t.render(value_of)).collect(),
+            };
+            let mut values = Vec::with_capacity(rendered.len());
+            for value in &rendered {
+                let value =
+                    check_value(target, &parameter.name, parameter.kind, value).map_err(|e| Error::Dependency {
+                        view: self.url_path(id),
+                        dependency: dependency.name.clone(),
+                        cause: Box::new(e),
+                    })?;
+                if !values.contains(&value) {
+                    values.push(value);
+                }
+            }
+            tuples = tuples
+                .into_iter()
+                .flat_map(|tuple| {
+                    values.iter().map(move |value| {
+                        let mut tuple = tuple.clone();
+                        tuple.push(value.clone());
+                        tuple
+                    })
+                })
+                .collect();
+        }
+        Ok(tuples)
+    }
+}
+
+/// The target's instances a selection names for the dependent's instance
+/// `instance`, whatever data exists; none for `future(n, limit)` and
+/// `latest(n)`, which look for data (see `searched_instance`).
+fn fixed_instances(
+    selection: TimeSelection,
+    instance: i64,
+    own: Option<&Dataset>,
+    theirs: Option<&Dataset>,
+) -> Option<Vec<i64>> {
+    let nominal = || own.and_then(|own| own.instance(instance)).expect("a lattice view is an instance");
+    Some(match (selection, own, theirs) {
+        (TimeSelection::Timeless, _, _) | (_, _, None) => vec![0],
+        (TimeSelection::Current { from, to }, Some(_), Some(theirs)) => {
+            (from..=to).filter_map(|n| theirs.current_index(nominal(), n)).collect()
+        }
+        (TimeSelection::All, Some(own), Some(theirs)) => {
+            let start = nominal();
+            let end = own.instance(instance + 1).unwrap_or(start);
+            theirs.indices_within(start, end).collect()
+        }
+        (TimeSelection::Offset { from, to, unit }, Some(_), Some(theirs)) => {
+            let nominal = nominal();
+            // Instances before the initial one do not exist; a range that starts there begins at it.
+            match theirs.offset_index(nominal, to, unit) {
+                Some(last) => (theirs.offset_index(nominal, from, unit).unwrap_or(0)..=last).collect(),
+                None => Vec::new(),
+            }
+        }
+        (TimeSelection::Absolute { from, to }, Some(_), Some(theirs)) => {
+            match (theirs.index_at_or_before(from), theirs.current_index(nominal(), to)) {
+                (Some(first), Some(last)) => (first..=last).collect(),
+                _ => Vec::new(),
+            }
+        }
+        (
+            TimeSelection::Current { .. }
+            | TimeSelection::All
+            | TimeSelection::Offset { .. }
+            | TimeSelection::Absolute { .. }
+            | TimeSelection::Future { .. },
+            None,
+            Some(_),
+        ) => Vec::new(),
+        (TimeSelection::Future { .. }, Some(_), Some(_)) | (TimeSelection::Latest(_), _, Some(_)) => return None,
+    })
+}
+
+/// The one instance `future(n, limit)` or `latest(n)` finds among those
+/// with data (`exists`), if there is one; never called for the selections
+/// `fixed_instances` answers.
+fn searched_instance(
+    selection: TimeSelection,
+    instance: i64,
+    own: Option<&Dataset>,
+    theirs: Option<&Dataset>,
+    resolution: &Resolution<'_>,
+    exists: impl Fn(i64) -> bool,
+) -> Option<i64> {
+    match (selection, own, theirs) {
+        (TimeSelection::Future { n, limit }, Some(own), Some(theirs)) => {
+            let nominal = own.instance(instance).expect("a lattice view is an instance");
+            // The n-th instance with data among the next `limit`; like latest(n), Oozie waits
+            // for it when there are not enough yet.
+            theirs
+                .future_indices(nominal, limit)
+                .take_while(|&k| theirs.instance(k).is_some())
+                .filter(|&k| exists(k))
+                .nth(n as usize)
+        }
+        (TimeSelection::Latest(n), _, Some(theirs)) => theirs.latest_index(resolution.evaluation_time, n, exists),
+        _ => None,
     }
 }
 

@@ -228,21 +228,10 @@ impl Supervisor {
     async fn supervise(&mut self, instance: Option<Instance>) -> Result<Option<Instance>, Error> {
         let mut instance = match instance {
             Some(instance) => instance,
-            None => {
-                if let Some(reason) = &self.record.disabled {
-                    tracing::warn!(listener = %self.name, "listener is disabled ({reason}); `trellis listeners enable {}` re-enables it", self.name);
-                    return Ok(None);
-                }
-                let Some(started) = self.unless_shut_down(self.start_instance()).await else { return Ok(None) };
-                match started {
-                    Ok(instance) => instance,
-                    Err(reason) => {
-                        tracing::warn!(listener = %self.name, "listener skipped: {reason}");
-                        self.record.unavailable = Some(reason);
-                        return Ok(None);
-                    }
-                }
-            }
+            None => match self.first_instance().await {
+                Some(instance) => instance,
+                None => return Ok(None),
+            },
         };
         self.record.unavailable = None;
         let mut appended = self.store.subscribe();
@@ -268,60 +257,92 @@ impl Supervisor {
             };
             // The log's cap removed events this listener had not received:
             // it is told which, then goes on.
-            if first.sequence > self.record.cursor {
-                let gap = ListenerEvent::Gap { first_sequence: self.record.cursor, last_sequence: first.sequence - 1 };
-                let Some(delivered) = self.unless_shut_down(instance.deliver(&gap)).await else { return Ok(None) };
-                self.record.cursor = first.sequence;
-                match delivered {
-                    Ok(()) => self.record.delivered += 1,
-                    // A gap has nothing to replay: whatever the failure, it is dropped.
-                    Err(failure) => {
-                        let failure = ListenerFailure { retryable: false, ..failure };
-                        if !self.recover(&mut instance, failure, None).await? {
-                            return Ok(None);
-                        }
-                    }
-                }
+            if first.sequence > self.record.cursor && !self.deliver_gap(&mut instance, first.sequence).await? {
+                return Ok(None);
             }
-            for event in &events {
-                // A shutdown or a handoff takes effect after the event
-                // being delivered, not after the page.
-                if *self.shutdown.borrow() || self.parking() {
-                    break;
-                }
-                let delivering = listener_event(event);
-                let Some(delivered) = self.unless_shut_down(instance.deliver(&delivering)).await else {
-                    return Ok(None);
-                };
-                match delivered {
-                    Ok(()) => {
-                        self.record.delivered += 1;
-                        self.record.cursor = event.sequence + 1;
-                        self.failures_in_row = 0;
-                        // A slow listener stores its cursor as it goes, so
-                        // that a crash repeats little.
-                        if self.last_checkpoint.elapsed() >= CHECKPOINT_EVERY {
-                            self.checkpoint()?;
-                        }
-                    }
-                    Err(failure) => {
-                        // Fatal: the event is dropped. Retryable: the cursor
-                        // stays on it until the replay, which sends it again,
-                        // went through; a crash before then delivers it anew.
-                        let retryable = failure.retryable;
-                        if !retryable {
-                            self.record.cursor = event.sequence + 1;
-                        }
-                        if !self.recover(&mut instance, failure, retryable.then_some(event.sequence)).await? {
-                            return Ok(None);
-                        }
-                        self.record.cursor = event.sequence + 1;
-                        break;
-                    }
-                }
+            if !self.deliver_page(&mut instance, &events).await? {
+                return Ok(None);
             }
             self.checkpoint()?;
         }
+    }
+
+    /// A new instance of the listener, unless it is disabled, cannot be
+    /// started (recorded as unavailable), or the listeners shut down first.
+    async fn first_instance(&mut self) -> Option<Instance> {
+        if let Some(reason) = &self.record.disabled {
+            tracing::warn!(listener = %self.name, "listener is disabled ({reason}); `trellis listeners enable {}` re-enables it", self.name);
+            return None;
+        }
+        let started = self.unless_shut_down(self.start_instance()).await?;
+        match started {
+            Ok(instance) => Some(instance),
+            Err(reason) => {
+                tracing::warn!(listener = %self.name, "listener skipped: {reason}");
+                self.record.unavailable = Some(reason);
+                None
+            }
+        }
+    }
+
+    /// Tells the listener that the events from its cursor to `next - 1` are
+    /// gone; whether it goes on (false: shut down or given up).
+    async fn deliver_gap(&mut self, instance: &mut Instance, next: u64) -> Result<bool, Error> {
+        let gap = ListenerEvent::Gap { first_sequence: self.record.cursor, last_sequence: next - 1 };
+        let Some(delivered) = self.unless_shut_down(instance.deliver(&gap)).await else { return Ok(false) };
+        self.record.cursor = next;
+        match delivered {
+            Ok(()) => self.record.delivered += 1,
+            // A gap has nothing to replay: whatever the failure, it is dropped.
+            Err(failure) => {
+                let failure = ListenerFailure { retryable: false, ..failure };
+                return self.recover(instance, failure, None).await;
+            }
+        }
+        Ok(true)
+    }
+
+    /// Delivers a page of events in order, up to the first failure (then
+    /// recovered from); whether it goes on (false: shut down or given up).
+    async fn deliver_page(&mut self, instance: &mut Instance, events: &[LoggedEvent]) -> Result<bool, Error> {
+        for event in events {
+            // A shutdown or a handoff takes effect after the event
+            // being delivered, not after the page.
+            if *self.shutdown.borrow() || self.parking() {
+                break;
+            }
+            let delivering = listener_event(event);
+            let Some(delivered) = self.unless_shut_down(instance.deliver(&delivering)).await else {
+                return Ok(false);
+            };
+            match delivered {
+                Ok(()) => {
+                    self.record.delivered += 1;
+                    self.record.cursor = event.sequence + 1;
+                    self.failures_in_row = 0;
+                    // A slow listener stores its cursor as it goes, so
+                    // that a crash repeats little.
+                    if self.last_checkpoint.elapsed() >= CHECKPOINT_EVERY {
+                        self.checkpoint()?;
+                    }
+                }
+                Err(failure) => {
+                    // Fatal: the event is dropped. Retryable: the cursor
+                    // stays on it until the replay, which sends it again,
+                    // went through; a crash before then delivers it anew.
+                    let retryable = failure.retryable;
+                    if !retryable {
+                        self.record.cursor = event.sequence + 1;
+                    }
+                    if !self.recover(instance, failure, retryable.then_some(event.sequence)).await? {
+                        return Ok(false);
+                    }
+                    self.record.cursor = event.sequence + 1;
+                    break;
+                }
+            }
+        }
+        Ok(true)
     }
 
     /// `work` (a delivery or a start), or `None` if the listeners were shut

@@ -315,35 +315,11 @@ pub fn restore(input: impl BufRead, target: &Path) -> Result<u64, Error> {
 /// Reads the backup's lines into an empty store.
 fn fill(store: &Metastore, input: impl BufRead) -> Result<u64, Error> {
     let mut lines = input.lines().enumerate();
-    let at = |number: usize, reason: String| Error::Backup(format!("line {}: {reason}", number + 1));
-    match lines.next() {
-        None => return Err(Error::Backup("the backup is empty".into())),
-        Some((number, line)) => {
-            let line = line.map_err(|e| backup_error("reading the backup", e))?;
-            match serde_json::from_str::<Line>(&line) {
-                Ok(Line::Header { format, version, record_format, .. }) => {
-                    if format != BACKUP_FORMAT {
-                        return Err(at(number, format!("`{format}` is not a {BACKUP_FORMAT}")));
-                    }
-                    if version != BACKUP_VERSION || record_format != super::FORMAT {
-                        return Err(at(
-                            number,
-                            format!(
-                                "a backup of version {version} (records of format {record_format}); this trellis reads version {BACKUP_VERSION} (format {})",
-                                super::FORMAT
-                            ),
-                        ));
-                    }
-                }
-                _ => return Err(at(number, format!("not a {BACKUP_FORMAT} header"))),
-            }
-        }
-    }
+    check_header(lines.next())?;
     let mut records = 0u64;
-    let mut pending: Vec<LoggedEvent> = Vec::new();
     let mut batches = Batches::default();
+    let mut events = InOrder::default();
     let mut end = None;
-    let mut last_event: Option<u64> = None;
     let mut next_sequence: Option<(usize, u64)> = None;
     for (number, line) in lines {
         let line = line.map_err(|e| backup_error("reading the backup", e))?;
@@ -357,27 +333,7 @@ fn fill(store: &Metastore, input: impl BufRead) -> Result<u64, Error> {
             Line::View { view, record } => batches.views.insert(view.as_bytes(), encode(&record)),
             Line::Run { record } => batches.runs.insert(record.id.as_bytes(), encode(&record)),
             Line::Flow { run, view, record } => batches.flows.insert(flow_key(&run, &view), encode(&record)),
-            Line::Event { event } => {
-                // Each event once, in order: chunks are keyed by their first
-                // event, so one out of order would overwrite or overlap
-                // another chunk.
-                if let Some(last) = last_event.filter(|last| event.sequence <= *last) {
-                    let reason = if event.sequence == last {
-                        format!("event {last} a second time")
-                    } else {
-                        format!("event {} comes after event {last}", event.sequence)
-                    };
-                    return Err(at(number, format!("{reason}: events must be in order, each once")));
-                }
-                last_event = Some(event.sequence);
-                if pending.last().is_some_and(|last| event.sequence != last.sequence + 1) {
-                    batches.events_chunk(std::mem::take(&mut pending));
-                }
-                pending.push(event);
-                if pending.len() == EVENTS_PER_CHUNK {
-                    batches.events_chunk(std::mem::take(&mut pending));
-                }
-            }
+            Line::Event { event } => events.add(event, &mut batches).map_err(|reason| at(number, reason))?,
             Line::Listener { name, record } => batches.listeners.insert(name.as_bytes(), encode(&record)),
             Line::Coordinator { name, record } => batches.coordinators.insert(name.as_bytes(), encode(&record)),
             Line::Action { record } => {
@@ -409,11 +365,80 @@ fn fill(store: &Metastore, input: impl BufRead) -> Result<u64, Error> {
         }
         Some(_) => {}
     }
-    // The next event must get a number no restored event has, or new
-    // commits would overwrite restored chunks. The line is optional (a
-    // backup may be written by hand or by another tool): then it follows
-    // from the events.
-    batches.next_sequence = match (next_sequence, last_event) {
+    batches.next_sequence = next_sequence_after(next_sequence, events.last)?;
+    batches.events_chunk(events.pending);
+    batches.apply(store)?;
+    Ok(records)
+}
+
+/// A problem on line `number` (from 0) of the backup.
+fn at(number: usize, reason: String) -> Error {
+    Error::Backup(format!("line {}: {reason}", number + 1))
+}
+
+/// The first line is a header of this backup format, version and record format.
+fn check_header(first: Option<(usize, std::io::Result<String>)>) -> Result<(), Error> {
+    let Some((number, line)) = first else {
+        return Err(Error::Backup("the backup is empty".into()));
+    };
+    let line = line.map_err(|e| backup_error("reading the backup", e))?;
+    match serde_json::from_str::<Line>(&line) {
+        Ok(Line::Header { format, version, record_format, .. }) => {
+            if format != BACKUP_FORMAT {
+                return Err(at(number, format!("`{format}` is not a {BACKUP_FORMAT}")));
+            }
+            if version != BACKUP_VERSION || record_format != super::FORMAT {
+                return Err(at(
+                    number,
+                    format!(
+                        "a backup of version {version} (records of format {record_format}); this trellis reads version {BACKUP_VERSION} (format {})",
+                        super::FORMAT
+                    ),
+                ));
+            }
+            Ok(())
+        }
+        _ => Err(at(number, format!("not a {BACKUP_FORMAT} header"))),
+    }
+}
+
+/// The events read so far: the last one's number, and those not yet in a
+/// chunk.
+#[derive(Default)]
+struct InOrder {
+    last: Option<u64>,
+    pending: Vec<LoggedEvent>,
+}
+
+impl InOrder {
+    /// Each event once, in order: chunks are keyed by their first event, so
+    /// one out of order would overwrite or overlap another chunk.
+    fn add(&mut self, event: LoggedEvent, batches: &mut Batches) -> Result<(), String> {
+        if let Some(last) = self.last.filter(|last| event.sequence <= *last) {
+            let reason = if event.sequence == last {
+                format!("event {last} a second time")
+            } else {
+                format!("event {} comes after event {last}", event.sequence)
+            };
+            return Err(format!("{reason}: events must be in order, each once"));
+        }
+        self.last = Some(event.sequence);
+        if self.pending.last().is_some_and(|last| event.sequence != last.sequence + 1) {
+            batches.events_chunk(std::mem::take(&mut self.pending));
+        }
+        self.pending.push(event);
+        if self.pending.len() == EVENTS_PER_CHUNK {
+            batches.events_chunk(std::mem::take(&mut self.pending));
+        }
+        Ok(())
+    }
+}
+
+/// The next event must get a number no restored event has, or new commits
+/// would overwrite restored chunks. The line is optional (a backup may be
+/// written by hand or by another tool): then it follows from the events.
+fn next_sequence_after(next_sequence: Option<(usize, u64)>, last_event: Option<u64>) -> Result<Option<u64>, Error> {
+    Ok(match (next_sequence, last_event) {
         (Some((number, next)), Some(last)) if next <= last => {
             return Err(at(number, format!("next_sequence {next} is not above the last event restored ({last})")));
         }
@@ -424,10 +449,7 @@ fn fill(store: &Metastore, input: impl BufRead) -> Result<u64, Error> {
             last.checked_add(1)
                 .ok_or_else(|| Error::Backup(format!("event {last} leaves no sequence number for the next")))?,
         ),
-    };
-    batches.events_chunk(pending);
-    batches.apply(store)?;
-    Ok(records)
+    })
 }
 
 /// What a restore writes, per tree.

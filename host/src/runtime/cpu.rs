@@ -107,7 +107,8 @@ mod tests {
             .await;
         let used = meter.used();
         assert!(used >= Duration::from_millis(60), "{used:?}");
-        assert!(used < Duration::from_millis(150), "the sleep was counted: {used:?}");
+        // Less than the sleep alone: had it been counted, at least 260 ms.
+        assert!(used < Duration::from_millis(200), "the sleep was counted: {used:?}");
         meter.reset();
         assert_eq!(meter.used(), Duration::ZERO);
     }

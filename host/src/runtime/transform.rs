@@ -13,6 +13,8 @@ use super::output::{OutputLimit, check_counters, check_output, watch_output};
 use super::plugin::Pre;
 use super::sandbox::{GUEST_OUTPUT, GUEST_PREVIOUS, Grant, Sandbox, check_no_overlap, guest_input};
 use super::{CallReport, Error, Failure, FailureKind, Plugin, World, bindings};
+use bindings::incremental::exports::trellis::plugin::transform_incremental as incremental;
+use bindings::transformation::exports::trellis::plugin::transform as wit;
 
 /// What a transformation produced.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -109,73 +111,15 @@ impl Plugin {
         request: &TransformRequest,
         increment: Option<&Increment>,
     ) -> Result<CallReport<IncrementalOutcome>, Error> {
-        use bindings::incremental::exports::trellis::plugin::transform_incremental as incremental;
-        use bindings::transformation::exports::trellis::plugin::transform as wit;
         let (pre, incremental_pre) = match (&self.inner.pre, increment) {
             (Pre::Transformation(pre, _), None) => (pre, None),
             (Pre::Transformation(pre, Some(incremental_pre)), Some(_)) => (pre, Some(incremental_pre)),
             _ => return Err(self.wrong_world(World::Transformation)),
         };
-        let mut grants: Vec<Grant> = request
-            .inputs
-            .iter()
-            .enumerate()
-            .map(|(index, input)| Grant { host: input.dir.clone(), guest: guest_input(index), writable: false })
-            .collect();
-        grants.push(Grant { host: request.output_dir.clone(), guest: GUEST_OUTPUT.into(), writable: true });
-        if let Some(previous) = increment.and_then(|i| i.previous_output.as_ref()) {
-            grants.push(Grant { host: previous.clone(), guest: GUEST_PREVIOUS.into(), writable: false });
-        }
+        let grants = grants(request, increment);
         check_no_overlap(&grants)?;
-        let wit_request = wit::Request {
-            view: request.view.clone(),
-            parameters: request.parameters.clone(),
-            nominal_time: request.nominal_time,
-            actual_time: request.actual_time,
-            config: request.config.clone(),
-            inputs: request
-                .inputs
-                .iter()
-                .enumerate()
-                .map(|(index, input)| wit::Input {
-                    name: input.name.clone(),
-                    view: input.view.clone(),
-                    path: guest_input(index),
-                    timestamp: input.timestamp,
-                    changed: input.changed,
-                })
-                .collect(),
-            output: GUEST_OUTPUT.into(),
-        };
-        let incremental_request = increment.map(|increment| incremental::Request {
-            view: wit_request.view.clone(),
-            parameters: wit_request.parameters.clone(),
-            nominal_time: wit_request.nominal_time,
-            actual_time: wit_request.actual_time,
-            config: wit_request.config.clone(),
-            inputs: wit_request
-                .inputs
-                .iter()
-                .enumerate()
-                .map(|(index, input)| (input, increment.deltas.get(index).cloned().unwrap_or_default()))
-                .map(|(input, delta)| incremental::Input {
-                    name: input.name.clone(),
-                    view: input.view.clone(),
-                    path: input.path.clone(),
-                    timestamp: input.timestamp,
-                    changed: input.changed,
-                    incremental: delta.incremental,
-                    last_commit: delta.last_commit,
-                    new_files: delta.new_files,
-                    changed_files: delta.changed_files,
-                    removed_files: delta.removed_files,
-                })
-                .collect(),
-            output: wit_request.output.clone(),
-            previous_output: increment.previous_output.as_ref().map(|_| GUEST_PREVIOUS.to_string()),
-            full_reason: increment.full_reason.clone(),
-            removed_inputs: increment.removed_inputs.clone(),
-        });
+        let wit_request = guest_request(request);
+        let incremental_request = increment.map(|increment| incremental_request(&wit_request, increment));
 
         let mut store = self.store(&grants, false).await?;
         let call = async |store: &mut Store<Sandbox>| {
@@ -189,18 +133,7 @@ impl Plugin {
                             .call_run(&mut *store, incremental_request)
                             .await
                             .map_err(Phase::Call)?;
-                        Ok(returned
-                            .map(|done| {
-                                let outcome = match done.outcome {
-                                    incremental::Outcome::Data(counters) => wit::Outcome::Data(counters),
-                                    incremental::Outcome::NoData => wit::Outcome::NoData,
-                                };
-                                (outcome, done.commits)
-                            })
-                            .map_err(|failure| match failure {
-                                incremental::Failure::Retryable(message) => wit::Failure::Retryable(message),
-                                incremental::Failure::Fatal(message) => wit::Failure::Fatal(message),
-                            }))
+                        Ok(from_incremental(returned))
                     }
                     _ => {
                         let instance = pre.instantiate_async(&mut *store).await.map_err(Phase::Instantiate)?;
@@ -218,22 +151,122 @@ impl Plugin {
                 over = watch_output(request.output_dir.clone(), request.output_limit) => Err(Phase::Stopped(over)),
             }
         };
-        let report = run(&mut store, self.limits, call, |returned| match returned {
-            Ok((wit::Outcome::Data(counters), commits)) => {
-                check_counters(&counters)?;
-                check_commits(&commits, request)?;
-                check_output(&request.output_dir, request.output_limit)?;
-                Ok(IncrementalOutcome { outcome: TransformOutcome::Data { counters }, commits })
-            }
-            Ok((wit::Outcome::NoData, commits)) => {
-                check_commits(&commits, request)?;
-                Ok(IncrementalOutcome { outcome: TransformOutcome::NoData, commits })
-            }
-            Err(wit::Failure::Retryable(message)) => Err(Failure::new(FailureKind::Retryable, message)),
-            Err(wit::Failure::Fatal(message)) => Err(Failure::new(FailureKind::Fatal, message)),
-        });
+        let report = run(&mut store, self.limits, call, |returned| judge(returned, request));
         Ok(report.await)
     }
+}
+
+/// What the guest's returned value means once the output has been checked.
+fn judge(
+    returned: Result<(wit::Outcome, Vec<(String, String)>), wit::Failure>,
+    request: &TransformRequest,
+) -> Result<IncrementalOutcome, Failure> {
+    match returned {
+        Ok((wit::Outcome::Data(counters), commits)) => {
+            check_counters(&counters)?;
+            check_commits(&commits, request)?;
+            check_output(&request.output_dir, request.output_limit)?;
+            Ok(IncrementalOutcome { outcome: TransformOutcome::Data { counters }, commits })
+        }
+        Ok((wit::Outcome::NoData, commits)) => {
+            check_commits(&commits, request)?;
+            Ok(IncrementalOutcome { outcome: TransformOutcome::NoData, commits })
+        }
+        Err(wit::Failure::Retryable(message)) => Err(Failure::new(FailureKind::Retryable, message)),
+        Err(wit::Failure::Fatal(message)) => Err(Failure::new(FailureKind::Fatal, message)),
+    }
+}
+
+/// The call's directories: each input read-only, the output read-write,
+/// and on an incremental run the previous output read-only.
+fn grants(request: &TransformRequest, increment: Option<&Increment>) -> Vec<Grant> {
+    let mut grants: Vec<Grant> = request
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(index, input)| Grant { host: input.dir.clone(), guest: guest_input(index), writable: false })
+        .collect();
+    grants.push(Grant { host: request.output_dir.clone(), guest: GUEST_OUTPUT.into(), writable: true });
+    if let Some(previous) = increment.and_then(|i| i.previous_output.as_ref()) {
+        grants.push(Grant { host: previous.clone(), guest: GUEST_PREVIOUS.into(), writable: false });
+    }
+    grants
+}
+
+/// The request as the guest sees it: host directories become guest paths.
+fn guest_request(request: &TransformRequest) -> wit::Request {
+    wit::Request {
+        view: request.view.clone(),
+        parameters: request.parameters.clone(),
+        nominal_time: request.nominal_time,
+        actual_time: request.actual_time,
+        config: request.config.clone(),
+        inputs: request
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(index, input)| wit::Input {
+                name: input.name.clone(),
+                view: input.view.clone(),
+                path: guest_input(index),
+                timestamp: input.timestamp,
+                changed: input.changed,
+            })
+            .collect(),
+        output: GUEST_OUTPUT.into(),
+    }
+}
+
+/// The guest's request with what an incremental call adds: per input what
+/// changed, and where the previous output is.
+fn incremental_request(wit_request: &wit::Request, increment: &Increment) -> incremental::Request {
+    incremental::Request {
+        view: wit_request.view.clone(),
+        parameters: wit_request.parameters.clone(),
+        nominal_time: wit_request.nominal_time,
+        actual_time: wit_request.actual_time,
+        config: wit_request.config.clone(),
+        inputs: wit_request
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(index, input)| (input, increment.deltas.get(index).cloned().unwrap_or_default()))
+            .map(|(input, delta)| incremental::Input {
+                name: input.name.clone(),
+                view: input.view.clone(),
+                path: input.path.clone(),
+                timestamp: input.timestamp,
+                changed: input.changed,
+                incremental: delta.incremental,
+                last_commit: delta.last_commit,
+                new_files: delta.new_files,
+                changed_files: delta.changed_files,
+                removed_files: delta.removed_files,
+            })
+            .collect(),
+        output: wit_request.output.clone(),
+        previous_output: increment.previous_output.as_ref().map(|_| GUEST_PREVIOUS.to_string()),
+        full_reason: increment.full_reason.clone(),
+        removed_inputs: increment.removed_inputs.clone(),
+    }
+}
+
+/// An incremental call's result in the plain call's terms, with its commits.
+fn from_incremental(
+    returned: Result<incremental::Success, incremental::Failure>,
+) -> Result<(wit::Outcome, Vec<(String, String)>), wit::Failure> {
+    returned
+        .map(|done| {
+            let outcome = match done.outcome {
+                incremental::Outcome::Data(counters) => wit::Outcome::Data(counters),
+                incremental::Outcome::NoData => wit::Outcome::NoData,
+            };
+            (outcome, done.commits)
+        })
+        .map_err(|failure| match failure {
+            incremental::Failure::Retryable(message) => wit::Failure::Retryable(message),
+            incremental::Failure::Fatal(message) => wit::Failure::Fatal(message),
+        })
 }
 
 /// The longest offset a plugin may commit for one input.

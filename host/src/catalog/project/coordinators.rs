@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::str::FromStr;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
@@ -81,67 +82,15 @@ impl Checker<'_> {
             self.error(text.span().start, format!("coordinator `{name}`: end {end} is not after start {start}"));
         }
         let template = self.views(raw, by_name, start.zip(timezone));
-        // The frequency's own mistakes show even when `start` has some.
-        let frequency = self.value(&raw.frequency, frequency, name, "frequency");
-        let schedule = match (frequency, start, timezone) {
-            (Some(Frequency::Cron(cron)), _, _) => Some(Schedule::Cron(cron)),
-            (Some(Frequency::Every), Some(_), Some(timezone)) => self.value(
-                &raw.frequency,
-                |text| {
-                    Dataset::parse(text, raw.start.get_ref(), Some(timezone.name()))
-                        .map(Schedule::Every)
-                        .map_err(|e| e.to_string())
-                },
-                name,
-                "frequency",
-            ),
-            _ => None,
-        };
-        let timeout = raw.timeout.as_ref().and_then(|text| {
-            let duration = |text: &str| {
-                humantime::parse_duration(text)
-                    .map_err(|e| format!("not a duration (like `90min`, `36h` or `2days`): {e}"))
-            };
-            self.value(text, duration, name, "timeout")
-        });
-        let rescan_interval = match &raw.rescan_interval {
-            None => Some(coordinator::DEFAULT_RESCAN_INTERVAL),
-            Some(text) => {
-                let duration = |text: &str| match humantime::parse_duration(text) {
-                    Ok(d) if d >= coordinator::MIN_RESCAN_INTERVAL => Ok(d),
-                    Ok(_) => Err("is at least 1s (each rescan looks at every waiting input)".to_string()),
-                    Err(e) => Err(format!("not a duration (like `5min` or `30s`): {e}")),
-                };
-                self.value(text, duration, name, "rescan_interval")
-            }
-        };
+        let schedule = self.schedule(raw, name, start, timezone);
+        let (timeout, rescan_interval) = self.intervals(raw, name);
         let concurrency = self.count(&raw.concurrency, 1, name, "concurrency");
         let throttle = self.count(&raw.throttle, DEFAULT_THROTTLE, name, "throttle");
         let execution = match &raw.execution {
             None => Some(Execution::Fifo),
             Some(text) => self.value(text, execution, name, "execution"),
         };
-        // Whether the trigger is `data`; `lookback` is its alone.
-        let data = match &raw.trigger {
-            None => Some(false),
-            Some(text) => self.value(text, data_trigger, name, "trigger"),
-        };
-        let trigger = match (data, &raw.lookback) {
-            (Some(false), Some(lookback)) => {
-                self.error(
-                    lookback.span().start,
-                    format!(
-                        "coordinator `{name}`: lookback is for `trigger = \"data\"`; a time trigger never looks back"
-                    ),
-                );
-                None
-            }
-            (Some(false), None) => Some(Trigger::Time),
-            (Some(true), lookback) => {
-                self.count(lookback, DEFAULT_LOOKBACK, name, "lookback").map(|lookback| Trigger::Data { lookback })
-            }
-            (None, _) => None,
-        };
+        let trigger = self.trigger(raw, name);
         let mode = match &raw.mode {
             None => Some(Mode::Default),
             Some(text) => self.value(text, Mode::from_str, name, "mode"),
@@ -175,6 +124,81 @@ impl Checker<'_> {
             rescan_interval: rescan_interval?,
             line,
         })
+    }
+
+    /// When the coordinator's actions are due: a cron expression, or every
+    /// `frequency` from `start` in `timezone`.
+    fn schedule(
+        &mut self,
+        raw: &RawCoordinator,
+        name: &str,
+        start: Option<DateTime<Utc>>,
+        timezone: Option<Tz>,
+    ) -> Option<Schedule> {
+        // The frequency's own mistakes show even when `start` has some.
+        let frequency = self.value(&raw.frequency, frequency, name, "frequency");
+        match (frequency, start, timezone) {
+            (Some(Frequency::Cron(cron)), _, _) => Some(Schedule::Cron(cron)),
+            (Some(Frequency::Every), Some(_), Some(timezone)) => self.value(
+                &raw.frequency,
+                |text| {
+                    Dataset::parse(text, raw.start.get_ref(), Some(timezone.name()))
+                        .map(Schedule::Every)
+                        .map_err(|e| e.to_string())
+                },
+                name,
+                "frequency",
+            ),
+            _ => None,
+        }
+    }
+
+    /// The optional `timeout` and the `rescan_interval` (or its default).
+    fn intervals(&mut self, raw: &RawCoordinator, name: &str) -> (Option<Duration>, Option<Duration>) {
+        let timeout = raw.timeout.as_ref().and_then(|text| {
+            let duration = |text: &str| {
+                humantime::parse_duration(text)
+                    .map_err(|e| format!("not a duration (like `90min`, `36h` or `2days`): {e}"))
+            };
+            self.value(text, duration, name, "timeout")
+        });
+        let rescan_interval = match &raw.rescan_interval {
+            None => Some(coordinator::DEFAULT_RESCAN_INTERVAL),
+            Some(text) => {
+                let duration = |text: &str| match humantime::parse_duration(text) {
+                    Ok(d) if d >= coordinator::MIN_RESCAN_INTERVAL => Ok(d),
+                    Ok(_) => Err("is at least 1s (each rescan looks at every waiting input)".to_string()),
+                    Err(e) => Err(format!("not a duration (like `5min` or `30s`): {e}")),
+                };
+                self.value(text, duration, name, "rescan_interval")
+            }
+        };
+        (timeout, rescan_interval)
+    }
+
+    /// A time trigger, or a data trigger with its `lookback`.
+    fn trigger(&mut self, raw: &RawCoordinator, name: &str) -> Option<Trigger> {
+        // Whether the trigger is `data`; `lookback` is its alone.
+        let data = match &raw.trigger {
+            None => Some(false),
+            Some(text) => self.value(text, data_trigger, name, "trigger"),
+        };
+        match (data, &raw.lookback) {
+            (Some(false), Some(lookback)) => {
+                self.error(
+                    lookback.span().start,
+                    format!(
+                        "coordinator `{name}`: lookback is for `trigger = \"data\"`; a time trigger never looks back"
+                    ),
+                );
+                None
+            }
+            (Some(false), None) => Some(Trigger::Time),
+            (Some(true), lookback) => {
+                self.count(lookback, DEFAULT_LOOKBACK, name, "lookback").map(|lookback| Trigger::Data { lookback })
+            }
+            (None, _) => None,
+        }
     }
 
     /// Refuses a coordinator that would create more than

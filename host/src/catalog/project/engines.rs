@@ -70,6 +70,14 @@ impl Checker<'_> {
                 spark.python = python.get_ref().clone();
             }
         }
+        self.spark_properties(raw, &mut spark);
+        self.spark_limits(raw, &mut spark);
+        spark
+    }
+
+    /// `engines.spark.conf` (nested tables flattened to dotted keys) and
+    /// `engines.spark.env`, each entry checked.
+    fn spark_properties(&mut self, raw: &RawSpark, spark: &mut SparkSettings) {
         for (key, value) in &raw.conf {
             let mut flat = Vec::new();
             flatten(key, value.get_ref(), &mut flat);
@@ -86,6 +94,10 @@ impl Checker<'_> {
                 Err(message) => self.error(value.span().start, format!("engines.spark.env {message}")),
             }
         }
+    }
+
+    /// How many jobs at once, a driver's memory, and the grace a stopped job gets.
+    fn spark_limits(&mut self, raw: &RawSpark, spark: &mut SparkSettings) {
         if let Some(n) = &raw.concurrency {
             match usize::try_from(*n.get_ref()) {
                 Ok(n) if (1..=MAX_CONCURRENCY).contains(&n) => spark.concurrency = n,
@@ -111,7 +123,6 @@ impl Checker<'_> {
                 Err(e) => self.error(grace.span().start, format!("engines.spark.grace `{}`: {e}", grace.get_ref())),
             }
         }
-        spark
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use toml::Spanned;
 
-use super::raw::{RawListener, RawPluginTable, RawProject, RawSettings, with_suggestion};
+use super::raw::{RawDefaults, RawListener, RawPluginTable, RawProject, RawSettings, with_suggestion};
 use super::{Checker, Diagnostic};
 use crate::catalog::template::is_identifier;
 use crate::catalog::{
@@ -59,39 +59,9 @@ impl Checker<'_> {
             },
             None => None,
         };
-        let drain = match &raw.events.drain {
-            Some(text) => match humantime::parse_duration(text.get_ref()) {
-                Ok(drain) => drain,
-                Err(e) => {
-                    self.error(text.span().start, format!("events.drain `{}`: {e}", text.get_ref()));
-                    return None;
-                }
-            },
-            None => Duration::from_secs(10),
-        };
-        let events = EventSettings {
-            monitor: raw.events.monitor.unwrap_or(true),
-            history: raw.events.history.unwrap_or(10_000),
-            max: raw.events.max.unwrap_or(1_000_000).max(1),
-            drain,
-        };
+        let events = self.event_settings(raw)?;
         let defaults = &raw.defaults;
-        let value = |n: &Option<Spanned<u64>>| n.as_ref().map(|n| *n.get_ref());
-        let output = match output_cap(value(&defaults.output_mib), value(&defaults.output_entries)) {
-            Ok(own) => OutputCap::default().with(own),
-            Err((key, message)) => {
-                let spanned = if key == "output_mib" { &defaults.output_mib } else { &defaults.output_entries };
-                self.error(spanned.as_ref().map_or(0, |n| n.span().start), format!("defaults.{message}"));
-                OutputCap::default()
-            }
-        };
-        let memory_budget_mib = match &defaults.memory_budget_mib {
-            Some(mib) if *mib.get_ref() == 0 => {
-                self.error(mib.span().start, "defaults.memory_budget_mib must be at least 1");
-                None
-            }
-            mib => mib.as_ref().map(|mib| *mib.get_ref()),
-        };
+        let (output, memory_budget_mib) = self.default_caps(defaults);
         let backoff = match &defaults.backoff {
             Some(text) => humantime::parse_duration(text.get_ref()).unwrap_or_else(|e| {
                 self.error(text.span().start, format!("defaults.backoff `{}`: {e}", text.get_ref()));
@@ -134,6 +104,47 @@ impl Checker<'_> {
             });
         }
         Some(settings)
+    }
+
+    /// `[events]`: what the monitor keeps, and how long a shutdown waits for listeners.
+    fn event_settings(&mut self, raw: &RawProject) -> Option<EventSettings> {
+        let drain = match &raw.events.drain {
+            Some(text) => match humantime::parse_duration(text.get_ref()) {
+                Ok(drain) => drain,
+                Err(e) => {
+                    self.error(text.span().start, format!("events.drain `{}`: {e}", text.get_ref()));
+                    return None;
+                }
+            },
+            None => Duration::from_secs(10),
+        };
+        Some(EventSettings {
+            monitor: raw.events.monitor.unwrap_or(true),
+            history: raw.events.history.unwrap_or(10_000),
+            max: raw.events.max.unwrap_or(1_000_000).max(1),
+            drain,
+        })
+    }
+
+    /// The default output cap and the memory budget of `[defaults]`.
+    fn default_caps(&mut self, defaults: &RawDefaults) -> (OutputCap, Option<u64>) {
+        let value = |n: &Option<Spanned<u64>>| n.as_ref().map(|n| *n.get_ref());
+        let output = match output_cap(value(&defaults.output_mib), value(&defaults.output_entries)) {
+            Ok(own) => OutputCap::default().with(own),
+            Err((key, message)) => {
+                let spanned = if key == "output_mib" { &defaults.output_mib } else { &defaults.output_entries };
+                self.error(spanned.as_ref().map_or(0, |n| n.span().start), format!("defaults.{message}"));
+                OutputCap::default()
+            }
+        };
+        let memory_budget_mib = match &defaults.memory_budget_mib {
+            Some(mib) if *mib.get_ref() == 0 => {
+                self.error(mib.span().start, "defaults.memory_budget_mib must be at least 1");
+                None
+            }
+            mib => mib.as_ref().map(|mib| *mib.get_ref()),
+        };
+        (output, memory_budget_mib)
     }
 
     /// The storage root and the metastore are directories: a setting that
@@ -278,29 +289,8 @@ impl Checker<'_> {
                 }),
                 None => Duration::from_millis(100),
             };
-            let mut config = Vec::new();
-            for (key, value) in &listener.config {
-                match value {
-                    toml::Value::String(text) => config.push((key.clone(), text.clone())),
-                    toml::Value::Integer(_) | toml::Value::Float(_) | toml::Value::Boolean(_) => {
-                        config.push((key.clone(), value.to_string()))
-                    }
-                    other => self.error(
-                        at,
-                        format!(
-                            "listener `{name}`: config `{key}` must be a string, number or boolean, not {}",
-                            other.type_str()
-                        ),
-                    ),
-                }
-            }
-            let mut allow_http = Vec::new();
-            for host in &listener.allow_http {
-                match host.get_ref().parse() {
-                    Ok(host) => allow_http.push(host),
-                    Err(reason) => self.error(host.span().start, format!("listener `{name}`: allow_http {reason}")),
-                }
-            }
+            let config = self.listener_config(at, name, &listener.config);
+            let allow_http = self.allow_http(name, &listener.allow_http);
             listeners.push(ListenerDecl {
                 name: name.clone(),
                 plugin: plugin.clone(),
@@ -312,6 +302,38 @@ impl Checker<'_> {
             });
         }
         listeners
+    }
+    /// A listener's config: scalars, as text.
+    fn listener_config(&mut self, at: usize, name: &str, raw: &BTreeMap<String, toml::Value>) -> Vec<(String, String)> {
+        let mut config = Vec::new();
+        for (key, value) in raw {
+            match value {
+                toml::Value::String(text) => config.push((key.clone(), text.clone())),
+                toml::Value::Integer(_) | toml::Value::Float(_) | toml::Value::Boolean(_) => {
+                    config.push((key.clone(), value.to_string()))
+                }
+                other => self.error(
+                    at,
+                    format!(
+                        "listener `{name}`: config `{key}` must be a string, number or boolean, not {}",
+                        other.type_str()
+                    ),
+                ),
+            }
+        }
+        config
+    }
+
+    /// The hosts a listener may reach over plain HTTP.
+    fn allow_http(&mut self, name: &str, raw: &[Spanned<String>]) -> Vec<crate::model::AllowedHost> {
+        let mut allow_http = Vec::new();
+        for host in raw {
+            match host.get_ref().parse() {
+                Ok(host) => allow_http.push(host),
+                Err(reason) => self.error(host.span().start, format!("listener `{name}`: allow_http {reason}")),
+            }
+        }
+        allow_http
     }
 }
 
