@@ -1519,3 +1519,6 @@ async fn run_plugin(
 /// Why a flow is SKIPPED when no failed dependency is: the run was
 /// stopped before its transformation started.
 const STOPPED_BEFORE_START: &str = "the run was stopped before it started";
+
+#[cfg(test)]
+mod tests;
