@@ -118,6 +118,16 @@ impl Metastore {
     }
 }
 
+/// A damaged commit counter, as a torn write leaves it: every commit after
+/// it aborts and writes nothing, for tests of what a failed commit leaves
+/// behind in the layers above.
+#[cfg(test)]
+impl Metastore {
+    pub(crate) fn damage_commit_counter(&self) {
+        self.meta.insert(COMMITS_KEY, b"\x07".as_slice()).expect("writing the damaged counter");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -140,7 +140,7 @@ type Resolved = (Vec<ViewId>, Vec<ViewId>, Vec<String>);
 /// flag, each `latest(n)` that found nothing), and how they read.
 fn missing_of(scheduler: &mut Scheduler, inputs: &[ViewId], unfound: &[String]) -> (usize, Vec<String>) {
     let missing: Vec<ViewId> = inputs.iter().copied().filter(|&id| !scheduler.input_present(id)).collect();
-    let mut texts: Vec<String> = missing.iter().map(|&id| scheduler.slots[id.0 as usize].url.to_string()).collect();
+    let mut texts: Vec<String> = missing.iter().map(|&id| scheduler.views.url(id).to_string()).collect();
     texts.extend(unfound.iter().cloned());
     (texts.len(), texts)
 }

@@ -68,8 +68,8 @@ impl Scheduler {
     pub(super) fn check_engines(&self, addressed: &[ViewId]) -> Result<(), super::Error> {
         let transformations = self.transformations()?;
         let mut needing: Vec<&str> = Vec::new();
-        for id in self.lattice.closure(addressed) {
-            let view_type = self.lattice.view_type(id);
+        for id in self.views.lattice().closure(addressed) {
+            let view_type = self.views.lattice().view_type(id);
             let engine = view_type
                 .transformation
                 .plugin()
@@ -106,14 +106,13 @@ impl Scheduler {
     ) -> (tokio::task::JoinHandle<()>, JobControl) {
         // The attempt is the one its receipt names.
         let attempt: (Arc<str>, u32) = (receipt.run.as_str().into(), receipt.attempt);
-        let view_type = self.lattice.view_type(id);
+        let view_type = self.views.lattice().view_type(id);
         let Transformation::Plugin { plugin: plugin_name, resources, .. } = &view_type.transformation else {
             unreachable!("only a plugin's view starts a job")
         };
-        let own_timestamp = self.slots[id.0 as usize].record.timestamp;
-        let with_data = self.inputs_with_data(id, |dependency| {
-            self.slots[dependency.0 as usize].record.state == ViewState::Materialized
-        });
+        let own_timestamp = self.views.record(id).timestamp;
+        let with_data =
+            self.inputs_with_data(id, |dependency| self.views.record(dependency).state == ViewState::Materialized);
         // Every declared name is a table of the job, with the paths of its
         // views that have data (none: an empty table of its fields).
         let mut sources: Vec<Source> = Vec::new();
@@ -132,8 +131,8 @@ impl Scheduler {
         let mut inputs = Vec::with_capacity(with_data.len());
         let mut paths: HashMap<ViewId, String> = HashMap::new();
         for (dependency, input) in &with_data {
-            let record = &self.slots[dependency.0 as usize].record;
-            let target = self.lattice.view_type(*dependency);
+            let record = &self.views.record(*dependency);
+            let target = self.views.lattice().view_type(*dependency);
             if let Some(source) = sources.iter_mut().find(|s| s.name == input.source) {
                 source.paths.push(input.dir.clone());
             }
@@ -147,16 +146,16 @@ impl Scheduler {
                 changed: record.timestamp > own_timestamp,
             });
         }
-        let data_path = self.lattice.data_path(id);
+        let data_path = self.views.lattice().data_path(id);
         // `actual`: the run's actual time (`${actualTime()}`), its action's.
         // `dataIn()` and `dataOut()` are where the engine reads and where the
         // data will be: the job has no sandbox of guest paths.
         let path_of = |d: ViewId| paths.get(&d).cloned().unwrap_or_default();
-        let config = self.lattice.config(id, actual, &data_path.display().to_string(), &path_of);
+        let config = self.views.lattice().config(id, actual, &data_path.display().to_string(), &path_of);
         let request = config.map(|config| JobRequest {
-            view: self.lattice.url_path(id),
+            view: self.views.lattice().url_path(id),
             parameters: self.parameters(id),
-            nominal_time: self.lattice.time(id).map(|t| t.timestamp_millis()),
+            nominal_time: self.views.lattice().time(id).map(|t| t.timestamp_millis()),
             actual_time: actual.timestamp_millis(),
             config,
             inputs,
@@ -181,7 +180,7 @@ impl Scheduler {
         };
         let gate = Arc::new(Mutex::new(JobGate::default()));
         let (stop, stopped) = oneshot::channel();
-        let span = tracing::info_span!(target: "trellis::plugin", "job", view = %self.slots[id.0 as usize].url);
+        let span = tracing::info_span!(target: "trellis::plugin", "job", view = %self.views.url(id));
         // Executors in the driver's process use this machine's CPUs, as a
         // plugin does: they hold a transformation permit. On a cluster,
         // only the engine's permits bound the jobs in flight.

@@ -6,7 +6,9 @@
 //! - `policy`: the pure rules of a coordinator (creation, throttle, concurrency, execution, timeouts);
 //! - `coordinate`: coordinators driven: actions created, checked, submitted, recorded;
 //! - `record`: the pure translation of a transition's actions to the view's record;
-//! - `state`: the [`Scheduler`], owner of all view state; instantiate, invalidate, plan;
+//! - `views`: the book of views (lattice, slots, memo, table), adopted only once committed;
+//! - `state`: the [`Scheduler`], a façade over the book and the effects; instantiate, invalidate, plan;
+//! - `step`: the pure step of a run, one event on one view, which `run` folds its queue through;
 //! - `run`: one [`Run`] and the steps that advance it; the embedded driver;
 //! - `engine`: engine-backed views: the job described, run by its driver, published;
 //! - `service`: the long-lived [`Service`] and its [`Handle`], for the server;
@@ -360,9 +362,11 @@ pub mod reload;
 pub mod run;
 pub mod service;
 mod state;
+mod step;
 pub mod table;
 pub mod transition;
 pub mod txlog;
+mod views;
 
 pub use coordinate::{Coordination, CoordinatorStatus, Submission};
 pub use reload::{Project, ReloadReport, Reloader, load_project};

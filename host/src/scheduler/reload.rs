@@ -16,11 +16,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::Error;
-use super::memo::Memo;
 use super::publish::Staging;
 use super::state::{Permits, Scheduler, Transformations};
 use crate::catalog::{self, Catalog, Transformation, ViewTypeId};
-use crate::lattice::{Lattice, ViewId};
 use crate::metastore::SchemaChange;
 use crate::plugins::{self, Plugins};
 use crate::runtime::Runtime;
@@ -118,7 +116,7 @@ impl Scheduler {
         // its type's records. A type changed at open and not changed back
         // stays changed.
         let old_changed: HashSet<String> =
-            self.schema_changed.iter().map(|id| self.catalog.types()[id.0 as usize].name.clone()).collect();
+            self.views.schema_changed().iter().map(|id| self.catalog.types()[id.0 as usize].name.clone()).collect();
         let mut schema_changed = HashSet::new();
         for view_type in catalog.types() {
             match self.store.register_schema(&view_type.name, &view_type.schema_checksum)? {
@@ -155,22 +153,14 @@ impl Scheduler {
             .collect();
         // The views held, to hold again under the new catalog.
         let urls: Vec<Arc<str>> = self
-            .slots
-            .iter()
-            .enumerate()
-            .filter(|(index, _)| catalog.find(&self.lattice.view_type(ViewId(*index as u32)).name).is_some())
+            .views
+            .slots()
+            .filter(|(id, _)| catalog.find(&self.views.lattice().view_type(*id).name).is_some())
             .map(|(_, slot)| slot.url.clone())
             .collect();
-        let capacity = self.lattice.capacity();
-        self.lattice = Lattice::new(catalog.clone());
-        self.lattice.set_capacity(capacity);
-        self.slots.clear();
-        self.schema_changed = schema_changed;
+        let watched = self.views.reset(catalog.clone(), schema_changed);
         self.transformations = Some(Transformations::new(&catalog, plugins, versions));
         self.catalog = catalog;
-        self.with_table(super::table::Table::clear_views);
-        let watched = self.memo.is_some();
-        self.memo = None;
         for url in &urls {
             // A view whose type's parameters or dependencies changed may
             // no longer be addressable: it is simply not held any more.
@@ -179,15 +169,9 @@ impl Scheduler {
             }
         }
         if watched {
-            match Memo::new(&self.catalog.settings.storage) {
-                Ok(mut memo) => {
-                    memo.grow(&self.lattice);
-                    self.memo = Some(memo);
-                }
-                Err(e) => tracing::warn!("cannot watch external data ({e}); every run checks every view"),
-            }
+            self.remember_freshness();
         }
-        report.views = self.lattice.len();
+        report.views = self.views.lattice().len();
         Ok(report)
     }
 

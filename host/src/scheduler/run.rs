@@ -1,8 +1,9 @@
 //! One run: a [`Run`] holds its transient state (the queue of events, flow
 //! statuses, failures, tasks in flight, what each view is waiting for, the
-//! stop asked), and the scheduler advances it: `begin`, then `step` (apply
-//! every queued event through `transition`, commit records and events in
-//! one metastore batch, and only then execute the actions), `on_report`
+//! stop asked), and the scheduler advances it: `begin`, then `step` (fold
+//! every queued event through the pure `step::apply`, commit records and
+//! events in one metastore batch, and only then adopt the records into the
+//! book of views and execute the actions), `on_report`
 //! for what tasks report back, `stop`, and `finish`. Transformations run as
 //! tokio tasks under permits and report through the run's channel.
 //!
@@ -20,15 +21,17 @@ use tracing::Instrument;
 use super::Error;
 use super::engine::JobControl;
 use super::publish::{Receipt, Staging};
-use super::record::{self, previous_stable};
-use super::state::{Progress, Scheduler, Standing, flag_identity, new_event};
+use super::record::previous_stable;
+use super::state::{Progress, Scheduler};
+use super::step::{self, FlowSoFar, ViewNow};
 use super::table::CurrentRun;
 use super::table::Running;
-use super::transition::{Action, Event, FailureClass, Failures, Freshness, Mode, Reason, Retry, Settled, transition};
+use super::transition::{Action, Event, FailureClass, Failures, Freshness, Mode, Reason, Retry, Settled};
 use super::txlog;
+use super::views::{MemoChange, Standing, flag_identity};
 use crate::catalog::Transformation;
 use crate::lattice::ViewId;
-use crate::metastore::{Commit, FlowChange, FlowRecord, RunRecord, SeenFlag};
+use crate::metastore::{Commit, FlowRecord, RunRecord};
 use crate::model::{Counters, FlowStatus, Termination, ViewState, counters_of};
 use crate::runtime::{self, Plugin, TransformInput, TransformOutcome, TransformRequest};
 
@@ -261,6 +264,20 @@ impl Run {
     }
 }
 
+/// A view's memo changes and actions, as one step left them.
+type Stepped = (ViewId, Vec<MemoChange>, Vec<Action>);
+
+/// A queue of events folded through the step, not committed yet.
+#[derive(Default)]
+struct Batch {
+    commit: Commit,
+    /// Each view as the last of its events left it, to adopt once committed.
+    views: HashMap<ViewId, ViewNow>,
+    /// The newest timestamp recorded.
+    stamp: i64,
+    applied: Vec<Stepped>,
+}
+
 impl Scheduler {
     /// Materializes the views of `pattern` and, unless the mode says
     /// otherwise, their dependencies first.
@@ -345,19 +362,20 @@ impl Scheduler {
             table.current_run = Some(current);
             table.current_run_flows.clear();
         });
-        self.stamp_floor = self.clock.millis().max(self.last_stamp + 1);
-        // Every change made before this run was asked for is seen by it.
-        if let Some(memo) = &mut self.memo {
-            memo.drain();
-        }
+        self.views.begin_run(self.clock.millis());
         let views = self
-            .slots
-            .iter()
-            .map(|slot| RunView { no_data_before_run: slot.record.state == ViewState::NoData, ..RunView::default() })
+            .views
+            .slots()
+            .map(|(_, slot)| RunView {
+                no_data_before_run: slot.record.state == ViewState::NoData,
+                ..RunView::default()
+            })
             .collect();
         let queue = addressed
             .iter()
-            .map(|&id| (id, Event::Materialize { mode, materialize_once: self.lattice.view_type(id).materialize_once }))
+            .map(|&id| {
+                (id, Event::Materialize { mode, materialize_once: self.views.lattice().view_type(id).materialize_once })
+            })
             .collect();
         let (reports, incoming) = mpsc::unbounded_channel();
         Run {
@@ -431,35 +449,7 @@ impl Scheduler {
                 run.view(view).returned = counters;
                 run.queue.push_back((view, Event::Transformed { data }));
             }
-            TaskReport::Failed { view, class, message } => {
-                run.tasks.remove(&view);
-                run.draining.remove(&view);
-                let policy = self.lattice.view_type(view).retry;
-                let state = run.view(view);
-                let attempts = state.attempts.max(1);
-                state.retry_in = state.failures.next_retry(class, &policy);
-                let retry = state.retry_in.is_some();
-                self.with_table(|table| {
-                    if table.running.remove(&view.0).is_some() {
-                        if retry {
-                            table.counters.retried += 1;
-                        } else {
-                            table.counters.failed += 1;
-                        }
-                    }
-                });
-                let message = if retry {
-                    message
-                } else {
-                    format!("{message}; gave up after {attempts} attempt{}", if attempts == 1 { "" } else { "s" })
-                };
-                let retry = match (retry, class) {
-                    (false, _) => Retry::No,
-                    (true, FailureClass::Network) => Retry::Network,
-                    (true, _) => Retry::Counted,
-                };
-                run.queue.push_back((view, Event::TransformFailed { retry, error: message }));
-            }
+            TaskReport::Failed { view, class, message } => self.take_failure(run, view, class, message),
             TaskReport::RetryDue { view } => {
                 run.tasks.remove(&view);
                 run.queue.push_back((view, Event::RetryDue));
@@ -479,270 +469,222 @@ impl Scheduler {
             }
             // A job that got its permits as the run stopped is not running.
             TaskReport::Started { view } if run.stopped || !run.tasks.contains_key(&view) => {}
-            TaskReport::Started { view } => {
-                if let Some(flow) = run.flows.get_mut(&view)
-                    && *flow == FlowStatus::Starting
-                {
-                    *flow = FlowStatus::Running;
-                    self.with_table(|table| {
-                        table.current_run_flows.insert(view.0, FlowStatus::Running);
-                    });
-                }
-                // Only plugins take permits, so only they report starting.
-                if let Transformation::Plugin { plugin, .. } = &self.lattice.view_type(view).transformation {
-                    let running = Running {
-                        view: self.slots[view.0 as usize].url.clone(),
-                        plugin: plugin.clone(),
-                        since: self.clock.millis(),
-                        progress: None,
-                    };
-                    self.with_table(|table| {
-                        table.running.insert(view.0, running);
-                    });
+            TaskReport::Started { view } => self.take_start(run, view),
+        }
+    }
+
+    /// A transformation failed: tried again, as its type's retry policy
+    /// allows for the failure's class, or given up.
+    fn take_failure(&mut self, run: &mut Run, view: ViewId, class: FailureClass, message: String) {
+        run.tasks.remove(&view);
+        run.draining.remove(&view);
+        let policy = self.views.lattice().view_type(view).retry;
+        let state = run.view(view);
+        let attempts = state.attempts.max(1);
+        state.retry_in = state.failures.next_retry(class, &policy);
+        let retry = state.retry_in.is_some();
+        self.with_table(|table| {
+            if table.running.remove(&view.0).is_some() {
+                if retry {
+                    table.counters.retried += 1;
+                } else {
+                    table.counters.failed += 1;
                 }
             }
+        });
+        let message = if retry {
+            message
+        } else {
+            format!("{message}; gave up after {attempts} attempt{}", if attempts == 1 { "" } else { "s" })
+        };
+        let retry = match (retry, class) {
+            (false, _) => Retry::No,
+            (true, FailureClass::Network) => Retry::Network,
+            (true, _) => Retry::Counted,
+        };
+        run.queue.push_back((view, Event::TransformFailed { retry, error: message }));
+    }
+
+    /// A transformation got its permits: its flow is running, and the
+    /// table shows it.
+    fn take_start(&mut self, run: &mut Run, view: ViewId) {
+        if let Some(flow) = run.flows.get_mut(&view)
+            && *flow == FlowStatus::Starting
+        {
+            *flow = FlowStatus::Running;
+            self.with_table(|table| {
+                table.current_run_flows.insert(view.0, FlowStatus::Running);
+            });
+        }
+        // Only plugins take permits, so only they report starting.
+        if let Transformation::Plugin { plugin, .. } = &self.views.lattice().view_type(view).transformation {
+            let running = Running {
+                view: self.views.url(view).clone(),
+                plugin: plugin.clone(),
+                since: self.clock.millis(),
+                progress: None,
+            };
+            self.with_table(|table| {
+                table.running.insert(view.0, running);
+            });
         }
     }
 
     /// Applies every queued event, collecting writes and actions; commits
-    /// them durably; and only then acts.
+    /// them durably; and only then adopts the records and acts. A failed
+    /// commit leaves the book of views as it was: memory never runs ahead
+    /// of the store.
     fn apply_queue(&mut self, run: &mut Run) -> Result<(), Error> {
-        let mode = run.mode;
-        let mut commit = Commit::default();
-        let mut deferred = Vec::new();
-        let now = self.clock.millis();
-        while let Some((id, event)) = run.queue.pop_front() {
-            let slot = &mut self.slots[id.0 as usize];
-            let previous = slot.record.state;
-            // A record from before the flag was kept says so by its state alone.
-            if matches!(event, Event::Materialize { .. }) && previous == ViewState::Invalidated {
-                slot.record.invalidated = true;
-            }
-            let (state, actions) = transition(previous, &event);
-            let error = match &event {
-                Event::TransformFailed { error, .. } => Some(error.clone()),
-                _ => None,
-            };
-            let timestamp_before = slot.record.timestamp;
-            let records = actions.iter().any(|a| {
-                matches!(a, Action::RecordMaterialized | Action::RecordWithoutTransforming | Action::RecordNoData)
-            });
-            let external = matches!(self.lattice.view_type(id).transformation, Transformation::External);
-            // External data is recorded with its flag as it is now; its
-            // timestamp is now, when trellis saw it, never the flag's mtime.
-            // A view marked materialized keeps the flag it has (none, under
-            // SET_ONLY without data), so that data gone later is seen.
-            let marked =
-                actions.iter().any(|a| matches!(a, Action::RecordMaterialized | Action::RecordWithoutTransforming));
-            let flag_found = ((records && external) || marked).then(|| flag_identity(&self.lattice.done_flag_path(id)));
-            // A view rebuilt is newer than all recorded by earlier runs,
-            // even within their millisecond.
-            let next_stamp = self.stamp_floor;
-            let view = run.view(id);
-            let produced_at = view.produced_at.take().map(|t| t.max(next_stamp));
-            let returned = view.returned.take();
-            // Read field by field: the slot is borrowed mutably below.
-            let version = match &self.transformations {
-                Some(transformations) => transformations.versions[&self.lattice.view_type(id).id].as_str(),
-                None => "",
-            };
-            let facts = record::Facts {
-                mode,
-                version,
-                produced_at,
-                now: self.clock.millis().max(next_stamp),
-                settled: view.settled,
-                no_data_before_run: view.no_data_before_run,
-                flag_found,
-                counters: returned.as_ref(),
-            };
-            // What its `latest()` dependencies resolved to is what it read.
-            let latest_read = marked.then(|| self.latest_read(id)).flatten();
-            let slot = &mut self.slots[id.0 as usize];
-            slot.record.state = state;
-            // Network trouble is shown while the view waits to try again.
-            if state != ViewState::Retrying {
-                slot.network_retry = None;
-            }
-            if let Some(Action::ReportNetworkRetry { error }) =
-                actions.iter().find(|a| matches!(a, Action::ReportNetworkRetry { .. }))
-            {
-                slot.network_retry = Some(error.clone());
-            }
-            let recorded = record::record(std::mem::take(&mut slot.record), &actions, &facts);
-            slot.record = recorded.record;
-            if latest_read.is_some() {
-                slot.record.latest = latest_read;
-            }
-            if recorded.changed
-                && let Some(timestamp) = slot.record.timestamp
-            {
-                self.last_stamp = self.last_stamp.max(timestamp);
-            }
-            match recorded.flow {
-                Some(FlowStatus::Queued) => {
-                    run.flows.entry(id).or_insert(FlowStatus::Queued);
-                }
-                Some(flow) => {
-                    run.flows.insert(id, flow);
-                }
-                None => {}
-            }
-            if recorded.counters.is_some() {
-                run.view(id).flow_counters = recorded.counters;
-            }
-            // Skipped, or built or left without data, while a dependency
-            // failed: the flow names it (seed 000: a failed input is not no data).
-            let settles = actions.contains(&Action::NotifyDependents);
-            let upstream_failed = settles
-                && matches!(recorded.flow, Some(FlowStatus::Successful | FlowStatus::Skipped))
-                && !run.view(id).failed_inputs.is_empty();
-            if upstream_failed {
-                let view = run.view(id);
-                view.flow_reason = Some(format!("upstream failed: {}", view.failed_inputs.join(", ")));
-            }
-            // Built over a view with errors: the flag travelled up.
-            let upstream_errors = settles
-                && recorded.flow == Some(FlowStatus::Successful)
-                && !upstream_failed
-                && !run.view(id).errors_inputs.is_empty();
-            if upstream_errors {
-                let view = run.view(id);
-                view.flow_reason = Some(format!("upstream has errors: {}", view.errors_inputs.join(", ")));
-            }
-            // External data found without its flag says which file was
-            // looked for: a mistyped parameter value ends here.
-            if external && actions.contains(&Action::RecordNoData) && recorded.flow == Some(FlowStatus::Successful) {
-                let flag = self.lattice.done_flag_path(id);
-                run.view(id).flow_reason = Some(format!("no done flag at {}", flag.display()));
-            }
-            if let Some(failure) = recorded.failure {
-                run.view(id).flow_error = Some(failure.clone());
-                run.failures.push((slot.url.to_string(), failure));
-            }
-            // A flow is written with the commit that settles it, so that the
-            // run's record shows it while the run goes on. Queued and idle
-            // ones are not: those are most views of an unchanged run, which
-            // `finish` only counts; nor starting or running ones, which may still end
-            // idle (external data still without its flag).
-            if let Some(&status) = run.flows.get(&id)
-                && !matches!(status, FlowStatus::Queued | FlowStatus::Starting | FlowStatus::Running | FlowStatus::Idle)
-                && run.view(id).flow_written != Some(status)
-            {
-                let view = run.view(id);
-                view.flow_written = Some(status);
-                let flow = FlowRecord {
-                    status,
-                    error: view.flow_error.clone(),
-                    counters: view.flow_counters.clone(),
-                    reason: view.flow_reason.clone(),
-                };
-                commit.flows.push((run.id.to_string(), slot.url.to_string(), flow));
-            }
-            // Only stable states are kept across processes; and only what
-            // changed is written, so an unchanged lattice costs no writes.
-            let stable = previous_stable(state, &slot.record);
-            let store_record = recorded.changed || stable != slot.stored_state;
-            if let Some(memo) = &mut self.memo {
-                // What dependents see of a view is its state and
-                // timestamp: when those change, it and all above it
-                // must be looked at again...
-                if slot.record.timestamp != timestamp_before || stable != slot.stored_state {
-                    memo.dirty(id);
-                }
-                // Published just now: what the kernel queued of that (the
-                // old flag removed) is taken in first, then the new flag is
-                // watched, so this run's own publishing dirties nothing later.
-                if marked && !external && matches!(slot.record.done_flag, Some(SeenFlag::Present { .. })) {
-                    memo.drain();
-                    memo.watch_published(id, &self.lattice.done_flag_path(id));
-                }
-                // ...unless a DEFAULT run judged it just now, with all it
-                // depends on settled, and found it materialized or without data.
-                let judged = actions
-                    .iter()
-                    .any(|a| matches!(a, Action::ReportIdle | Action::RecordMaterialized | Action::RecordNoData));
-                // (A full refresh reads unselected dependencies as they
-                // stand, outdated or not: what it builds is not known clean.)
-                if mode == Mode::Default
-                    && run.full_refresh.is_none()
-                    && judged
-                    && matches!(state, ViewState::Materialized | ViewState::NoData)
-                {
-                    // External data and published data are clean only while watched.
-                    let materialized = state == ViewState::Materialized;
-                    memo.settled(id, &self.lattice, (external || materialized).then_some(materialized));
-                }
-            }
-            if store_record {
-                let mut stored = slot.record.clone();
-                stored.state = stable;
-                slot.stored_state = stable;
-                commit.views.push((slot.url.to_string(), stored));
-            }
-            // Every application of the state machine is an event, "asked
-            // and found up to date" included: listeners see all of it.
-            let mut event = new_event(&slot.url, previous, state, &actions, Some(&run.id), error, now);
-            event.errors = upstream_failed || upstream_errors;
-            if let Some(&status) = run.flows.get(&id)
-                && run.view(id).flow_evented != Some(status)
-            {
-                let view = run.view(id);
-                view.flow_evented = Some(status);
-                event.flow = Some(FlowChange { status, reason: view.flow_reason.clone() });
-            }
-            commit.events.push(event);
-            // Settled as soon as applied: a view asking for it later in
-            // this batch's actions takes it as it is, not asking again.
-            if actions.contains(&Action::NotifyDependents) {
-                run.view(id).settled_in_run = true;
-            }
-            if actions.contains(&Action::ReportSkipped) {
-                run.view(id).skipped = true;
-            }
-            deferred.push((id, actions));
+        let batch = self.fold_queue(run);
+        if !batch.commit.views.is_empty() || !batch.commit.events.is_empty() {
+            self.commit(batch.commit)?;
         }
-        if !commit.views.is_empty() || !commit.events.is_empty() {
-            self.commit(commit)?;
+        for (id, view) in batch.views {
+            self.views.adopt(id, view.record, view.stored_state, view.network_retry);
         }
-        self.refresh_table(deferred.iter().map(|(id, _)| *id));
-        // Every flow as it stands now, for the run's detail while it runs
-        // (seed 003's pipeline state); the idle are counted, not listed.
-        if self.table.is_some() {
-            let live: Vec<(u32, FlowStatus)> =
-                deferred.iter().filter_map(|(id, _)| run.flows.get(id).map(|status| (id.0, *status))).collect();
-            self.with_table(|table| {
-                for (index, status) in live {
-                    if status == FlowStatus::Idle {
-                        table.current_run_flows.remove(&index);
-                    } else {
-                        table.current_run_flows.insert(index, status);
-                    }
-                }
-            });
+        self.views.note_stamp(batch.stamp);
+        for (id, changes, _) in &batch.applied {
+            for &change in changes {
+                self.views.change_memo(*id, change);
+            }
         }
-        for (id, actions) in deferred {
+        self.refresh_table(batch.applied.iter().map(|(id, _, _)| *id));
+        self.show_flows(run, &batch.applied);
+        for (id, _, actions) in batch.applied {
             for action in actions {
                 self.execute_action(run, id, action);
             }
         }
-        if self.progress.is_some() || self.table.is_some() {
-            let settled = run
-                .flows
-                .values()
-                .filter(|s| !matches!(s, FlowStatus::Queued | FlowStatus::Starting | FlowStatus::Running))
-                .count();
-            // Running is what holds a permit, as `trellis transformations`
-            // counts it; the other tasks wait for one (or for a retry).
-            let running = self.global.in_use().min(run.tasks.len());
-            let waiting = run.tasks.len() - running;
-            let progress = Progress { settled, known: run.flows.len(), running, waiting };
-            self.with_table(|table| table.current_run_pending = progress.known - progress.settled);
-            if let Some(report) = &mut self.progress {
-                report(progress);
-            }
-        }
+        self.report_progress(run);
         Ok(())
+    }
+
+    /// Folds the run's queue of events through the pure step: the views as
+    /// the events leave them, one commit of everything they write, and the
+    /// memo's changes and the actions of each, in order. The run's own
+    /// account (its flows, failures, what settled) goes on at once: a run
+    /// whose commit fails ends there.
+    fn fold_queue(&self, run: &mut Run) -> Batch {
+        let mut batch = Batch::default();
+        let now = self.clock.millis();
+        while let Some((id, event)) = run.queue.pop_front() {
+            let view = match batch.views.remove(&id) {
+                Some(view) => view,
+                None => {
+                    let slot = self.views.slot(id);
+                    let record = slot.record.clone();
+                    ViewNow { record, stored_state: slot.stored_state, network_retry: slot.network_retry.clone() }
+                }
+            };
+            let applied = self.step_one(run, id, view, &event, now);
+            let theirs = run.view(id);
+            theirs.flow_written = applied.flow.written;
+            theirs.flow_evented = applied.flow.evented;
+            theirs.flow_error = applied.flow.error;
+            theirs.flow_counters = applied.flow.counters;
+            theirs.flow_reason = applied.flow.reason;
+            // Settled as soon as applied: a view asking for it later in
+            // this batch's actions takes it as it is, not asking again.
+            theirs.settled_in_run |= applied.actions.contains(&Action::NotifyDependents);
+            theirs.skipped |= applied.actions.contains(&Action::ReportSkipped);
+            if let Some(status) = applied.flow.status {
+                run.flows.insert(id, status);
+            }
+            let url = self.views.url(id);
+            if let Some(failure) = applied.failure {
+                run.failures.push((url.to_string(), failure));
+            }
+            if let Some(flow) = applied.flow_record {
+                batch.commit.flows.push((run.id.to_string(), url.to_string(), flow));
+            }
+            if let Some(stored) = applied.stored {
+                batch.commit.views.push((url.to_string(), stored));
+            }
+            batch.commit.events.push(applied.event);
+            if applied.stamp {
+                batch.stamp = batch.stamp.max(applied.view.record.timestamp.unwrap_or(i64::MIN));
+            }
+            batch.views.insert(id, applied.view);
+            batch.applied.push((id, applied.memo, applied.actions));
+        }
+        batch
+    }
+
+    /// One event applied to one view, with what the run and the book know.
+    fn step_one(&self, run: &mut Run, id: ViewId, view: ViewNow, event: &Event, now: i64) -> step::Applied {
+        let flow_status = run.flows.get(&id).copied();
+        let theirs = run.view(id);
+        let (produced_at, returned) = (theirs.produced_at.take(), theirs.returned.take());
+        let theirs = &run.views[id.0 as usize];
+        let flow = FlowSoFar {
+            status: flow_status,
+            written: theirs.flow_written,
+            evented: theirs.flow_evented,
+            error: theirs.flow_error.clone(),
+            counters: theirs.flow_counters.clone(),
+            reason: theirs.flow_reason.clone(),
+        };
+        let lattice = self.views.lattice();
+        let ctx = step::Ctx {
+            url: self.views.url(id),
+            run: &run.id,
+            mode: run.mode,
+            full_refresh: run.full_refresh.is_some(),
+            external: matches!(lattice.view_type(id).transformation, Transformation::External),
+            version: self.version(id),
+            now,
+            stamp_floor: self.views.stamp_floor(),
+            settled: theirs.settled,
+            no_data_before_run: theirs.no_data_before_run,
+            produced_at,
+            returned: returned.as_ref(),
+            failed_inputs: &theirs.failed_inputs,
+            errors_inputs: &theirs.errors_inputs,
+            done_flag: &|| lattice.done_flag_path(id),
+            flag: &|| flag_identity(&lattice.done_flag_path(id)),
+            latest: &|| self.views.latest_read(id),
+        };
+        step::apply(view, &flow, event, &ctx)
+    }
+
+    /// Every flow as it stands now, for the run's detail while it runs
+    /// (seed 003's pipeline state); the idle are counted, not listed.
+    fn show_flows(&self, run: &Run, applied: &[Stepped]) {
+        if !self.views.has_table() {
+            return;
+        }
+        let live: Vec<(u32, FlowStatus)> =
+            applied.iter().filter_map(|(id, _, _)| run.flows.get(id).map(|status| (id.0, *status))).collect();
+        self.with_table(|table| {
+            for (index, status) in live {
+                if status == FlowStatus::Idle {
+                    table.current_run_flows.remove(&index);
+                } else {
+                    table.current_run_flows.insert(index, status);
+                }
+            }
+        });
+    }
+
+    /// How far the run has come, for the progress callback and the table.
+    fn report_progress(&mut self, run: &Run) {
+        if self.progress.is_none() && !self.views.has_table() {
+            return;
+        }
+        let settled = run
+            .flows
+            .values()
+            .filter(|s| !matches!(s, FlowStatus::Queued | FlowStatus::Starting | FlowStatus::Running))
+            .count();
+        // Running is what holds a permit, as `trellis transformations`
+        // counts it; the other tasks wait for one (or for a retry).
+        let running = self.global.in_use().min(run.tasks.len());
+        let waiting = run.tasks.len() - running;
+        let progress = Progress { settled, known: run.flows.len(), running, waiting };
+        self.with_table(|table| table.current_run_pending = progress.known - progress.settled);
+        if let Some(report) = &mut self.progress {
+            report(progress);
+        }
     }
 
     /// Ends the run: records how it ended and the flows not written as they
@@ -779,51 +721,9 @@ impl Scheduler {
         // listed, named or written one by one.
         let idle = flows.values().filter(|s| **s == FlowStatus::Idle).count();
         finished.idle = idle;
-        // How often each transformation plugin was called for its view.
-        for (view, _) in flows.iter().filter(|(_, s)| **s != FlowStatus::Idle) {
-            let attempts = views.get(view.0 as usize).map_or(0, |v| v.attempts);
-            let plugin = matches!(self.lattice.view_type(*view).transformation, Transformation::Plugin { .. });
-            if attempts > 0 && plugin {
-                finished.attempts.insert(self.slots[view.0 as usize].url.to_string(), attempts);
-            }
-        }
-        // What a successful view was flagged with is in its slot, as committed.
-        let (mut incomplete, mut with_errors) = (Vec::new(), Vec::new());
-        for (view, status) in &flows {
-            let slot = &self.slots[view.0 as usize];
-            if *status == FlowStatus::Successful {
-                finished.no_data += usize::from(slot.record.state == ViewState::NoData);
-                if slot.record.incomplete {
-                    incomplete.push(slot.url.to_string());
-                }
-                if slot.record.errors {
-                    with_errors.push(slot.url.to_string());
-                }
-            }
-        }
-        incomplete.sort();
-        with_errors.sort();
-        // Flows already written as they are now are not written again.
-        let mut records: Vec<(String, FlowRecord, bool)> = flows
-            .into_iter()
-            .filter(|(_, s)| *s != FlowStatus::Idle)
-            .map(|(view, status)| {
-                let mut theirs = views.get_mut(view.0 as usize).map(std::mem::take).unwrap_or_default();
-                let written = theirs.flow_written == Some(status);
-                // Skipped without a failed dependency to name: the stop.
-                if status == FlowStatus::Skipped && theirs.flow_reason.is_none() {
-                    theirs.flow_reason = Some(STOPPED_BEFORE_START.to_string());
-                }
-                let record = FlowRecord {
-                    status,
-                    error: theirs.flow_error,
-                    counters: theirs.flow_counters,
-                    reason: theirs.flow_reason,
-                };
-                (self.slots[view.0 as usize].url.to_string(), record, written)
-            })
-            .collect();
-        records.sort_by(|a, b| a.0.cmp(&b.0));
+        self.count_attempts(&mut finished, &flows, &views);
+        let (incomplete, with_errors) = self.flagged(&mut finished, &flows);
+        let records = self.flow_records(flows, &mut views);
         let flows: Vec<(String, FlowStatus)> =
             records.iter().map(|(view, flow, _)| (view.clone(), flow.status)).collect();
         let reasons: Vec<(String, String)> =
@@ -866,6 +766,69 @@ impl Scheduler {
         })
     }
 
+    /// How often each transformation plugin was called for its view.
+    fn count_attempts(&self, finished: &mut RunRecord, flows: &HashMap<ViewId, FlowStatus>, views: &[RunView]) {
+        for (view, _) in flows.iter().filter(|(_, s)| **s != FlowStatus::Idle) {
+            let attempts = views.get(view.0 as usize).map_or(0, |v| v.attempts);
+            let plugin = matches!(self.views.lattice().view_type(*view).transformation, Transformation::Plugin { .. });
+            if attempts > 0 && plugin {
+                finished.attempts.insert(self.views.url(*view).to_string(), attempts);
+            }
+        }
+    }
+
+    /// The successful views found without data (counted in `finished`),
+    /// and those built incomplete or with errors, sorted: what each was
+    /// flagged with is in its slot, as committed.
+    fn flagged(&self, finished: &mut RunRecord, flows: &HashMap<ViewId, FlowStatus>) -> (Vec<String>, Vec<String>) {
+        let (mut incomplete, mut with_errors) = (Vec::new(), Vec::new());
+        for (view, status) in flows {
+            let slot = self.views.slot(*view);
+            if *status == FlowStatus::Successful {
+                finished.no_data += usize::from(slot.record.state == ViewState::NoData);
+                if slot.record.incomplete {
+                    incomplete.push(slot.url.to_string());
+                }
+                if slot.record.errors {
+                    with_errors.push(slot.url.to_string());
+                }
+            }
+        }
+        incomplete.sort();
+        with_errors.sort();
+        (incomplete, with_errors)
+    }
+
+    /// The run's flows but the idle ones, by URL path, each with whether it
+    /// was written as it is now already (then it is not written again).
+    fn flow_records(
+        &self,
+        flows: HashMap<ViewId, FlowStatus>,
+        views: &mut [RunView],
+    ) -> Vec<(String, FlowRecord, bool)> {
+        let mut records: Vec<(String, FlowRecord, bool)> = flows
+            .into_iter()
+            .filter(|(_, s)| *s != FlowStatus::Idle)
+            .map(|(view, status)| {
+                let mut theirs = views.get_mut(view.0 as usize).map(std::mem::take).unwrap_or_default();
+                let written = theirs.flow_written == Some(status);
+                // Skipped without a failed dependency to name: the stop.
+                if status == FlowStatus::Skipped && theirs.flow_reason.is_none() {
+                    theirs.flow_reason = Some(STOPPED_BEFORE_START.to_string());
+                }
+                let record = FlowRecord {
+                    status,
+                    error: theirs.flow_error,
+                    counters: theirs.flow_counters,
+                    reason: theirs.flow_reason,
+                };
+                (self.views.url(view).to_string(), record, written)
+            })
+            .collect();
+        records.sort_by(|a, b| a.0.cmp(&b.0));
+        records
+    }
+
     /// The views a run reports EXCLUDED (seed 003: in the graph, not
     /// selected): of everything the addressed views depend on, transitively,
     /// those the run did not select and never looked at. A run that asks
@@ -882,7 +845,8 @@ impl Scheduler {
             return Vec::new();
         }
         let addressed: HashSet<ViewId> = run.addressed.iter().copied().collect();
-        self.lattice
+        self.views
+            .lattice()
             .closure(&run.addressed)
             .into_iter()
             .filter(|view| !addressed.contains(view) && !run.flows.contains_key(view))
@@ -894,10 +858,10 @@ impl Scheduler {
         match action {
             Action::AskDependencies => {
                 // Asked now: `latest()` is resolved as of this check.
-                if self.lattice.has_latest(id) {
+                if self.views.lattice().has_latest(id) {
                     self.resolve_latest_at(id, &run.latest_at);
                 }
-                let mut dependencies = self.lattice.dependencies(id).to_vec();
+                let mut dependencies = self.views.lattice().dependencies(id).to_vec();
                 dependencies.sort();
                 dependencies.dedup();
                 let mut pending = 0;
@@ -913,13 +877,13 @@ impl Scheduler {
                     // is, without asking it or what it depends on; unless
                     // this run has it in flight, when it is waited for.
                     let in_flight = matches!(
-                        self.slots[dependency.0 as usize].record.state,
+                        self.views.record(dependency).state,
                         ViewState::Waiting | ViewState::Transforming | ViewState::Retrying
                     );
                     let known_fresh = mode == Mode::Default
                         && run.full_refresh.is_none()
                         && !in_flight
-                        && self.memo.as_ref().is_some_and(|m| m.is_clean(dependency));
+                        && self.views.is_clean(dependency);
                     let theirs = run.view(dependency);
                     if theirs.settled_in_run || known_fresh {
                         continue;
@@ -931,7 +895,7 @@ impl Scheduler {
                     // settled in this very batch and open it again, so that
                     // this view would find it in flight and pass it over.
                     if !in_flight {
-                        let once = self.lattice.view_type(dependency).materialize_once;
+                        let once = self.views.lattice().view_type(dependency).materialize_once;
                         run.queue.push_back((dependency, Event::Materialize { mode, materialize_once: once }));
                     }
                 }
@@ -1047,13 +1011,13 @@ impl Scheduler {
                 run.aborted.push(task.handle);
             }
         }
-        for (index, slot) in self.slots.iter().enumerate() {
-            if finishing.contains(&ViewId(index as u32)) {
+        for (id, slot) in self.views.slots() {
+            if finishing.contains(&id) {
                 continue;
             }
             if matches!(slot.record.state, ViewState::Waiting | ViewState::Transforming | ViewState::Retrying) {
                 let previous = previous_stable(slot.record.state, &slot.record);
-                run.queue.push_back((ViewId(index as u32), Event::Canceled { previous }));
+                run.queue.push_back((id, Event::Canceled { previous }));
             }
         }
     }
@@ -1086,47 +1050,47 @@ impl Scheduler {
         run.view(id).settled = Some(judgement.settled);
         // The failed inputs by name, as the judgement took them, for the flow.
         let failed_inputs: Vec<String> = if judgement.settled.some_failed {
-            let mut dependencies = self.lattice.dependencies(id).to_vec();
+            let mut dependencies = self.views.lattice().dependencies(id).to_vec();
             dependencies.sort();
             dependencies.dedup();
             dependencies
                 .into_iter()
                 .filter(|d| {
                     run.views.get(d.0 as usize).is_some_and(|view| view.skipped)
-                        || self.slots[d.0 as usize].record.state == ViewState::Failed
+                        || self.views.record(*d).state == ViewState::Failed
                 })
-                .map(|d| self.slots[d.0 as usize].url.to_string())
+                .map(|d| self.views.url(d).to_string())
                 .collect()
         } else {
             Vec::new()
         };
         let errors_inputs: Vec<String> = if judgement.settled.some_errors && failed_inputs.is_empty() {
-            let mut dependencies = self.lattice.dependencies(id).to_vec();
+            let mut dependencies = self.views.lattice().dependencies(id).to_vec();
             dependencies.sort();
             dependencies.dedup();
             dependencies
                 .into_iter()
-                .filter(|d| self.slots[d.0 as usize].record.errors)
-                .map(|d| self.slots[d.0 as usize].url.to_string())
+                .filter(|d| self.views.record(*d).errors)
+                .map(|d| self.views.url(d).to_string())
                 .collect()
         } else {
             Vec::new()
         };
         run.view(id).failed_inputs = failed_inputs;
         run.view(id).errors_inputs = errors_inputs;
-        let external = matches!(self.lattice.view_type(id).transformation, Transformation::External);
+        let external = matches!(self.views.lattice().view_type(id).transformation, Transformation::External);
         // A full refresh rebuilds what it selected, up to date or not; the
         // flag of external data is checked as always, since it cannot be rebuilt.
         let freshness = match judgement.freshness {
             Freshness::UpToDate if run.full_refresh.is_some() && !external => Freshness::Outdated(Reason::FullRefresh),
             other => other,
         };
-        let slot = &self.slots[id.0 as usize];
+        let slot = &self.views.slot(id);
         Event::DependenciesSettled {
             mode,
             settled: judgement.settled,
             freshness,
-            on_failure: self.lattice.view_type(id).on_dependency_failure,
+            on_failure: self.views.lattice().view_type(id).on_dependency_failure,
             previous: previous_stable(slot.record.state, &slot.record),
         }
     }
@@ -1135,12 +1099,18 @@ impl Scheduler {
     /// of its data would record, which its published output carries in
     /// case the process ends before that commit (see `publish`).
     fn receipt(&self, run: &mut Run, id: ViewId) -> Receipt {
-        let url = self.slots[id.0 as usize].url.to_string();
+        let url = self.views.url(id).to_string();
         let settled = run.view(id).settled;
         let attempt = run.view(id).attempts;
-        let mut receipt =
-            Receipt::new(url, run.id.to_string(), attempt, self.version(id).to_string(), settled, self.stamp_floor);
-        receipt.schema = self.lattice.view_type(id).schema_checksum.clone();
+        let mut receipt = Receipt::new(
+            url,
+            run.id.to_string(),
+            attempt,
+            self.version(id).to_string(),
+            settled,
+            self.views.stamp_floor(),
+        );
+        receipt.schema = self.views.lattice().view_type(id).schema_checksum.clone();
         receipt.latest = self.latest_read(id);
         receipt
     }
@@ -1149,7 +1119,7 @@ impl Scheduler {
     /// the log: with the next commit, the one that records the view's
     /// state (the marker, already published, is what counts; see `txlog`).
     fn record_txlog_commit(&mut self, id: ViewId, marker: &txlog::Marker, run: &Arc<str>) {
-        let url = self.slots[id.0 as usize].url.clone();
+        let url = self.views.url(id).clone();
         let (head, existing) = match (self.store.tx_head(&url), self.store.tx_entries(&url)) {
             (Ok(head), Ok(existing)) => (head, existing),
             (Err(e), _) | (_, Err(e)) => {
@@ -1157,8 +1127,8 @@ impl Scheduler {
                 return;
             }
         };
-        let write = txlog::write_of(marker, head, &existing, &self.lattice.data_path(id));
-        let state = self.slots[id.0 as usize].record.state;
+        let write = txlog::write_of(marker, head, &existing, &self.views.lattice().data_path(id));
+        let state = self.views.record(id).state;
         let event = txlog::event(&url, state, txlog::commit_change(marker, "commit"), Some(run), self.clock.millis());
         self.defer(Commit { txlog: vec![write], events: vec![event], ..Commit::default() });
     }
@@ -1166,7 +1136,7 @@ impl Scheduler {
     /// Keeps a transformation's log with the view's last ones (the next
     /// commit writes it, with the view's record).
     fn record_log(&mut self, id: ViewId, attempt: crate::metastore::AttemptLog) {
-        let url = self.slots[id.0 as usize].url.to_string();
+        let url = self.views.url(id).to_string();
         let mut log = match self.store.view_log(&url) {
             Ok(log) => log,
             Err(e) => {
@@ -1189,11 +1159,13 @@ impl Scheduler {
         id: ViewId,
         materialized: impl Fn(ViewId) -> bool,
     ) -> Vec<(ViewId, txlog::InputSpec)> {
-        let view_type = self.lattice.view_type(id);
+        let view_type = self.views.lattice().view_type(id);
         let mut inputs = Vec::new();
-        for (declaration, group) in view_type.dependencies.iter().zip(self.lattice.dependencies_by_declaration(id)) {
+        for (declaration, group) in
+            view_type.dependencies.iter().zip(self.views.lattice().dependencies_by_declaration(id))
+        {
             for dependency in group {
-                let dir = self.lattice.data_path(dependency);
+                let dir = self.views.lattice().data_path(dependency);
                 if !materialized(dependency) || !dir.is_dir() {
                     continue;
                 }
@@ -1202,7 +1174,7 @@ impl Scheduler {
                     dependency,
                     txlog::InputSpec {
                         source: declaration.name.clone(),
-                        input: self.lattice.url_path(dependency),
+                        input: self.views.lattice().url_path(dependency),
                         path,
                         dir,
                         incremental: declaration.incremental,
@@ -1215,14 +1187,14 @@ impl Scheduler {
 
     /// A view's parameters by name, in its type's order, as a request gives them.
     pub(super) fn parameters(&self, id: ViewId) -> Vec<(String, String)> {
-        let names = self.lattice.view_type(id).parameters.iter().map(|p| p.name.clone());
-        names.zip(self.lattice.params(id).iter().map(|v| v.to_string())).collect()
+        let names = self.views.lattice().view_type(id).parameters.iter().map(|p| p.name.clone());
+        names.zip(self.views.lattice().params(id).iter().map(|v| v.to_string())).collect()
     }
 
     /// What one transformation of the view may write: its type's output
     /// cap over `[defaults]`'.
     pub(super) fn output_limit(&self, id: ViewId) -> runtime::OutputLimit {
-        let own = match &self.lattice.view_type(id).transformation {
+        let own = match &self.views.lattice().view_type(id).transformation {
             Transformation::Plugin { output, .. } => *output,
             Transformation::External => Default::default(),
         };
@@ -1232,7 +1204,7 @@ impl Scheduler {
 
     /// What an incremental view's manifest check needs from the loop.
     pub(super) fn txlog_spec(&self, id: ViewId, inputs: Vec<txlog::InputSpec>, full_refresh: bool) -> txlog::Spec {
-        let url = self.slots[id.0 as usize].url.to_string();
+        let url = self.views.url(id).to_string();
         let head = match self.store.tx_head(&url) {
             Ok(head) => head.unwrap_or_default(),
             Err(e) => {
@@ -1244,10 +1216,10 @@ impl Scheduler {
         txlog::Spec {
             view: url,
             project: self.catalog.settings.name.clone(),
-            data_path: self.lattice.data_path(id),
+            data_path: self.views.lattice().data_path(id),
             head,
             version: self.version(id).lines().next().unwrap_or_default().to_string(),
-            schema: self.lattice.view_type(id).schema_checksum.clone(),
+            schema: self.views.lattice().view_type(id).schema_checksum.clone(),
             full_refresh,
             inputs,
         }
@@ -1264,8 +1236,8 @@ impl Scheduler {
         attempt: (Arc<str>, u32),
         receipt: Receipt,
     ) -> (tokio::task::JoinHandle<()>, Option<JobControl>) {
-        let view_type = self.lattice.view_type(id);
-        let done_flag = self.lattice.done_flag_path(id);
+        let view_type = self.views.lattice().view_type(id);
+        let done_flag = self.views.lattice().done_flag_path(id);
         let Transformation::Plugin { plugin: plugin_name, .. } = &view_type.transformation else {
             // External data: its done flag is its transformation.
             let data = done_flag.exists();
@@ -1288,14 +1260,13 @@ impl Scheduler {
             let (task, job) = self.start_job(id, plugin, spark, results, (started, actual), receipt);
             return (task, Some(job));
         }
-        let own_timestamp = self.slots[id.0 as usize].record.timestamp;
-        let with_data = self.inputs_with_data(id, |dependency| {
-            self.slots[dependency.0 as usize].record.state == ViewState::Materialized
-        });
+        let own_timestamp = self.views.record(id).timestamp;
+        let with_data =
+            self.inputs_with_data(id, |dependency| self.views.record(dependency).state == ViewState::Materialized);
         let mut guest_paths: HashMap<ViewId, String> = HashMap::new();
         let mut inputs = Vec::with_capacity(with_data.len());
         for (dependency, input) in &with_data {
-            let record = &self.slots[dependency.0 as usize].record;
+            let record = &self.views.record(*dependency);
             guest_paths.insert(*dependency, runtime::guest_input(inputs.len()));
             inputs.push(TransformInput {
                 name: input.source.clone(),
@@ -1308,28 +1279,28 @@ impl Scheduler {
         let path_of = |d: ViewId| guest_paths.get(&d).cloned().unwrap_or_default();
         // `${actualTime()}`: the run's actual time (its action's), not
         // when this transformation happens to start.
-        let config = match self.lattice.config(id, actual, runtime::GUEST_OUTPUT, &path_of) {
+        let config = match self.views.lattice().config(id, actual, runtime::GUEST_OUTPUT, &path_of) {
             Ok(config) => config,
             Err(message) => return (fail_at_once(id, results, message), None),
         };
         let request_base = TransformRequest {
-            view: self.lattice.url_path(id),
+            view: self.views.lattice().url_path(id),
             parameters: self.parameters(id),
-            nominal_time: self.lattice.time(id).map(|t| t.timestamp_millis()),
+            nominal_time: self.views.lattice().time(id).map(|t| t.timestamp_millis()),
             actual_time: actual.timestamp_millis(),
             config,
             inputs,
             output_dir: PathBuf::new(),
             output_limit: self.output_limit(id),
         };
-        let data_path = self.lattice.data_path(id);
+        let data_path = self.views.lattice().data_path(id);
         // Incremental only where the type says so and the plugin can.
         let incremental = (self.merges(id) == Some(true))
             .then(|| self.txlog_spec(id, with_data.into_iter().map(|(_, input)| input).collect(), full_refresh));
         let flag = view_type.done_flag.clone();
         let staging = self.staging.clone();
         // The plugin's lines on the host's log name the view they are for.
-        let span = tracing::info_span!(target: "trellis::plugin", "transform", view = %self.slots[id.0 as usize].url);
+        let span = tracing::info_span!(target: "trellis::plugin", "transform", view = %self.views.url(id));
         let declared = plugin_name.clone();
         let global = self.global.semaphore.clone();
         let local = self.per_plugin[plugin_name].semaphore.clone();
@@ -1548,3 +1519,6 @@ async fn run_plugin(
 /// Why a flow is SKIPPED when no failed dependency is: the run was
 /// stopped before its transformation started.
 const STOPPED_BEFORE_START: &str = "the run was stopped before it started";
+
+#[cfg(test)]
+mod tests;

@@ -1,9 +1,8 @@
-//! The scheduler's view state: one [`Scheduler`] owns a slot per
-//! instantiated view (its record as committed, and its URL), the plugins'
-//! version checksums, the permits, the staging area and, when shared, the
-//! live table readers consult. Outside runs it instantiates, invalidates
-//! and plans; runs are in `run`.
-
+//! The [`Scheduler`]: a façade over the book of views (`views`: lattice,
+//! slots, memo, table), the metastore, the plugins' version checksums, the
+//! permits and the staging area. Outside runs it instantiates, invalidates
+//! and plans; runs are in `run`. Invariant: it changes the book only
+//! through its methods, and adopts a record only after committing it.
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,31 +12,20 @@ use tokio::sync::Semaphore;
 use super::Error;
 use super::memo::Memo;
 use super::publish::Staging;
-use super::table::{SharedTable, Table, ViewRow};
-use super::transition::{Action, Event, Facts, FlagCheck, Freshness, Mode, Reason, Settled, freshness, transition};
+use super::table::{SharedTable, Table};
+use super::transition::{Action, Event, FlagCheck, Freshness, Mode, Reason, transition};
+pub(super) use super::views::flag_identity;
+use super::views::{Judgement, MemoChange, Slot, Standing, Views, flag_check};
 use crate::catalog::{Catalog, Transformation, ViewTypeId, pattern};
 use crate::engines::spark::Spark;
 use crate::lattice::{self, Lattice, Resolution, ViewId};
-use crate::metastore::{Commit, FlagIdentity, Metastore, RunRecord, SchemaChange, SeenFlag, ViewRecord};
+use crate::metastore::{Commit, Metastore, RunRecord, SchemaChange, ViewRecord};
 use crate::model::{Termination, ViewState};
 use crate::plugins::Plugins;
 
 /// The action an event of a recovered publish ends with (see
 /// `Scheduler::adopt_published`).
 pub const RECOVERED: &str = "recover-published";
-
-/// What the scheduler keeps per view between runs.
-#[derive(Debug, Clone, Default)]
-pub(super) struct Slot {
-    pub record: ViewRecord,
-    /// The state the metastore holds for it.
-    pub stored_state: ViewState,
-    /// Its URL path, rendered once: every event names it.
-    pub url: Arc<str>,
-    /// Retrying for network trouble: the last error (not recorded: the
-    /// view's record keeps only failures for good).
-    pub network_retry: Option<String>,
-}
 
 /// What an invalidate request did, by URL path.
 #[derive(Debug, Clone, Default)]
@@ -88,28 +76,16 @@ impl Transformations {
 
 pub struct Scheduler {
     pub(super) catalog: Arc<Catalog>,
-    pub(super) lattice: Lattice,
+    /// The book of views: lattice, slots, memo, table.
+    pub(super) views: Views,
     pub(super) store: Arc<Metastore>,
     pub(super) transformations: Option<Transformations>,
-    /// Types whose schema checksum changed when this scheduler opened.
-    pub(super) schema_changed: HashSet<ViewTypeId>,
-    pub(super) slots: Vec<Slot>,
     pub(super) staging: Arc<Staging>,
     pub(super) global: Permits,
     pub(super) per_plugin: HashMap<String, Permits>,
     pub(super) retry_backoff: Duration,
     pub(super) progress: Option<Box<dyn FnMut(Progress) + Send>>,
     pub(super) run_started: Option<Box<Announce>>,
-    /// The live view for readers, once shared (a service shares it).
-    pub(super) table: Option<SharedTable>,
-    /// What a long-lived scheduler remembers of freshness between runs.
-    pub(super) memo: Option<Memo>,
-    /// The newest timestamp recorded or loaded.
-    pub(super) last_stamp: i64,
-    /// The least timestamp the run in progress records: above every one
-    /// recorded before it, so a view rebuilt is newer than all views built
-    /// in earlier runs, even in the same millisecond.
-    pub(super) stamp_floor: i64,
     /// Writes that need not be durable on their own (an action RUNNING, an
     /// action's end after its run's, both recovered from the run's record
     /// after a crash): they go with the next commit, or with
@@ -158,30 +134,6 @@ pub struct Progress {
 /// Told each run's id as the run starts.
 type Announce = dyn FnMut(&str) + Send;
 
-/// Which file a done flag is now, if there is one (one `stat`).
-pub(super) fn flag_identity(path: &std::path::Path) -> Option<FlagIdentity> {
-    use std::os::unix::fs::MetadataExt;
-    let metadata = std::fs::metadata(path).ok()?;
-    Some(FlagIdentity {
-        mtime_nanos: metadata.mtime().saturating_mul(1_000_000_000).saturating_add(metadata.mtime_nsec()),
-        size: metadata.len(),
-        inode: metadata.ino(),
-    })
-}
-
-/// An external view's flag as found now, against its record's. A record
-/// from before flags were recorded holds the flag's mtime as its timestamp.
-pub(super) fn flag_check(record: &ViewRecord, found: Option<FlagIdentity>) -> FlagCheck {
-    match (found, record.done_flag) {
-        (None, _) => FlagCheck::Absent,
-        (Some(found), Some(SeenFlag::Present { identity, .. })) if identity == found => FlagCheck::Unchanged,
-        (Some(found), None) if record.timestamp == Some(found.mtime_nanos.div_euclid(1_000_000)) => {
-            FlagCheck::Unchanged
-        }
-        (Some(_), _) => FlagCheck::Changed,
-    }
-}
-
 /// An action's views, its inputs (external views), the done flags its
 /// `latest()` found, and its `latest(n)` that found no instance, each as
 /// `latest(n) of TYPE` (see [`Scheduler::action_inputs`]).
@@ -197,22 +149,6 @@ pub(super) struct LatestAt {
     /// An action's run under `actual`: the done flags its `latest()` found
     /// when the action was created, the only ones it may find now.
     pub pinned: Option<Arc<HashSet<std::path::PathBuf>>>,
-}
-
-/// How a dependency stands when a view is judged: as the run left it
-/// (`materialize`), or as a DEFAULT run is expected to leave it (`plan`).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Standing {
-    pub state: ViewState,
-    pub timestamp: Option<i64>,
-}
-
-/// Whether a view whose dependencies have settled is outdated, and how
-/// they settled: what `plan` explains and a run acts on.
-#[derive(Debug, Clone)]
-pub(super) struct Judgement {
-    pub settled: Settled,
-    pub freshness: Freshness,
 }
 
 impl Scheduler {
@@ -256,11 +192,9 @@ impl Scheduler {
             })
             .collect();
         Ok(Scheduler {
-            lattice: Lattice::new(catalog.clone()),
+            views: Views::new(catalog.clone(), schema_changed),
             store,
             transformations: None,
-            schema_changed,
-            slots: Vec::new(),
             staging: Arc::new(staging),
             global: Permits::new("*", catalog.settings.concurrency),
             per_plugin,
@@ -268,10 +202,6 @@ impl Scheduler {
             retry_backoff: Duration::from_millis(100),
             progress: None,
             run_started: None,
-            table: None,
-            memo: None,
-            last_stamp: 0,
-            stamp_floor: 0,
             deferred: Commit::default(),
             last_run_started: 0,
             clock,
@@ -296,7 +226,7 @@ impl Scheduler {
 
     /// A type's current version checksum.
     pub(super) fn version(&self, id: ViewId) -> &str {
-        self.transformations.as_ref().map_or("", |t| t.versions[&self.lattice.view_type(id).id].as_str())
+        self.transformations.as_ref().map_or("", |t| t.versions[&self.views.lattice().view_type(id).id].as_str())
     }
 
     /// Calls `report` after every step of a run, e.g. for a progress bar.
@@ -349,13 +279,13 @@ impl Scheduler {
     }
 
     pub fn lattice(&self) -> &Lattice {
-        &self.lattice
+        self.views.lattice()
     }
 
     /// Limits how many views the scheduler holds, and how many one request
     /// may add with their dependencies (a server's reads instantiate too).
     pub fn set_capacity(&mut self, capacity: lattice::Capacity) {
-        self.lattice.set_capacity(capacity);
+        self.views.set_capacity(capacity);
     }
 
     /// Records a new run, not started yet, with an id that sorts by start
@@ -437,7 +367,7 @@ impl Scheduler {
     ) -> Result<Vec<ViewId>, Error> {
         let pattern = pattern::parse(pattern_text)?;
         let resolution = Resolution { evaluation_time: evaluation, exists: &lattice::on_disk };
-        let addressed = self.lattice.instantiate(&pattern, &resolution)?;
+        let addressed = self.views.instantiate(&pattern, &resolution)?;
         self.take_in_new_views()?;
         Ok(addressed)
     }
@@ -448,17 +378,17 @@ impl Scheduler {
     fn take_in_new_views(&mut self) -> Result<(), Error> {
         // Only views new to the lattice need their records: the others were
         // loaded by an earlier call.
-        let known = self.slots.len();
-        if known == self.lattice.len() {
+        let new = self.views.new_views();
+        if new.is_empty() {
             return Ok(());
         }
-        self.slots.resize_with(self.lattice.len(), Slot::default);
+        let known = new.start;
         // A record that cannot be read is the error, after every new view
         // has its slot, row and memo entry, so that no view is half taken in.
         let mut failed = None;
         let mut recovered = Commit::default();
-        for index in known..self.slots.len() {
-            let url: Arc<str> = self.lattice.url_path(ViewId(index as u32)).into();
+        for index in new {
+            let url: Arc<str> = self.views.lattice().url_path(ViewId(index as u32)).into();
             let mut record = match self.store.view(&url) {
                 Ok(record) => record.unwrap_or_default(),
                 Err(e) => {
@@ -469,22 +399,9 @@ impl Scheduler {
             // In-flight states do not survive the process that had them.
             record.state = super::record::previous_stable(record.state, &record);
             let record = self.adopt_published(ViewId(index as u32), &url, record, &mut recovered);
-            // (An external view's record from before flags were recorded
-            // holds the flag's mtime, perhaps in the future: not a stamp.)
-            let legacy = record.done_flag.is_none()
-                && matches!(self.lattice.view_type(ViewId(index as u32)).transformation, Transformation::External);
-            if let Some(timestamp) = record.timestamp.filter(|_| !legacy) {
-                self.last_stamp = self.last_stamp.max(timestamp);
-            }
-            let slot = &mut self.slots[index];
-            slot.stored_state = record.state;
-            slot.record = record;
-            slot.url = url;
+            self.views.take_in(url, record);
         }
-        self.refresh_table((known..self.slots.len()).map(|index| ViewId(index as u32)));
-        if let Some(memo) = &mut self.memo {
-            memo.grow(&self.lattice);
-        }
+        self.views.taken_in(known);
         if !recovered.is_empty() {
             // Lost in a crash, it is found again at the next load.
             self.commit(recovered)?;
@@ -500,11 +417,12 @@ impl Scheduler {
     /// `publish::recognise`), of a run recorded and never ended, under the
     /// type's schema as it is; anything else leaves the record as it is.
     fn adopt_published(&self, id: ViewId, url: &Arc<str>, record: ViewRecord, commit: &mut Commit) -> ViewRecord {
-        if !matches!(self.lattice.view_type(id).transformation, Transformation::Plugin { .. }) {
+        if !matches!(self.views.lattice().view_type(id).transformation, Transformation::Plugin { .. }) {
             return record;
         }
-        let data_path = self.lattice.data_path(id);
-        let Some(found) = super::publish::recognise(url, &record, &data_path, &self.lattice.done_flag_path(id)) else {
+        let data_path = self.views.lattice().data_path(id);
+        let Some(found) = super::publish::recognise(url, &record, &data_path, &self.views.lattice().done_flag_path(id))
+        else {
             return record;
         };
         let receipt = found.receipt;
@@ -518,7 +436,7 @@ impl Scheduler {
                 false
             }
         };
-        if !interrupted || receipt.schema != self.lattice.view_type(id).schema_checksum {
+        if !interrupted || receipt.schema != self.views.lattice().view_type(id).schema_checksum {
             return record;
         }
         let facts = super::record::Facts {
@@ -598,27 +516,23 @@ impl Scheduler {
         evaluation: chrono::DateTime<chrono::Utc>,
         exists: &dyn Fn(&Lattice, &lattice::ResolvedView) -> bool,
     ) -> bool {
-        if !self.lattice.has_latest(id) {
+        if !self.views.lattice().has_latest(id) {
             return false;
         }
         let resolution = Resolution { evaluation_time: evaluation, exists };
-        let previous = match self.lattice.reresolve_latest(id, &resolution) {
+        let previous = match self.views.reresolve_latest(id, &resolution) {
             Ok(Some(previous)) => previous,
             Ok(None) => return false,
             Err(e) => {
-                tracing::warn!(view = %self.slots[id.0 as usize].url, "latest() not resolved again: {e}");
+                tracing::warn!(view = %self.views.url(id), "latest() not resolved again: {e}");
                 return false;
             }
         };
         if let Err(e) = self.take_in_new_views() {
             // The edges moved already: the instance is taken as never seen.
-            tracing::warn!(view = %self.slots[id.0 as usize].url, "reading the record of latest()'s instance: {e}");
+            tracing::warn!(view = %self.views.url(id), "reading the record of latest()'s instance: {e}");
         }
-        if let Some(memo) = &mut self.memo {
-            memo.rewire(id, &previous, self.lattice.dependencies(id));
-        }
-        let dependencies: Box<[u32]> = self.lattice.dependencies(id).iter().map(|d| d.0).collect();
-        self.with_table(|table| table.set_dependencies(id.0 as usize, dependencies));
+        self.views.rewired(id, &previous);
         true
     }
 
@@ -679,15 +593,15 @@ impl Scheduler {
     /// find them: what `plan` looks at. Views in flight keep theirs (the
     /// run has asked them). Nothing to do for a project without `latest()`.
     fn resolve_latest_below(&mut self, addressed: &[ViewId]) {
-        if !self.lattice.any_latest() {
+        if !self.views.lattice().any_latest() {
             return;
         }
         let now = self.clock.now();
-        let mut seen = vec![false; self.lattice.len()];
+        let mut seen = vec![false; self.views.lattice().len()];
         let mut stack = addressed.to_vec();
         while let Some(id) = stack.pop() {
-            if seen.len() < self.lattice.len() {
-                seen.resize(self.lattice.len(), false);
+            if seen.len() < self.views.lattice().len() {
+                seen.resize(self.views.lattice().len(), false);
             }
             if std::mem::replace(&mut seen[id.0 as usize], true) {
                 continue;
@@ -697,17 +611,14 @@ impl Scheduler {
             if !in_flight {
                 self.resolve_latest(id, now);
             }
-            stack.extend(self.lattice.dependencies(id).iter().copied());
+            stack.extend(self.views.lattice().dependencies(id).iter().copied());
         }
     }
 
     /// The URL paths of the instances a view's `latest(n)` declarations
-    /// resolve to now, to record with it and compare with what it read;
-    /// `None` for a view without `latest(n)`.
+    /// resolve to now (see [`Views::latest_read`]).
     pub(super) fn latest_read(&self, id: ViewId) -> Option<Vec<String>> {
-        self.lattice.has_latest(id).then(|| {
-            self.lattice.latest_dependencies(id).into_iter().map(|d| self.slots[d.0 as usize].url.to_string()).collect()
-        })
+        self.views.latest_read(id)
     }
 
     /// Remembers which views are up to date between runs and watches
@@ -716,10 +627,7 @@ impl Scheduler {
     /// Where inotify is unavailable, every run checks every view, as before.
     pub fn remember_freshness(&mut self) {
         match Memo::new(&self.catalog.settings.storage) {
-            Ok(mut memo) => {
-                memo.grow(&self.lattice);
-                self.memo = Some(memo);
-            }
+            Ok(memo) => self.views.remember(memo),
             Err(e) => tracing::warn!("cannot watch external data ({e}); every run checks every view"),
         }
     }
@@ -741,7 +649,7 @@ impl Scheduler {
         let addressed = self.instantiate_at(pattern_text, evaluation)?;
         let found = std::cell::RefCell::new(std::collections::BTreeSet::new());
         let mut unfound = std::collections::BTreeSet::new();
-        if self.lattice.any_latest() {
+        if self.views.lattice().any_latest() {
             let pinned = pinned.map(|flags| self.storage_paths(flags));
             let storage = self.catalog.settings.storage.clone();
             let exists = |l: &Lattice, v: &lattice::ResolvedView<'_>| {
@@ -765,12 +673,13 @@ impl Scheduler {
                 if !seen.insert(id) {
                     continue;
                 }
-                if self.lattice.has_latest(id) {
+                if self.views.lattice().has_latest(id) {
                     let in_flight =
                         matches!(self.state_of(id), ViewState::Waiting | ViewState::Transforming | ViewState::Retrying);
                     if in_flight {
-                        for dependency in self.lattice.latest_dependencies(id) {
-                            if let Ok(relative) = self.lattice.done_flag_path(dependency).strip_prefix(&storage) {
+                        for dependency in self.views.lattice().latest_dependencies(id) {
+                            if let Ok(relative) = self.views.lattice().done_flag_path(dependency).strip_prefix(&storage)
+                            {
                                 found.borrow_mut().insert(relative.to_string_lossy().into_owned());
                             }
                         }
@@ -778,11 +687,11 @@ impl Scheduler {
                         self.resolve_latest_with(id, evaluation, &exists);
                     }
                 }
-                stack.extend(self.lattice.dependencies(id).iter().copied());
+                stack.extend(self.views.lattice().dependencies(id).iter().copied());
             }
             for id in seen {
-                let declarations = &self.lattice.view_type(id).dependencies;
-                for name in self.lattice.unsatisfied(id) {
+                let declarations = &self.views.lattice().view_type(id).dependencies;
+                for name in self.views.lattice().unsatisfied(id) {
                     let Some(declaration) = declarations.iter().find(|d| d.name == name) else { continue };
                     if let crate::catalog::TimeSelection::Latest(n) = declaration.time {
                         unfound.insert(format!("latest({n}) of {}", self.catalog.get(declaration.target).name));
@@ -791,10 +700,11 @@ impl Scheduler {
             }
         }
         let inputs = self
-            .lattice
+            .views
+            .lattice()
             .closure(&addressed)
             .into_iter()
-            .filter(|&id| matches!(self.lattice.view_type(id).transformation, Transformation::External))
+            .filter(|&id| matches!(self.views.lattice().view_type(id).transformation, Transformation::External))
             .collect();
         Ok((addressed, inputs, found.into_inner().into_iter().collect(), unfound.into_iter().collect()))
     }
@@ -803,10 +713,8 @@ impl Scheduler {
     /// first (when the scheduler watches at all), so that a flag appearing
     /// after this look wakes whoever waits on the watches.
     pub(super) fn input_present(&mut self, id: ViewId) -> bool {
-        let flag = self.lattice.done_flag_path(id);
-        if let Some(memo) = &mut self.memo {
-            memo.watch(id, &flag);
-        }
+        let flag = self.views.lattice().done_flag_path(id);
+        self.views.watch(id, &flag);
         flag.exists()
     }
 
@@ -814,11 +722,9 @@ impl Scheduler {
     /// holds (it was delivered again since the last run read it). Watched
     /// first, as in [`Scheduler::input_present`].
     pub(super) fn input_redelivered(&mut self, id: ViewId) -> bool {
-        let flag = self.lattice.done_flag_path(id);
-        if let Some(memo) = &mut self.memo {
-            memo.watch(id, &flag);
-        }
-        let record = &self.slots[id.0 as usize].record;
+        let flag = self.views.lattice().done_flag_path(id);
+        self.views.watch(id, &flag);
+        let record = self.views.record(id);
         record.done_flag.is_some() && flag_check(record, flag_identity(&flag)) == FlagCheck::Changed
     }
 
@@ -826,86 +732,38 @@ impl Scheduler {
     /// at would have been seen by the watches: false without watches, or
     /// once a change has been drained (see `Memo::drain`).
     pub(super) fn input_watched(&self, id: ViewId) -> bool {
-        self.memo.as_ref().is_some_and(|memo| memo.is_watched(id))
+        self.views.is_watched(id)
     }
 
     /// The watches' descriptor, for waiting on it (a copy), when the
     /// scheduler watches.
     pub(super) fn watches(&self) -> Option<std::os::fd::OwnedFd> {
-        self.memo.as_ref().and_then(|memo| memo.descriptor())
+        self.views.watches()
     }
 
     /// Applies the changes the watches have queued.
     pub(super) fn drain_watches(&mut self) {
-        if let Some(memo) = &mut self.memo {
-            memo.drain();
-        }
+        self.views.drain_watches();
     }
 
     /// Shares a live table of the views, runs and transformations for
     /// readers that must not wait for the loop.
     pub fn share_table(&mut self) -> SharedTable {
-        let table = self.table.get_or_insert_with(SharedTable::default).clone();
-        self.refresh_table(self.lattice.ids());
-        table
+        self.views.share_table()
     }
 
-    /// Copies the views' slots into the shared table, adding rows for new
-    /// views (which come in lattice order, as the table's rows do).
+    /// Copies the views' slots into the shared table (see [`Views::refresh_table`]).
     pub(super) fn refresh_table(&self, ids: impl IntoIterator<Item = ViewId>) {
-        let Some(table) = &self.table else { return };
-        let mut table = table.write().unwrap_or_else(|poisoned| poisoned.into_inner());
-        for id in ids {
-            let (index, slot) = (id.0 as usize, &self.slots[id.0 as usize]);
-            let record = &slot.record;
-            if index == table.views().len() {
-                table.push(ViewRow {
-                    url: slot.url.clone(),
-                    view_type: self.lattice.view_type(id).name.as_str().into(),
-                    state: record.state,
-                    timestamp: record.timestamp,
-                    incomplete: record.incomplete,
-                    errors: record.errors,
-                    invalidation_pending: record.condition().invalidation_pending,
-                    last_error: record.last_error.clone(),
-                    network_retry: slot.network_retry.clone(),
-                    counters: record.counters.clone(),
-                    version_checksum: record.version_checksum.as_deref().map(Arc::from),
-                    dependencies: self.lattice.dependencies(id).iter().map(|d| d.0).collect(),
-                    data_path: self.lattice.data_path(id),
-                });
-                continue;
-            }
-            table.set_state(index, record.state);
-            let row = table.row_mut(index);
-            row.timestamp = record.timestamp;
-            row.incomplete = record.incomplete;
-            row.errors = record.errors;
-            row.invalidation_pending = record.condition().invalidation_pending;
-            if row.last_error != record.last_error {
-                row.last_error = record.last_error.clone();
-            }
-            if row.network_retry != slot.network_retry {
-                row.network_retry = slot.network_retry.clone();
-            }
-            if row.counters != record.counters {
-                row.counters = record.counters.clone();
-            }
-            if row.version_checksum.as_deref() != record.version_checksum.as_deref() {
-                row.version_checksum = record.version_checksum.as_deref().map(Arc::from);
-            }
-        }
+        self.views.refresh_table(ids);
     }
 
     pub(super) fn with_table(&self, change: impl FnOnce(&mut Table)) {
-        if let Some(table) = &self.table {
-            change(&mut table.write().unwrap_or_else(|poisoned| poisoned.into_inner()));
-        }
+        self.views.with_table(change);
     }
 
     /// A view's state now.
     pub(super) fn state_of(&self, id: ViewId) -> ViewState {
-        self.slots[id.0 as usize].record.state
+        self.views.state_of(id)
     }
 
     /// Invalidates the views of `pattern` (and with `dependencies`, what
@@ -919,7 +777,7 @@ impl Scheduler {
         settled_by_run: impl Fn(ViewId) -> bool,
     ) -> Result<Invalidation, Error> {
         let addressed = self.instantiate(pattern_text)?;
-        let targets = if dependencies { self.lattice.closure(&addressed) } else { addressed };
+        let targets = if dependencies { self.views.lattice().closure(&addressed) } else { addressed };
         self.invalidate_views(targets, None, settled_by_run)
     }
 
@@ -935,7 +793,7 @@ impl Scheduler {
         let (mut done, mut refused, mut changed) = (Vec::new(), Vec::new(), Vec::new());
         let now = self.clock.millis();
         for id in targets {
-            let slot = &mut self.slots[id.0 as usize];
+            let slot = self.views.slot(id);
             // Dependents in this run may have taken it as it is already;
             // invalidating it under them would build them without it.
             if settled_by_run(id) {
@@ -950,26 +808,26 @@ impl Scheduler {
                 refused.push((slot.url.to_string(), reason.clone()));
                 continue;
             }
-            slot.record.state = state;
-            slot.record.invalidated = true;
-            slot.stored_state = state;
-            commit.views.push((slot.url.to_string(), slot.record.clone()));
+            let record = ViewRecord { state, invalidated: true, ..slot.record.clone() };
             let url = slot.url.to_string();
+            commit.views.push((url.clone(), record.clone()));
             // Invalidated is rebuilt from nothing: its log starts over.
-            if self.lattice.view_type(id).incremental {
+            if self.views.lattice().view_type(id).incremental {
                 let (write, event) = self.txlog_reset(id, source)?;
                 commit.txlog.push(write);
                 commit.events.push(event);
             }
-            if let Some(memo) = &mut self.memo {
-                memo.dirty(id);
-            }
             done.push(url);
-            changed.push(id);
+            changed.push((id, record));
         }
         self.commit(commit)?;
-        // Readers of a server's table see the invalidation at once.
-        self.refresh_table(changed);
+        // Adopted once committed; readers of a server's table see it at once.
+        for (id, record) in &changed {
+            let network_retry = self.views.slot(*id).network_retry.clone();
+            self.views.adopt(*id, record.clone(), record.state, network_retry);
+            self.views.change_memo(*id, MemoChange::Dirty);
+        }
+        self.refresh_table(changed.into_iter().map(|(id, _)| id));
         Ok(Invalidation { invalidated: done, refused })
     }
 
@@ -980,7 +838,7 @@ impl Scheduler {
         match self.merges(id) {
             None => return String::new(),
             Some(false) => {
-                let plugin = self.lattice.view_type(id).transformation.plugin().unwrap_or_default();
+                let plugin = self.views.lattice().view_type(id).transformation.plugin().unwrap_or_default();
                 return format!("; incremental, but {plugin} does not export transform-incremental: reads everything");
             }
             Some(true) => {}
@@ -1003,7 +861,7 @@ impl Scheduler {
     /// the scheduler was opened without plugins). `None` for a view whose
     /// type is not declared incremental.
     pub(super) fn merges(&self, id: ViewId) -> Option<bool> {
-        let view_type = self.lattice.view_type(id);
+        let view_type = self.views.lattice().view_type(id);
         if !view_type.incremental {
             return None;
         }
@@ -1032,7 +890,7 @@ impl Scheduler {
         let mut views = Vec::new();
         for id in addressed {
             let Some(merges) = self.merges(id) else { continue };
-            let url = self.slots[id.0 as usize].url.to_string();
+            let url = self.views.url(id).to_string();
             views.push(TxLogView {
                 incremental: merges,
                 head: self.store.tx_head(&url)?,
@@ -1057,13 +915,13 @@ impl Scheduler {
         self.commit_deferred()?;
         let addressed = self.instantiate(pattern_text)?;
         let incremental: Vec<ViewId> =
-            addressed.into_iter().filter(|&id| self.lattice.view_type(id).incremental).collect();
+            addressed.into_iter().filter(|&id| self.views.lattice().view_type(id).incremental).collect();
         if incremental.is_empty() {
             return Err(Error::TxLog(format!("`{pattern_text}` addresses no view of an incremental type")));
         }
         if let Some(source) = source {
             for &id in &incremental {
-                let view_type = self.lattice.view_type(id);
+                let view_type = self.views.lattice().view_type(id);
                 let names: Vec<&str> =
                     view_type.dependencies.iter().filter(|d| d.incremental).map(|d| d.name.as_str()).collect();
                 if !names.contains(&source) {
@@ -1085,12 +943,12 @@ impl Scheduler {
         id: ViewId,
         source: Option<&str>,
     ) -> Result<(crate::metastore::TxWrite, crate::metastore::NewEvent), Error> {
-        let slot = &self.slots[id.0 as usize];
+        let slot = &self.views.slot(id);
         let write = super::txlog::reset_of(
             &slot.url,
             self.store.tx_head(&slot.url)?,
             self.store.tx_entries(&slot.url)?,
-            &self.lattice.data_path(id),
+            &self.views.lattice().data_path(id),
             source,
         );
         let change = crate::metastore::TxLogChange {
@@ -1120,7 +978,7 @@ impl Scheduler {
             Mode::TransformOnly | Mode::SetOnly => self.plan_alone(&addressed, mode),
             _ => self.plan_of(&addressed, mode),
         };
-        Ok(plan.into_iter().map(|(id, line)| (self.slots[id.0 as usize].url.to_string(), line)).collect())
+        Ok(plan.into_iter().map(|(id, line)| (self.views.url(id).to_string(), line)).collect())
     }
 
     /// The plan of TRANSFORM_ONLY and SET_ONLY, which ask no dependency:
@@ -1129,8 +987,8 @@ impl Scheduler {
         addressed
             .iter()
             .map(|&id| {
-                let once = self.lattice.view_type(id).materialize_once
-                    && self.slots[id.0 as usize].record.state == ViewState::Materialized;
+                let once = self.views.lattice().view_type(id).materialize_once
+                    && self.views.record(id).state == ViewState::Materialized;
                 let line = match mode {
                     Mode::SetOnly => "record as materialized without transforming (SET_ONLY)",
                     _ if once => "up to date (materialize_once)",
@@ -1148,9 +1006,7 @@ impl Scheduler {
         self.transformations()?;
         let materialized: Vec<ViewId> = indexes
             .iter()
-            .filter(|&&index| {
-                self.slots.get(index as usize).is_some_and(|slot| slot.record.state == ViewState::Materialized)
-            })
+            .filter(|&&index| self.views.get(index).is_some_and(|slot| slot.record.state == ViewState::Materialized))
             .map(|&index| ViewId(index))
             .collect();
         let wanted: HashSet<ViewId> = materialized.iter().copied().collect();
@@ -1168,8 +1024,8 @@ impl Scheduler {
     fn plan_of(&mut self, addressed: &[ViewId], mode: Mode) -> Vec<(ViewId, String)> {
         self.resolve_latest_below(addressed);
         let order = self.dependencies_first(addressed);
-        let mut will_change = vec![false; self.lattice.len()];
-        let mut no_data = vec![false; self.lattice.len()];
+        let mut will_change = vec![false; self.views.lattice().len()];
+        let mut no_data = vec![false; self.views.lattice().len()];
         let mut plan = Vec::with_capacity(order.len());
         for id in order {
             let judgement = self.judge(id, |dependency, slot| {
@@ -1183,8 +1039,8 @@ impl Scheduler {
                     Standing { state: ViewState::Materialized, timestamp: slot.record.timestamp }
                 }
             });
-            let view_type = self.lattice.view_type(id);
-            let record = &self.slots[id.0 as usize].record;
+            let view_type = self.views.lattice().view_type(id);
+            let record = &self.views.record(id);
             let no_flag = judgement.freshness == Freshness::NoDoneFlag;
             let view_no_data = no_flag || judgement.settled.all_no_data;
             no_data[id.0 as usize] = view_no_data;
@@ -1198,10 +1054,10 @@ impl Scheduler {
                 Freshness::UpToDate | Freshness::NoDoneFlag => None,
                 Freshness::Outdated(reason) => {
                     // A dependency rematerialized is the reason a user can act on first.
-                    let changing = self.lattice.dependencies(id).iter().find(|d| will_change[d.0 as usize]);
+                    let changing = self.views.lattice().dependencies(id).iter().find(|d| will_change[d.0 as usize]);
                     Some(match changing {
                         Some(&dependency) => {
-                            format!("dependency {} will be rematerialized", self.lattice.url_path(dependency))
+                            format!("dependency {} will be rematerialized", self.views.lattice().url_path(dependency))
                         }
                         // A failed view is tried again: when and why it
                         // failed is what a user acts on, not that it never
@@ -1213,10 +1069,12 @@ impl Scheduler {
             };
             let line = match &explanation {
                 _ if once => "up to date (materialize_once)".to_string(),
-                _ if no_flag => format!("no data (no done flag at {})", self.lattice.done_flag_path(id).display()),
-                _ if view_no_data && self.lattice.has_unsatisfied(id) => format!(
+                _ if no_flag => {
+                    format!("no data (no done flag at {})", self.views.lattice().done_flag_path(id).display())
+                }
+                _ if view_no_data && self.views.lattice().has_unsatisfied(id) => format!(
                     "no data (dependency {}: latest() found no instance with data)",
-                    self.lattice.unsatisfied(id).join(", ")
+                    self.views.lattice().unsatisfied(id).join(", ")
                 ),
                 _ if view_no_data => "no data (no dependency has data)".to_string(),
                 Some(reason) if version_only => {
@@ -1228,9 +1086,8 @@ impl Scheduler {
                     "record checksum and timestamp without transforming (RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS): {reason}"
                 ),
                 Some(reason) => {
-                    let materialized = |d: ViewId| {
-                        will_change[d.0 as usize] || self.slots[d.0 as usize].record.state == ViewState::Materialized
-                    };
+                    let materialized =
+                        |d: ViewId| will_change[d.0 as usize] || self.views.record(d).state == ViewState::Materialized;
                     format!("transform: {reason}{}", self.plan_increment(id, materialized))
                 }
                 None => "up to date".to_string(),
@@ -1242,131 +1099,21 @@ impl Scheduler {
     }
 
     /// The one judgement of a view whose dependencies have settled, shared
-    /// by `plan` and runs: how the dependencies stand (`standing` says, for
-    /// each, from its slot), and whether the view is outdated and why. It
-    /// reads what only the disk knows: an external view's done flag, and
-    /// whether a materialized view's published data is still there (each
-    /// watched first, when a memo is kept, so a change after the read is
-    /// queued): one stat per view.
+    /// by `plan` and runs (see [`Views::judge`]), by the type's version now.
     pub(super) fn judge(&mut self, id: ViewId, standing: impl Fn(ViewId, &Slot) -> Standing) -> Judgement {
-        let dependencies = self.lattice.dependencies(id);
-        // A `latest(n)` that found no instance is a dependency without data.
-        let missing = self.lattice.has_unsatisfied(id);
-        let (mut all_no_data, mut some_no_data, mut some_failed, mut some_errors) =
-            (missing || !dependencies.is_empty(), missing, false, false);
-        let mut newest: Option<(ViewId, i64)> = None;
-        for &dependency in dependencies {
-            let Standing { state, timestamp } = standing(dependency, &self.slots[dependency.0 as usize]);
-            all_no_data &= state == ViewState::NoData;
-            some_no_data |= state == ViewState::NoData;
-            some_failed |= state == ViewState::Failed;
-            // Flags travel up the lattice (seed 000): a view over one built
-            // without all its data is incomplete too, and one over a view
-            // with errors has errors.
-            let theirs = &self.slots[dependency.0 as usize].record;
-            some_no_data |= state == ViewState::Materialized && theirs.incomplete;
-            some_errors |= matches!(state, ViewState::Materialized | ViewState::NoData) && theirs.errors;
-            if state == ViewState::Materialized
-                && let Some(timestamp) = timestamp
-                && newest.is_none_or(|(_, t)| timestamp >= t)
-            {
-                newest = Some((dependency, timestamp));
-            }
-        }
-        let settled = Settled { all_no_data, some_no_data, some_failed, some_errors };
-        let view_type = self.lattice.view_type(id);
-        let external = matches!(view_type.transformation, Transformation::External);
-        let external_flag = external.then(|| {
-            let flag = self.lattice.done_flag_path(id);
-            if let Some(memo) = &mut self.memo {
-                memo.watch(id, &flag);
-            }
-            flag_check(&self.slots[id.0 as usize].record, flag_identity(&flag))
-        });
-        // A view recorded as materialized has published its data, done
-        // flag inside: one stat says whether it is still there.
-        // (Not one SET_ONLY marked without data: it never had any.)
-        let record = &self.slots[id.0 as usize].record;
-        let data_gone = !external && record.timestamp.is_some() && record.done_flag != Some(SeenFlag::Absent) && {
-            let flag = self.lattice.done_flag_path(id);
-            if let Some(memo) = &mut self.memo {
-                memo.watch_published(id, &flag);
-            }
-            std::fs::metadata(&flag).is_err()
+        let version = match &self.transformations {
+            Some(t) => t.versions[&self.views.lattice().view_type(id).id].as_str(),
+            None => "",
         };
-        let slot = &self.slots[id.0 as usize];
-        let facts = Facts {
-            invalidated: slot.record.invalidated || slot.record.state == ViewState::Invalidated,
-            schema_changed: self.schema_changed.contains(&view_type.id),
-            recorded_version: slot.record.version_checksum.as_deref(),
-            recorded_timestamp: slot.record.timestamp,
-            current_version: self.version(id),
-            // Named below, only if it is the reason: most views are up to date.
-            newest_dependency: newest.map(|(_, t)| ("", t)),
-            external_flag,
-            data_gone,
-        };
-        // `latest()` resolving to another instance than the one the view
-        // read is a change of its inputs, even when the instance is older
-        // than the view (latest(-1) moving up to data the view was built
-        // after, or latest(0) moving back when a flag goes). A record from
-        // before instances were recorded is not compared.
-        // (Its state may be in flight: a run judges it so.)
-        let latest_moved = slot.record.latest.as_ref().and_then(|read| {
-            self.latest_read(id).filter(|now| now != read).map(|now| (read.join(", "), now.join(", ")))
-        });
-        let named = |reason: Reason| match reason {
-            Reason::DependencyNewer { .. } => {
-                let dependency = newest.map(|(d, _)| self.lattice.url_path(d)).unwrap_or_default();
-                Reason::DependencyNewer { dependency }
-            }
-            other => other,
-        };
-        let freshness = match (freshness(&facts), latest_moved) {
-            // New input besides a version change is kept with it, for the
-            // mode that suppresses the version change only.
-            (Freshness::Outdated(Reason::VersionChanged { old, new, input }), moved) => {
-                let input =
-                    input.map(|input| named(*input)).or(moved.map(|(read, now)| Reason::LatestMoved { read, now }));
-                Freshness::Outdated(Reason::VersionChanged { old, new, input: input.map(Box::new) })
-            }
-            (Freshness::Outdated(reason @ Reason::DependencyNewer { .. }), _) => Freshness::Outdated(named(reason)),
-            (Freshness::UpToDate, Some((read, now))) => Freshness::Outdated(Reason::LatestMoved { read, now }),
-            (other, _) => other,
-        };
-        Judgement { settled, freshness }
+        self.views.judge(id, version, standing)
     }
 
     /// The views and all they depend on, each after its dependencies.
     pub(super) fn dependencies_first(&self, addressed: &[ViewId]) -> Vec<ViewId> {
-        let mut state = vec![0u8; self.lattice.len()]; // 0 new, 1 open, 2 done
-        let mut order = Vec::new();
-        for &start in addressed {
-            let mut stack = vec![(start, 0usize)];
-            while let Some((id, next)) = stack.pop() {
-                if next == 0 {
-                    if state[id.0 as usize] != 0 {
-                        continue;
-                    }
-                    state[id.0 as usize] = 1;
-                }
-                let dependencies = self.lattice.dependencies(id);
-                if let Some(&dependency) = dependencies.get(next) {
-                    stack.push((id, next + 1));
-                    if state[dependency.0 as usize] == 0 {
-                        stack.push((dependency, 0));
-                    }
-                } else {
-                    state[id.0 as usize] = 2;
-                    order.push(id);
-                }
-            }
-        }
-        order
+        self.views.dependencies_first(addressed)
     }
 }
 
-/// The event of one application of the state machine, now.
 /// Adopts what a crash left between an incremental view's publish and the
 /// log's commit: a marker newer than the log's head is the truth (it was
 /// published with the data it describes), so the log is written from it.
