@@ -483,62 +483,30 @@ fn resolve(here: &[String], path: &[String]) -> Option<Vec<String>> {
     (!base.is_empty()).then_some(base)
 }
 
-/// Tarjan's strongly connected components with more than one file.
+/// The strongly connected components with more than one file (petgraph's
+/// Tarjan), each sorted, in the order of their first file.
 fn strongly_connected(edges: &BTreeMap<String, BTreeMap<String, usize>>) -> Vec<Vec<String>> {
-    struct Walk<'a> {
-        edges: &'a BTreeMap<String, BTreeMap<String, usize>>,
-        index: BTreeMap<&'a str, usize>,
-        low: BTreeMap<&'a str, usize>,
-        stack: Vec<&'a str>,
-        on_stack: BTreeSet<&'a str>,
-        components: Vec<Vec<String>>,
+    let mut graph = petgraph::Graph::<&str, ()>::new();
+    let mut nodes: BTreeMap<&str, petgraph::graph::NodeIndex> = BTreeMap::new();
+    for file in edges.iter().flat_map(|(from, targets)| std::iter::once(from).chain(targets.keys())) {
+        nodes.entry(file.as_str()).or_insert_with(|| graph.add_node(file.as_str()));
     }
-    fn visit<'a>(walk: &mut Walk<'a>, node: &'a str) {
-        let n = walk.index.len();
-        walk.index.insert(node, n);
-        walk.low.insert(node, n);
-        walk.stack.push(node);
-        walk.on_stack.insert(node);
-        for next in walk.edges.get(node).into_iter().flat_map(|targets| targets.keys()) {
-            let next = next.as_str();
-            if !walk.index.contains_key(next) {
-                visit(walk, next);
-                let low = walk.low[node].min(walk.low[next]);
-                walk.low.insert(node, low);
-            } else if walk.on_stack.contains(next) {
-                let low = walk.low[node].min(walk.index[next]);
-                walk.low.insert(node, low);
-            }
-        }
-        if walk.low[node] == walk.index[node] {
-            let mut component = Vec::new();
-            while let Some(top) = walk.stack.pop() {
-                walk.on_stack.remove(top);
-                component.push(top.to_string());
-                if top == node {
-                    break;
-                }
-            }
-            if component.len() > 1 {
-                component.sort();
-                walk.components.push(component);
-            }
+    for (from, targets) in edges {
+        for to in targets.keys() {
+            graph.add_edge(nodes[from.as_str()], nodes[to.as_str()], ());
         }
     }
-    let mut walk = Walk {
-        edges,
-        index: BTreeMap::new(),
-        low: BTreeMap::new(),
-        stack: Vec::new(),
-        on_stack: BTreeSet::new(),
-        components: Vec::new(),
-    };
-    for node in edges.keys() {
-        if !walk.index.contains_key(node.as_str()) {
-            visit(&mut walk, node);
-        }
-    }
-    walk.components
+    let mut components: Vec<Vec<String>> = petgraph::algo::tarjan_scc(&graph)
+        .into_iter()
+        .filter(|component| component.len() > 1)
+        .map(|component| {
+            let mut files: Vec<String> = component.into_iter().map(|index| graph[index].to_string()).collect();
+            files.sort();
+            files
+        })
+        .collect();
+    components.sort();
+    components
 }
 
 /// One circle through the first file of `component`, as a chain of files

@@ -152,7 +152,7 @@ pub struct Unrecorded {
 /// record is current; the receipt is read, and the output walked, only
 /// when the flag is not the one recorded.
 pub fn recognise(view: &str, record: &ViewRecord, data_path: &Path, flag_path: &Path) -> Option<Unrecorded> {
-    let flag = super::state::flag_identity(flag_path)?;
+    let flag = super::views::flag_identity(flag_path)?;
     if let Some(SeenFlag::Present { identity, .. }) = record.done_flag
         && identity == flag
     {
@@ -374,7 +374,7 @@ mod tests {
 
         let found = recognise(view, &before, &data, &flag).expect("recognised");
         assert_eq!(found.receipt, published);
-        assert_eq!(Some(found.flag), crate::scheduler::state::flag_identity(&flag));
+        assert_eq!(Some(found.flag), crate::scheduler::views::flag_identity(&flag));
         // Recorded: its flag is the one the record holds.
         let recorded = ViewRecord {
             timestamp: Some(10),

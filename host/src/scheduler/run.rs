@@ -170,23 +170,16 @@ struct RunView {
     no_data_before_run: bool,
     /// What a finished transformation returned, until its report is applied.
     returned: Option<Counters>,
-    /// What this run's flow of the view records beside its status: the
-    /// run's own account, whatever the view's record says later.
-    flow_error: Option<String>,
-    flow_counters: Option<Counters>,
-    /// The flow status last written to the metastore for this run.
-    flow_written: Option<FlowStatus>,
+    /// What this run has told of the view's flow (the run's own account,
+    /// whatever the view's record says later). Its `status` is the one
+    /// `Run::flows` had at the last step; `Run::flows` is the one to read.
+    flow: FlowSoFar,
     /// The dependencies that had failed (or were skipped for a failure)
     /// when it settled, by URL path: what its flow names.
     failed_inputs: Vec<String>,
     /// The dependencies that carried errors of their own when it settled
     /// (the flag travels up), by URL path, when none had failed.
     errors_inputs: Vec<String>,
-    /// Why its flow ended so, when its status does not say.
-    flow_reason: Option<String>,
-    /// The flow status last told to the event log: a view's event carries
-    /// its flow's status when that changed.
-    flow_evented: Option<FlowStatus>,
 }
 
 /// One run's transient state, from `begin` to `finish`.
@@ -577,17 +570,14 @@ impl Scheduler {
                 }
             };
             let applied = self.step_one(run, id, view, &event, now);
+            let status = applied.flow.status;
             let theirs = run.view(id);
-            theirs.flow_written = applied.flow.written;
-            theirs.flow_evented = applied.flow.evented;
-            theirs.flow_error = applied.flow.error;
-            theirs.flow_counters = applied.flow.counters;
-            theirs.flow_reason = applied.flow.reason;
+            theirs.flow = applied.flow;
             // Settled as soon as applied: a view asking for it later in
             // this batch's actions takes it as it is, not asking again.
             theirs.settled_in_run |= applied.actions.contains(&Action::NotifyDependents);
             theirs.skipped |= applied.actions.contains(&Action::ReportSkipped);
-            if let Some(status) = applied.flow.status {
+            if let Some(status) = status {
                 run.flows.insert(id, status);
             }
             let url = self.views.url(id);
@@ -616,14 +606,7 @@ impl Scheduler {
         let theirs = run.view(id);
         let (produced_at, returned) = (theirs.produced_at.take(), theirs.returned.take());
         let theirs = &run.views[id.0 as usize];
-        let flow = FlowSoFar {
-            status: flow_status,
-            written: theirs.flow_written,
-            evented: theirs.flow_evented,
-            error: theirs.flow_error.clone(),
-            counters: theirs.flow_counters.clone(),
-            reason: theirs.flow_reason.clone(),
-        };
+        let flow = FlowSoFar { status: flow_status, ..theirs.flow.clone() };
         let lattice = self.views.lattice();
         let ctx = step::Ctx {
             url: self.views.url(id),
@@ -810,18 +793,15 @@ impl Scheduler {
             .into_iter()
             .filter(|(_, s)| *s != FlowStatus::Idle)
             .map(|(view, status)| {
-                let mut theirs = views.get_mut(view.0 as usize).map(std::mem::take).unwrap_or_default();
-                let written = theirs.flow_written == Some(status);
+                let theirs = views.get_mut(view.0 as usize).map(std::mem::take).unwrap_or_default();
+                let flow = theirs.flow;
+                let written = flow.written == Some(status);
                 // Skipped without a failed dependency to name: the stop.
-                if status == FlowStatus::Skipped && theirs.flow_reason.is_none() {
-                    theirs.flow_reason = Some(STOPPED_BEFORE_START.to_string());
-                }
-                let record = FlowRecord {
-                    status,
-                    error: theirs.flow_error,
-                    counters: theirs.flow_counters,
-                    reason: theirs.flow_reason,
+                let reason = match flow.reason {
+                    None if status == FlowStatus::Skipped => Some(STOPPED_BEFORE_START.to_string()),
+                    reason => reason,
                 };
+                let record = FlowRecord { status, error: flow.error, counters: flow.counters, reason };
                 (self.views.url(view).to_string(), record, written)
             })
             .collect();
@@ -922,7 +902,7 @@ impl Scheduler {
             // keep reporting could start new ones until it ended.
             Action::Transform if run.stop.is_some() => {
                 run.flows.insert(id, FlowStatus::Skipped);
-                run.view(id).flow_reason = Some(STOPPED_BEFORE_START.to_string());
+                run.view(id).flow.reason = Some(STOPPED_BEFORE_START.to_string());
             }
             Action::Transform => {
                 // TRANSFORM_ONLY asks no dependencies: `latest()` is resolved here.
@@ -994,7 +974,7 @@ impl Scheduler {
         for (view, started, attempt) in started {
             run.flows.insert(view, if started { FlowStatus::Canceled } else { FlowStatus::Skipped });
             if !started {
-                run.view(view).flow_reason = Some(STOPPED_BEFORE_START.to_string());
+                run.view(view).flow.reason = Some(STOPPED_BEFORE_START.to_string());
             }
             // A transformation that never got its permits was not attempted.
             if attempt && !started {

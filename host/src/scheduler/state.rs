@@ -14,7 +14,7 @@ use super::memo::Memo;
 use super::publish::Staging;
 use super::table::{SharedTable, Table};
 use super::transition::{Action, Event, FlagCheck, Freshness, Mode, Reason, transition};
-pub(super) use super::views::flag_identity;
+use super::views::flag_identity;
 use super::views::{Judgement, MemoChange, Slot, Standing, Views, flag_check};
 use crate::catalog::{Catalog, Transformation, ViewTypeId, pattern};
 use crate::engines::spark::Spark;
