@@ -174,6 +174,7 @@ impl Plugins {
                 file: None,
                 line: Some(decl.line),
                 message: format!("listener {}: {reason}", decl.name),
+                plugin: Some(decl.plugin.clone()),
             });
             self.refused_listeners.insert(decl.name.clone(), reason);
         }
@@ -214,6 +215,7 @@ impl Plugins {
                          (contract 1.1.0); it is rebuilt whole each time",
                         view_type.name
                     ),
+                    plugin: Some(plugin.clone()),
                 });
             }
         }
@@ -224,10 +226,11 @@ impl Plugins {
         let mut problems = Vec::new();
         for view_type in catalog.types() {
             let Transformation::Plugin { plugin, config, checksum, .. } = &view_type.transformation else { continue };
-            let problem = |message: String| Diagnostic {
+            let problem = |name: &str, message: String| Diagnostic {
                 file: view_type.file.clone(),
                 line: Some(view_type.transformation_line),
                 message: format!("view type {}: {message}", view_type.name),
+                plugin: Some(name.to_string()),
             };
             let uses = std::iter::once((plugin, World::Transformation))
                 .chain(checksum.iter().map(|name| (name, World::Checksum)));
@@ -238,17 +241,20 @@ impl Plugins {
                 let plugin = match self.get(name) {
                     Ok(plugin) => plugin,
                     Err(reason) => {
-                        problems.push(problem(reason));
+                        problems.push(problem(name, reason));
                         continue;
                     }
                 };
                 let fits = plugin.world() == world || (world == World::Transformation && plugin.world().transforms());
                 if !fits {
-                    problems.push(problem(format!(
-                        "{name} is {} plugin, not {} plugin",
-                        plugin.world().with_article(),
-                        world.with_article()
-                    )));
+                    problems.push(problem(
+                        name,
+                        format!(
+                            "{name} is {} plugin, not {} plugin",
+                            plugin.world().with_article(),
+                            world.with_article()
+                        ),
+                    ));
                     continue;
                 }
                 if world != World::Transformation {
@@ -259,10 +265,10 @@ impl Plugins {
                 match described.get(name.as_str()) {
                     Some(Ok(info)) => {
                         if let Err(message) = info.check_config(&keys) {
-                            problems.push(problem(message));
+                            problems.push(problem(name, message));
                         }
                     }
-                    Some(Err(message)) => problems.push(problem(message.clone())),
+                    Some(Err(message)) => problems.push(problem(name, message.clone())),
                     None => {}
                 }
             }

@@ -55,6 +55,7 @@ impl Checker<'_> {
                     file: types[cycle[0]].file.clone(),
                     line,
                     message: format!("dependency cycle: {}", names.join(" -> ")),
+                    plugin: None,
                 });
                 return;
             }

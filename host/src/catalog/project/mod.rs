@@ -40,6 +40,9 @@ pub struct Diagnostic {
     pub file: Option<String>,
     pub line: Option<usize>,
     pub message: String,
+    /// The plugin it is a problem of, if any: `GET /plugins` lists each
+    /// plugin's problems by this, not by what the message says.
+    pub plugin: Option<String>,
 }
 
 impl fmt::Display for Diagnostic {
@@ -132,6 +135,7 @@ impl Including<'_> {
                 file: from.map(str::to_string),
                 line: Some(self.lines.line(at)),
                 message: format!("include `{written}`: {message}"),
+                plugin: None,
             };
             let path = dir.join(written);
             let canonical = match std::fs::canonicalize(&path) {
@@ -202,7 +206,7 @@ impl Checker<'_> {
     fn error(&mut self, offset: usize, message: impl Into<String>) {
         let line = Some(self.lines.line(offset));
         let file = self.lines.file(offset).map(str::to_string);
-        self.diagnostics.push(Diagnostic { file, line, message: message.into() });
+        self.diagnostics.push(Diagnostic { file, line, message: message.into(), plugin: None });
     }
 
     fn check(&mut self, raw: RawProject, root: &Path) -> Option<Catalog> {

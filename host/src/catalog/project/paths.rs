@@ -106,6 +106,7 @@ impl Checker<'_> {
                     "{} and {} could share data: paths `{}` and `{}` overlap; give each its own directory",
                     first.name, second.name, first.path, second.path
                 ),
+                plugin: None,
             });
         }
         let unlisted = overlaps.total - overlaps.listed.len() as u64;
@@ -114,6 +115,7 @@ impl Checker<'_> {
                 file: None,
                 line: None,
                 message: format!("and {unlisted} more pairs of view types whose paths overlap"),
+                plugin: None,
             });
         }
     }

@@ -250,7 +250,7 @@ pub(super) fn shifted(view: Spanned<RawViewType>, by: usize) -> Spanned<RawViewT
 pub(super) fn syntax_error(error: &toml::de::Error, lines: &LineIndex) -> Diagnostic {
     let line = error.span().map(|span| lines.line(span.start));
     let file = error.span().and_then(|span| lines.file(span.start)).map(str::to_string);
-    Diagnostic { file, line, message: with_suggestion(error.message().trim()) }
+    Diagnostic { file, line, message: with_suggestion(error.message().trim()), plugin: None }
 }
 
 /// serde says "unknown field `x`, expected one of `a`, `b`": add the

@@ -101,6 +101,7 @@ impl Checker<'_> {
                 message:
                     "project.storage must be a directory of its own, holding neither the project nor the metastore"
                         .into(),
+                plugin: None,
             });
         }
         Some(settings)
