@@ -12,13 +12,13 @@ use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use serde_json::Value;
 use tower::ServiceExt;
-use trellis::api::{AppState, Settings};
+use trellis::api::{AppState, Built, Parts, Settings};
 use trellis::lattice::Capacity;
 use trellis::metastore::Metastore;
 use trellis::model::ViewState;
-use trellis::scheduler::Service;
+use trellis::scheduler::Reloader;
 
-use crate::inprocess::{Project, SUMMARY, finished, logged, now_millis, open};
+use crate::inprocess::{Project, SUMMARY, finished, logged, open};
 use crate::support::runtime;
 
 const TOKEN: &str = "s3cret";
@@ -58,29 +58,20 @@ impl App {
     }
 
     async fn with(project: &Project, capacity: Capacity, settings: Settings) -> App {
+        App::serving(project, capacity, settings, None).await
+    }
+
+    /// With a reloader, which `POST /reload` uses, or none (then 404).
+    async fn serving(project: &Project, capacity: Capacity, settings: Settings, reloader: Option<Reloader>) -> App {
         let catalog = project.catalog("v1");
         let plugins = Arc::new(trellis::plugins::Plugins::load(runtime(), &catalog).await);
         let mut scheduler = open(&catalog).await;
         scheduler.set_capacity(capacity);
-        let (permits, store) = (scheduler.permits(), scheduler.metastore());
-        let (service, handle) = Service::new(scheduler);
+        let parts = Parts { catalog, plugins, scheduler, listeners: None, settings, reloader };
+        let Built { state, service, shutdown } = AppState::new(parts);
+        let store = state.store.clone();
         tokio::spawn(service.run());
-        let (shutdown_sender, shutdown) = tokio::sync::watch::channel(false);
-        let state = Arc::new(AppState {
-            handle,
-            store: store.clone(),
-            catalog,
-            listeners: tokio::sync::Mutex::new(None),
-            plugins,
-            plugin_statuses: Vec::new(),
-            permits,
-            settings,
-            shutdown,
-            started: now_millis(),
-            reloader: None,
-            listener_snapshot: Default::default(),
-        });
-        App { router: trellis::api::router(state), store, _shutdown: shutdown_sender }
+        App { router: trellis::api::router(state), store, _shutdown: shutdown }
     }
 
     /// Sends one request; returns its status, headers and body.
@@ -694,4 +685,30 @@ async fn what_a_web_page_could_send_is_refused_with_a_json_error() {
         assert_eq!(headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff", "{uri}");
         assert_eq!(headers[header::REFERRER_POLICY], "no-referrer", "{uri}");
     }
+}
+
+/// A server's own failure answers 500 with a generic line that points to
+/// its log, never the detail, which names the server's paths: here a
+/// reload onto a storage root that cannot be read (a symbolic link to
+/// itself).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_500_names_its_log_entry_and_no_path() {
+    let project = Project::new(&[1]);
+    std::os::unix::fs::symlink("moved", project.root().join("moved")).unwrap();
+    let moved_project = "[project]\nname = \"inprocess\"\nstorage = \"moved\"\n\n[[view]]\nname = \"t.raw/In\"\n\
+                         time = { frequency = \"1d\", initial = \"2015-01-01\" }\n";
+    std::fs::write(project.root().join("trellis.toml"), moved_project).unwrap();
+    let settings = Settings {
+        token: None,
+        request_timeout: Duration::from_secs(60),
+        loopback: true,
+        bound: BOUND.parse().unwrap(),
+        allowed_hosts: Vec::new(),
+    };
+    let reloader = Reloader { dir: project.root().to_path_buf(), runtime: runtime().clone() };
+    let app = App::serving(&project, Capacity::default(), settings, Some(reloader)).await;
+    let (_, error) = app.error(Method::POST, "/reload", None, StatusCode::INTERNAL_SERVER_ERROR).await;
+    assert!(error.starts_with("internal error; see the server's log, id "), "{error}");
+    let root = project.root().display().to_string();
+    assert!(!error.contains(&root) && !error.contains("/tmp"), "{error}");
 }

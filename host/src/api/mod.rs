@@ -8,6 +8,7 @@
 //! - `coordinators`: `/coordinators`, their actions and the operator's
 //!   suspend, resume, kill and rerun;
 //! - `reload`: `POST /reload`, the project loaded again;
+//! - `state`: [`AppState::new`], the server's state built in one place;
 //! - `openapi`: `/openapi.json`, derived from the handlers and `wire`;
 //! - `wire`: the JSON both the server and the remote CLI speak;
 //! - `ui`: the web UI at `/`, HTML fragments over the same reads;
@@ -159,6 +160,7 @@ mod reload;
 mod routes;
 mod runs;
 mod serve;
+mod state;
 mod status;
 mod txlog;
 mod ui;
@@ -187,6 +189,7 @@ pub use openapi::spec;
 pub use routes::ROUTES;
 pub use runs::detail as run_detail;
 pub use serve::{ConnectionLimits, serve};
+pub use state::{Built, Parts};
 
 /// Requests larger than this are refused with 413: no endpoint takes a body.
 pub const BODY_LIMIT: usize = 64 * 1024;
@@ -301,13 +304,25 @@ impl ApiError {
     }
 }
 
+/// Numbers the internal errors a server answers, so that the line a client
+/// gets finds the one logged.
+static INTERNAL_ERRORS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 impl IntoResponse for ApiError {
+    /// A server's own failure (a 5xx other than 503, which says to try
+    /// again) is logged with its detail, and the client gets a generic
+    /// line with the log entry's number: the detail names paths and
+    /// internals that are the operator's, not every client's.
     fn into_response(self) -> Response {
-        if self.status.is_server_error() && self.status != StatusCode::SERVICE_UNAVAILABLE {
-            tracing::error!(status = %self.status, "{}", self.message);
-        }
+        let error = if self.status.is_server_error() && self.status != StatusCode::SERVICE_UNAVAILABLE {
+            let id = INTERNAL_ERRORS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            tracing::error!(status = %self.status, id, "{}", self.message);
+            format!("internal error; see the server's log, id {id}")
+        } else {
+            self.message
+        };
         let retry = matches!(self.status, StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE);
-        let mut response = (self.status, axum::Json(wire::ErrorBody { error: self.message })).into_response();
+        let mut response = (self.status, axum::Json(wire::ErrorBody { error })).into_response();
         if retry {
             response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
         }

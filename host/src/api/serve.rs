@@ -61,6 +61,62 @@ pub struct ConnectionLimits {
     pub shutdown_grace: Duration,
 }
 
+impl ConnectionLimits {
+    /// `asked` connections, or as many as the open files this process may
+    /// have (raised to the hard limit first) leave room for beside the
+    /// metastore, plugins and listeners; an error when that is none.
+    pub fn within_open_files(asked: usize, header_timeout: Duration, shutdown_grace: Duration) -> Result<Self, String> {
+        const RESERVE: usize = 32;
+        /// How long a client may take nothing of a response before its
+        /// connection closes: far longer than any reader that reads.
+        const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+        /// Files the rest of the server may need: the metastore, plugins'
+        /// inputs and outputs, inotify, listeners' state.
+        const OTHER_FILES: usize = 256;
+        let files = raise_open_file_limit();
+        let room = files.saturating_sub(OTHER_FILES + RESERVE);
+        if room == 0 {
+            return Err(format!("this process may open only {files} files, too few to serve (raise `ulimit -n`)"));
+        }
+        let max_connections = if asked > room {
+            tracing::warn!(
+                asked,
+                serving = room,
+                "--max-connections lowered to what the open-file limit ({files}) leaves room for"
+            );
+            room
+        } else {
+            asked
+        };
+        Ok(ConnectionLimits {
+            max_connections,
+            reserve: RESERVE,
+            header_timeout,
+            write_timeout: WRITE_TIMEOUT,
+            shutdown_grace,
+        })
+    }
+}
+
+/// Raises the soft limit on open files to the hard one and returns the
+/// limit in force; a server holds a descriptor per connection.
+fn raise_open_file_limit() -> usize {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return 1024;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                limit = raised;
+            }
+        }
+    }
+    usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX)
+}
+
 /// What a connection was admitted as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Admission {

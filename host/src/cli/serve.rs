@@ -2,7 +2,6 @@
 //! long-lived process, shut down gracefully on SIGINT or SIGTERM.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -10,12 +9,10 @@ use clap::Args;
 
 use super::catalog::{ProjectArgs, load_to_run};
 use super::{Status, announce};
-use crate::api::{self, AppState, ConnectionLimits, Settings, wire};
-use crate::catalog::Catalog;
+use crate::api::{self, AppState, Built, ConnectionLimits, Parts, Settings};
 use crate::lattice::Capacity;
-use crate::plugins::Plugins;
 use crate::runtime::Runtime;
-use crate::scheduler::{Reloader, Service};
+use crate::scheduler::Reloader;
 use crate::session::Session;
 
 #[derive(Debug, Args)]
@@ -79,35 +76,21 @@ pub(super) async fn serve(args: &ServeArgs, token: Option<String>, runtime: &Run
     let listeners = session.take_listeners();
     let Session { mut scheduler, plugins, .. } = session;
     scheduler.set_capacity(Capacity { per_call: api::REQUEST_PATTERN_LIMIT, total: args.max_views });
-    let permits = scheduler.permits();
-    let store = scheduler.metastore();
-    let plugin_statuses = plugin_statuses(&catalog, &plugins);
-    let clock = crate::clock::Clock::from_environment().map_err(anyhow::Error::msg)?;
-    let (service, handle) = Service::with_clock(scheduler, clock);
-    let service = tokio::spawn(service.run());
+    scheduler.set_clock(crate::clock::Clock::from_environment().map_err(anyhow::Error::msg)?);
     let reloader = Reloader { dir: args.project.project.clone(), runtime: runtime.clone() };
-    let hangups = tokio::spawn(reload_on_hangup(reloader.clone(), handle.clone()));
-    let (shutdown_sender, shutdown) = tokio::sync::watch::channel(false);
-    let state = Arc::new(AppState {
-        handle: handle.clone(),
-        store,
-        catalog: catalog.clone(),
-        listeners: tokio::sync::Mutex::new(listeners),
-        plugins,
-        plugin_statuses,
-        permits,
-        settings: Settings {
-            token: token.clone(),
-            request_timeout: args.request_timeout,
-            loopback: args.bind.ip().is_loopback(),
-            bound: address,
-            allowed_hosts: args.allowed_hosts.clone(),
-        },
-        shutdown,
-        started: chrono::Utc::now().timestamp_millis(),
-        reloader: Some(reloader.clone()),
-        listener_snapshot: Default::default(),
-    });
+    let settings = Settings {
+        token: token.clone(),
+        request_timeout: args.request_timeout,
+        loopback: args.bind.ip().is_loopback(),
+        bound: address,
+        allowed_hosts: args.allowed_hosts.clone(),
+    };
+    let parts =
+        Parts { catalog: catalog.clone(), plugins, scheduler, listeners, settings, reloader: Some(reloader.clone()) };
+    let Built { state, service, shutdown: shutdown_sender } = AppState::new(parts);
+    let handle = state.handle.clone();
+    let service = tokio::spawn(service.run());
+    let hangups = tokio::spawn(reload_on_hangup(reloader, handle.clone()));
     if token.is_none() {
         tracing::warn!("no token: anyone who can reach {address} can materialize, invalidate and stop runs");
     }
@@ -165,16 +148,8 @@ pub(super) async fn serve(args: &ServeArgs, token: Option<String>, runtime: &Run
 }
 
 /// Connections the server may keep: what was asked, within the open files
-/// this process may have (raised to the hard limit first), keeping room
-/// for the metastore, plugins and listeners.
+/// this process may have.
 fn connection_limits(args: &ServeArgs) -> anyhow::Result<ConnectionLimits> {
-    const RESERVE: usize = 32;
-    /// How long a client may take nothing of a response before its
-    /// connection closes: far longer than any reader that reads.
-    const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
-    /// Files the rest of the server may need: the metastore, plugins'
-    /// inputs and outputs, inotify, listeners' state.
-    const OTHER_FILES: usize = 256;
     if args.max_connections == 0 {
         anyhow::bail!("--max-connections must be at least 1");
     }
@@ -184,49 +159,10 @@ fn connection_limits(args: &ServeArgs) -> anyhow::Result<ConnectionLimits> {
     if args.max_views == 0 {
         anyhow::bail!("--max-views must be at least 1");
     }
-    let files = raise_open_file_limit();
-    let room = files.saturating_sub(OTHER_FILES + RESERVE);
-    if room == 0 {
-        anyhow::bail!("this process may open only {files} files, too few to serve (raise `ulimit -n`)");
-    }
-    let max_connections = if args.max_connections > room {
-        tracing::warn!(
-            asked = args.max_connections,
-            serving = room,
-            "--max-connections lowered to what the open-file limit ({files}) leaves room for"
-        );
-        room
-    } else {
-        args.max_connections
-    };
-    Ok(ConnectionLimits {
-        max_connections,
-        reserve: RESERVE,
-        header_timeout: args.header_timeout,
-        write_timeout: WRITE_TIMEOUT,
-        // Event streams end at the shutdown; a response still going after
-        // the run's grace period is cut off.
-        shutdown_grace: args.grace,
-    })
-}
-
-/// Raises the soft limit on open files to the hard one and returns the
-/// limit in force; a server holds a descriptor per connection.
-fn raise_open_file_limit() -> usize {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit and setrlimit read and write the struct passed.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            return 1024;
-        }
-        if limit.rlim_cur < limit.rlim_max {
-            let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                limit = raised;
-            }
-        }
-    }
-    usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX)
+    // Event streams end at the shutdown; a response still going after the
+    // run's grace period is cut off.
+    ConnectionLimits::within_open_files(args.max_connections, args.header_timeout, args.grace)
+        .map_err(anyhow::Error::msg)
 }
 
 /// Reloads the project on every SIGHUP, as `POST /reload` does, logging
@@ -275,33 +211,4 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     async {
         let _ = tokio::signal::ctrl_c().await;
     }
-}
-
-/// Each declared plugin, as loaded, for `GET /plugins`.
-fn plugin_statuses(catalog: &Catalog, plugins: &Plugins) -> Vec<wire::PluginStatus> {
-    let mut statuses = Vec::new();
-    for (name, decl) in &catalog.plugins {
-        let mut status = wire::PluginStatus {
-            name: name.clone(),
-            file: decl.file.display().to_string(),
-            world: None,
-            content_hash: None,
-            problems: plugins
-                .problems
-                .iter()
-                .filter(|problem| problem.message.contains(&format!("`{name}`")))
-                .map(|problem| problem.message.clone())
-                .collect(),
-        };
-        match plugins.get(name) {
-            Ok(plugin) => {
-                status.world = Some(crate::model::wire_name(&plugin.world()));
-                status.content_hash = Some(plugin.content_hash());
-            }
-            Err(problem) => status.problems.push(problem),
-        }
-        statuses.push(status);
-    }
-    statuses.sort_by(|a, b| a.name.cmp(&b.name));
-    statuses
 }
