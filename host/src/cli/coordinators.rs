@@ -107,12 +107,10 @@ enum Answer {
     Coordinator(wire::Coordinator),
 }
 
-/// Through `server` when one is named, else here.
+/// Through `server` when there is one, else here.
 pub(super) async fn dispatch((ask, project): (Ask, &ProjectArgs), server: Option<Server>) -> anyhow::Result<Status> {
-    match server {
-        Some(server) => remote(ask, project, &server).await,
-        None => here(ask, project),
-    }
+    let asked = ask.clone();
+    remote::dispatch(server, async move |server| there(asked, project, server).await, async || here(ask, project)).await
 }
 
 /// On the metastore here: nothing runs (`trellis coordinate` or `serve`
@@ -151,7 +149,7 @@ fn here(ask: Ask, project: &ProjectArgs) -> anyhow::Result<Status> {
 }
 
 /// Through a running server, which carries out at once what becomes due.
-async fn remote(ask: Ask, project: &ProjectArgs, server: &Server) -> anyhow::Result<Status> {
+async fn there(ask: Ask, project: &ProjectArgs, server: &Server) -> anyhow::Result<Status> {
     let at = |name: &str, what: &str| format!("{}/{what}", remote::path("coordinators", name));
     let range = |from: Option<DateTime<Utc>>, to: Option<DateTime<Utc>>| {
         let mut query = Vec::new();

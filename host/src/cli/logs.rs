@@ -21,27 +21,28 @@ pub(super) struct LogsArgs {
 }
 
 pub(super) async fn run(args: &LogsArgs, server: Option<Server>) -> anyhow::Result<Status> {
-    let log = match server {
-        Some(server) => {
-            server.get(&format!("{}/log", remote::path("views", args.view.get())), remote::NO_QUERY).await?
-        }
-        None => {
-            let catalog = load(&args.project.project)?;
-            // The view's URL path as trellis writes it (values made canonical).
-            let mut lattice = Lattice::new(catalog.clone());
-            let resolution = Resolution { evaluation_time: Utc::now(), exists: &crate::lattice::on_disk };
-            let id = lattice.view(args.view.get(), &resolution)?;
-            let url = lattice.url_path(id);
-            let log = match catalog.settings.metastore.exists() {
-                true => {
-                    Metastore::open(&catalog.settings.metastore).context("opening the metastore")?.view_log(&url)?
-                }
-                false => Default::default(),
-            };
-            wire::ViewLog::of(url, log)
-        }
-    };
+    let log = remote::dispatch(
+        server,
+        async |server| server.get(&format!("{}/log", remote::path("views", args.view.get())), remote::NO_QUERY).await,
+        async || here(args),
+    )
+    .await?;
     print_log(&log, args.project.json)
+}
+
+/// The view's log from the metastore here.
+fn here(args: &LogsArgs) -> anyhow::Result<wire::ViewLog> {
+    let catalog = load(&args.project.project)?;
+    // The view's URL path as trellis writes it (values made canonical).
+    let mut lattice = Lattice::new(catalog.clone());
+    let resolution = Resolution { evaluation_time: Utc::now(), exists: &crate::lattice::on_disk };
+    let id = lattice.view(args.view.get(), &resolution)?;
+    let url = lattice.url_path(id);
+    let log = match catalog.settings.metastore.exists() {
+        true => Metastore::open(&catalog.settings.metastore).context("opening the metastore")?.view_log(&url)?,
+        false => Default::default(),
+    };
+    Ok(wire::ViewLog::of(url, log))
 }
 
 fn print_log(log: &wire::ViewLog, json: bool) -> anyhow::Result<Status> {

@@ -113,6 +113,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 use crate::runtime::{Runtime, RuntimeOptions};
+use remote::dispatch;
 
 #[derive(Debug, Parser)]
 #[command(name = "trellis", version, about = "A goal-oriented data scheduler with WebAssembly plugins")]
@@ -340,6 +341,7 @@ impl Cli {
             eprintln!("note: `trellis serve` at {url} holds the project in {}; asking it", dir.display());
             Ok(Some(remote::Server::new(url, token(globals.token_file.as_deref())?)?))
         };
+        let token = || token(globals.token_file.as_deref());
         match self.command {
             // Writing a crate needs no engine.
             Command::Plugins(plugins::PluginsCommand::New(args)) => scaffold::new(&args),
@@ -347,16 +349,24 @@ impl Cli {
             Command::Plugins(command) => command.run(&runtime()?).await,
             Command::Demo(args) => args.run(&runtime()?).await,
             Command::Validate(args) => catalog::validate(&args, &runtime()?).await,
-            Command::Views(args) => match server()? {
-                Some(server) => catalog::views_remote(&args, &server).await,
-                None => catalog::views(&args, &runtime()?).await,
-            },
+            Command::Views(args) => {
+                dispatch(
+                    server()?,
+                    async |server| catalog::views_remote(&args, server).await,
+                    async || catalog::views(&args, &runtime()?).await,
+                )
+                .await
+            }
             Command::Deps(args) => catalog::deps(&args),
             Command::Logs(args) => logs::run(&args, server()?).await,
-            Command::Materialize(args) => match server()? {
-                Some(server) => schedule::materialize_remote(&args, &server).await,
-                None => schedule::materialize(&args, &runtime()?).await,
-            },
+            Command::Materialize(args) => {
+                dispatch(
+                    server()?,
+                    async |server| schedule::materialize_remote(&args, server).await,
+                    async || schedule::materialize(&args, &runtime()?).await,
+                )
+                .await
+            }
             Command::Coordinate(args) => coordinate::coordinate(&args, &runtime()?).await,
             Command::Coordinators(args) => coordinators::dispatch(coordinators::ask_statuses(&args), server()?).await,
             Command::Actions(args) => coordinators::dispatch(coordinators::ask_actions(&args), server()?).await,
@@ -364,35 +374,62 @@ impl Cli {
             Command::Resume(args) => coordinators::dispatch(coordinators::ask_resume(&args), server()?).await,
             Command::Kill(args) => coordinators::dispatch(coordinators::ask_kill(&args), server()?).await,
             Command::Rerun(args) => coordinators::dispatch(coordinators::ask_rerun(&args), server()?).await,
-            Command::Invalidate(args) => match server()? {
-                Some(server) => schedule::invalidate_remote(&args, &server).await,
-                None => schedule::invalidate(&args).await,
-            },
-            Command::Plan(args) => match server()? {
-                Some(server) => schedule::plan_remote(&args, &server).await,
-                None => schedule::plan(&args, &runtime()?).await,
-            },
+            Command::Invalidate(args) => {
+                dispatch(
+                    server()?,
+                    async |server| schedule::invalidate_remote(&args, server).await,
+                    async || schedule::invalidate(&args).await,
+                )
+                .await
+            }
+            Command::Plan(args) => {
+                dispatch(
+                    server()?,
+                    async |server| schedule::plan_remote(&args, server).await,
+                    async || schedule::plan(&args, &runtime()?).await,
+                )
+                .await
+            }
             Command::Txlog(args) => txlog::run(&args, runtime, server()?).await,
             Command::Bench(args) => bench::bench(&args, &runtime()?).await,
-            Command::Runs(args) => match server()? {
-                Some(server) => catalog::runs_remote(&args, &server).await,
-                None => catalog::runs(&args),
-            },
-            Command::Stop(args) => match server()? {
-                Some(server) => stop::stop_remote(&args, &server).await,
-                None => stop::stop(&args),
-            },
-            Command::Listeners(args) => match server()? {
-                Some(server) => listeners::run_remote(&args, &server).await,
-                None => listeners::run(&args),
-            },
+            Command::Runs(args) => {
+                dispatch(
+                    server()?,
+                    async |server| catalog::runs_remote(&args, server).await,
+                    async || catalog::runs(&args),
+                )
+                .await
+            }
+            Command::Stop(args) => {
+                dispatch(server()?, async |server| stop::stop_remote(&args, server).await, async || stop::stop(&args))
+                    .await
+            }
+            Command::Listeners(args) => {
+                dispatch(
+                    server()?,
+                    async |server| listeners::run_remote(&args, server).await,
+                    async || listeners::run(&args),
+                )
+                .await
+            }
             Command::Metastore(args) => metastore::run(&args),
-            Command::Serve(args) => serve::serve(&args, token(globals.token_file.as_deref())?, &runtime()?).await,
-            Command::Reload(args) => match server()? {
-                Some(server) => reload::reload_remote(&server).await,
-                None => reload::reload(&args, token(globals.token_file.as_deref())?).await,
-            },
-            Command::Transformations(args) => schedule::transformations(&args, server()?.as_ref()).await,
+            Command::Serve(args) => serve::serve(&args, token()?, &runtime()?).await,
+            Command::Reload(args) => {
+                dispatch(
+                    server()?,
+                    async |server| reload::reload_remote(server).await,
+                    async || reload::reload(&args, token()?).await,
+                )
+                .await
+            }
+            Command::Transformations(args) => {
+                dispatch(
+                    server()?,
+                    async |server| schedule::transformations(&args, server).await,
+                    async || schedule::no_transformations_here(),
+                )
+                .await
+            }
             Command::Engines(args) => engines::run(&args, runtime).await,
             Command::Shell => shell::run(&globals).await,
         }

@@ -73,6 +73,21 @@ pub(super) struct Server {
 /// A request without query parameters.
 pub(super) const NO_QUERY: &[(&str, &str); 0] = &[];
 
+/// Where every command with a remote form runs: through `server` (named
+/// with `--server`, or the one holding the project) when there is one,
+/// else here. Both forms gather the same data (`T`), which the command
+/// prints with the one function they share.
+pub(super) async fn dispatch<T>(
+    server: Option<Server>,
+    there: impl AsyncFnOnce(&Server) -> anyhow::Result<T>,
+    here: impl AsyncFnOnce() -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    match server {
+        Some(server) => there(&server).await,
+        None => here().await,
+    }
+}
+
 impl Server {
     pub(super) fn new(url: &str, token: Option<String>) -> anyhow::Result<Server> {
         // `localhost:20698` would parse, with `localhost` as its scheme.

@@ -448,15 +448,15 @@ fn print_plan(lines: &[(String, String)], json: bool) -> anyhow::Result<Status> 
     Ok(Status::Success)
 }
 
+/// `trellis transformations` without a server: it has no embedded form.
+pub(super) fn no_transformations_here() -> anyhow::Result<Status> {
+    anyhow::bail!("`trellis transformations` shows what a server runs: name one with --server URL or TRELLIS_SERVER")
+}
+
 /// `trellis transformations`: what a server is transforming now, the
 /// permits in use and the memory reserved from its budget. Only a server
 /// has anything to show: an embedded materialize shows its progress itself.
-pub(super) async fn transformations(args: &TransformationsArgs, server: Option<&Server>) -> anyhow::Result<Status> {
-    let Some(server) = server else {
-        anyhow::bail!(
-            "`trellis transformations` shows what a server runs: name one with --server URL or TRELLIS_SERVER"
-        );
-    };
+pub(super) async fn transformations(args: &TransformationsArgs, server: &Server) -> anyhow::Result<Status> {
     let now: wire::Transformations = server.get("transformations", remote::NO_QUERY).await?;
     if args.project.json {
         println!("{}", serde_json::to_string_pretty(&now)?);

@@ -48,37 +48,47 @@ pub(super) async fn run(
     runtime: impl FnOnce() -> anyhow::Result<Runtime>,
     server: Option<Server>,
 ) -> anyhow::Result<Status> {
-    match (&args.action, server) {
-        (None, Some(server)) => {
-            let views: Vec<wire::TxLogView> = match &args.pattern {
-                Some(pattern) => server.get(&remote::path("txlog", pattern), remote::NO_QUERY).await?,
-                None => server.get("txlog", remote::NO_QUERY).await?,
-            };
+    match &args.action {
+        None => {
+            let views = remote::dispatch(
+                server,
+                async |server| match &args.pattern {
+                    Some(pattern) => server.get(&remote::path("txlog", pattern), remote::NO_QUERY).await,
+                    None => server.get("txlog", remote::NO_QUERY).await,
+                },
+                async || {
+                    let catalog = load(&args.project.project)?;
+                    let plugins = Arc::new(Plugins::load(&runtime()?, &catalog).await);
+                    let mut scheduler = Scheduler::open(catalog, plugins).await.context("opening the scheduler")?;
+                    let views = scheduler.txlog(args.pattern.as_deref())?;
+                    Ok(views.into_iter().map(wire::TxLogView::from).collect::<Vec<_>>())
+                },
+            )
+            .await?;
             print_logs(&views, args.project.json)
         }
-        (None, None) => {
-            let catalog = load(&args.project.project)?;
-            let plugins = Arc::new(Plugins::load(&runtime()?, &catalog).await);
-            let mut scheduler = Scheduler::open(catalog, plugins).await.context("opening the scheduler")?;
-            let views = scheduler.txlog(args.pattern.as_deref())?;
-            print_logs(&views.into_iter().map(wire::TxLogView::from).collect::<Vec<_>>(), args.project.json)
-        }
-        (Some(TxLogAction::Reset { pattern, source }), Some(server)) => {
-            let query = wire::ResetTxLogQuery { source: source.clone() };
-            let reply = server.exchange(Method::POST, &remote::path("reset-txlog", pattern), &query).await?;
-            let done: wire::TxLogReset = match reply.status {
-                StatusCode::CONFLICT => reply.decode().map_err(|_| reply.error())?,
-                _ => reply.json()?,
-            };
-            let refused = done.refused.into_iter().map(|refusal| (refusal.view, refusal.reason)).collect::<Vec<_>>();
-            Ok(print_reset(&done.reset, &refused))
-        }
-        (Some(TxLogAction::Reset { pattern, source }), None) => {
-            let catalog = load(&args.project.project)?;
-            // A reset needs no plugins: only records change.
-            let mut scheduler = Scheduler::open_records(catalog).context("opening the scheduler")?;
-            let done = scheduler.reset_txlog(pattern, source.as_deref(), |_| false)?;
-            Ok(print_reset(&done.reset, &done.refused))
+        Some(TxLogAction::Reset { pattern, source }) => {
+            let (reset, refused) = remote::dispatch(
+                server,
+                async |server| {
+                    let query = wire::ResetTxLogQuery { source: source.clone() };
+                    let reply = server.exchange(Method::POST, &remote::path("reset-txlog", pattern), &query).await?;
+                    let done: wire::TxLogReset = match reply.status {
+                        StatusCode::CONFLICT => reply.decode().map_err(|_| reply.error())?,
+                        _ => reply.json()?,
+                    };
+                    Ok((done.reset, done.refused.into_iter().map(|refusal| (refusal.view, refusal.reason)).collect()))
+                },
+                async || {
+                    let catalog = load(&args.project.project)?;
+                    // A reset needs no plugins: only records change.
+                    let mut scheduler = Scheduler::open_records(catalog).context("opening the scheduler")?;
+                    let done = scheduler.reset_txlog(pattern, source.as_deref(), |_| false)?;
+                    Ok((done.reset, done.refused))
+                },
+            )
+            .await?;
+            Ok(print_reset(&reset, &refused))
         }
     }
 }
