@@ -89,7 +89,6 @@ const CIRCLES_PENDING: &[&[&str]] = &[
         "scheduler/views.rs",
     ],
     &["scheduler/engine.rs", "scheduler/run.rs"],
-    &["cli/catalog.rs", "cli/schedule.rs", "cli/stop.rs"],
 ];
 
 fn repository() -> PathBuf {

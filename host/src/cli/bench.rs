@@ -122,7 +122,7 @@ pub(super) async fn bench(args: &BenchArgs, runtime: &Runtime) -> anyhow::Result
         return bench_incremental(args, runtime, &dir, start, last).await;
     }
     write_project(&dir, args.shops, start, last, "").context("writing the benchmark project")?;
-    let catalog = super::catalog::load(&dir)?;
+    let catalog = super::project::load(&dir)?;
     let plugins = std::sync::Arc::new(Plugins::load(runtime, &catalog).await);
     let mut scheduler = Scheduler::open(catalog.clone(), plugins).await?;
     let pattern = format!("bench.mart/MonthlyTotal/rym({}-{})", start.format("%Y%m"), last.format("%Y%m"));
@@ -186,7 +186,7 @@ async fn bench_listeners(
             // Earlier setups' writes are not this one's to flush.
             // SAFETY: sync(2) takes no arguments and cannot fail.
             unsafe { libc::sync() };
-            let catalog = super::catalog::load(&project)?;
+            let catalog = super::project::load(&project)?;
             let mut session = Session::open(catalog.clone(), runtime).await?;
             let scheduler = &mut session.scheduler;
             let pattern = format!("bench.mart/MonthlyTotal/rym({}-{})", start.format("%Y%m"), last.format("%Y%m"));
@@ -282,7 +282,7 @@ async fn bench_coordinators(
     let project = dir.join("catch-up");
     let toml = format!("[events]\nmonitor = false\n\n{}", coordinators_toml(count, args.shops, start, last));
     write_project(&project, args.shops, start, last, &toml).context("writing the benchmark project")?;
-    let catalog = super::catalog::load(&project)?;
+    let catalog = super::project::load(&project)?;
     let plugins = std::sync::Arc::new(Plugins::load(runtime, &catalog).await);
     let mut scheduler = Scheduler::open(catalog.clone(), plugins).await?;
     let pattern = format!("bench.mart/MonthlyTotal/rym({}-{})", start.format("%Y%m"), last.format("%Y%m"));
@@ -337,7 +337,7 @@ async fn bench_coordinators(
     let toml = format!("[events]\nmonitor = false\n\n{}", coordinators_toml(count, args.shops, first_waiting, last));
     write_project(&project, args.shops, start, first_waiting - Duration::days(1), &toml)
         .context("writing the benchmark project")?;
-    let catalog = super::catalog::load(&project)?;
+    let catalog = super::project::load(&project)?;
     let plugins = std::sync::Arc::new(Plugins::load(runtime, &catalog).await);
     let scheduler = Scheduler::open(catalog.clone(), plugins).await?;
     let store = scheduler.metastore();
@@ -449,7 +449,7 @@ async fn bench_incremental(
     for index in 0..days - 1 {
         write_day(index, start + Duration::days(index as i64))?;
     }
-    let catalog = super::catalog::load(dir)?;
+    let catalog = super::project::load(dir)?;
     let plugins = std::sync::Arc::new(Plugins::load(runtime, &catalog).await);
     let mut scheduler = Scheduler::open(catalog.clone(), plugins).await?;
     let year = format!("{}/01", start.year());

@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use clap::Args;
 
 use super::Status;
-use super::catalog::{ProjectArgs, load_to_run};
+use super::project::{ProjectArgs, load_to_run};
 use super::coordinators::{action_line, coordinator_line};
 use crate::api::wire;
 use crate::clock::{Clock, parse_time};

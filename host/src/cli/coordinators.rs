@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use chrono::{DateTime, Utc};
 use clap::Args;
 
-use super::catalog::{ProjectArgs, load};
+use super::project::{ProjectArgs, load};
 use super::remote::{self, Server};
 use super::{Status, announce};
 use crate::api::wire;

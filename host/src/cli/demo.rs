@@ -64,7 +64,7 @@ impl DemoArgs {
             DAYS[DAYS.len() - 1]
         );
 
-        let catalog = super::catalog::load(dir)?;
+        let catalog = super::project::load(dir)?;
         let mut session = Session::open(catalog.clone(), runtime).await?;
         // The listeners are shut down whatever the runs did; they catch up only after runs that ended.
         let runs = match catch_up(&mut session.scheduler, dir).await {
@@ -213,7 +213,7 @@ const RANKING: &str = "shop.datamart/ShopRanking/2015/05";
 /// not, one line says so and how to get it (the demo needs nothing but the
 /// binary, and PySpark is a download of about 500 MB).
 async fn ranking(scheduler: &mut Scheduler, dir: &Path) -> anyhow::Result<Option<RunSummary>> {
-    let catalog = super::catalog::load(dir)?;
+    let catalog = super::project::load(dir)?;
     let tools = crate::python::default_tools_dir();
     if let Err(reason) = crate::engines::spark::locate(&catalog.settings.spark, tools.as_deref()) {
         println!(

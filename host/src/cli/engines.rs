@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 
 use super::Status;
-use super::catalog::ProjectArgs;
+use super::project::ProjectArgs;
 use crate::catalog::{self, SparkSettings};
 use crate::engines::spark;
 
@@ -47,7 +47,7 @@ pub(super) async fn run(
     // Without a project, the defaults: what a project without
     // `[engines.spark]` gets.
     let has_project = args.project.project.join(catalog::PROJECT_FILE).is_file();
-    let project = if has_project { Some(super::catalog::load(&args.project.project)?) } else { None };
+    let project = if has_project { Some(super::project::load(&args.project.project)?) } else { None };
     let settings = project.as_ref().map_or_else(SparkSettings::default, |c| c.settings.spark.clone());
     let on_spark: Vec<String> = match &project {
         Some(catalog) => {

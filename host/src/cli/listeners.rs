@@ -4,7 +4,7 @@
 use clap::{Args, Subcommand};
 
 use super::Status;
-use super::catalog::{ProjectArgs, load};
+use super::project::{ProjectArgs, load};
 use super::remote::{self, Server};
 use crate::api::wire;
 use crate::listeners::{self, State};

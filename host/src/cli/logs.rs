@@ -6,7 +6,7 @@ use chrono::Utc;
 use clap::Args;
 
 use super::Status;
-use super::catalog::{ProjectArgs, load};
+use super::project::{ProjectArgs, load};
 use super::remote::{self, Server};
 use crate::api::wire;
 use crate::lattice::{Lattice, Resolution};
@@ -17,7 +17,7 @@ pub(super) struct LogsArgs {
     #[command(flatten)]
     pub(super) project: ProjectArgs,
     #[command(flatten)]
-    view: super::catalog::ViewArg,
+    view: super::project::ViewArg,
 }
 
 pub(super) async fn run(args: &LogsArgs, server: Option<Server>) -> anyhow::Result<Status> {

@@ -8,7 +8,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 
 use super::Status;
-use super::catalog::{ProjectArgs, load};
+use super::project::{ProjectArgs, load};
 use crate::metastore::{self, Metastore};
 
 #[derive(Debug, Args)]

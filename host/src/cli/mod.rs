@@ -25,9 +25,12 @@
 //! without a scheduler), `txlog [PATTERN]` and `txlog reset PATTERN [--source NAME]`
 //! (`txlog.rs`; embedded, a reset opens without plugins), `transformations`, `serve`,
 //! `shell`, `bench [--listeners | --coordinators N | --incremental]`).
+//! A file per command (`validate.rs`, `views.rs`, `deps.rs`, `runs.rs`,
+//! `schedule.rs` for the scheduler's, ...); `project.rs` holds what they
+//! all take (`-p`, `--json`, one view) and loads the project.
 //! `demo`, `materialize`, `bench` and `serve` open the project through one
 //! `Session` (`materialize` and `serve` load the project through
-//! `catalog::load_to_run`, which refuses one without view types, while
+//! `project::load_to_run`, which refuses one without view types, while
 //! `validate` only warns, and says in one line when view types run on
 //! Spark that is not available); `materialize` and `demo` give the listeners `[events] drain`
 //! to catch up at the end, then say how far behind each one is and how
@@ -75,12 +78,12 @@
 //! subcommands, flags and (after `-v`) the project's view types from clap's
 //! own description of the CLI, and prints a usage error as one line.
 //! `materialize` prints the views with trouble and the counts by flow
-//! status (`schedule::flow_counts`, shared by `runs ID` and the demo);
+//! status (`runs::flow_counts`, shared by `runs ID` and the demo);
 //! `--verbose` every view and the plugins' log lines (the logging filter
 //! is chosen per command in `Cli::init_logging`, colour only on a
 //! terminal without `NO_COLOR`). `views` without `-v` lists the
 //! metastore's views (a server's instantiated ones); `deps` and `logs`
-//! take their view positionally or with `-v` (`catalog::ViewArg`). A test
+//! take their view positionally or with `-v` (`project::ViewArg`). A test
 //! walks the clap tree: every argument has help.
 //! Invariant: the edge. The only anyhow user; maps every error to one line on
 //! stderr and an exit code (0 success, 1 plugin failure, 2 usage or bad input);
@@ -88,23 +91,27 @@
 
 mod announce;
 mod bench;
-mod catalog;
 mod coordinate;
 mod coordinators;
 mod demo;
+mod deps;
 mod engines;
 mod listeners;
 mod logs;
 mod metastore;
 mod plugins;
+mod project;
 mod reload;
 mod remote;
+mod runs;
 mod scaffold;
 mod schedule;
 mod serve;
 mod shell;
 mod stop;
 mod txlog;
+mod validate;
+mod views;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -193,11 +200,11 @@ enum Command {
     /// Write sample data and the sample plugins to a directory and run them
     Demo(demo::DemoArgs),
     /// Load the project and print a summary, or every problem found
-    Validate(catalog::ProjectArgs),
+    Validate(project::ProjectArgs),
     /// List the views a pattern addresses, with their data paths
-    Views(catalog::ViewsArgs),
+    Views(views::ViewsArgs),
     /// Show the views one view depends on, their data paths and dataIn()
-    Deps(catalog::DepsArgs),
+    Deps(deps::DepsArgs),
     /// Show what a view's last transformations logged and printed
     Logs(logs::LogsArgs),
     /// Materialize views and their dependencies, transforming what is outdated
@@ -225,7 +232,7 @@ enum Command {
     /// Measure the scheduler on a generated shop lattice
     Bench(bench::BenchArgs),
     /// List runs, or show one run's flow statuses
-    Runs(catalog::RunsArgs),
+    Runs(runs::RunsArgs),
     /// Stop a run that another `trellis materialize` is running
     Stop(stop::StopArgs),
     /// Show the listeners, their status and lag; `enable NAME` re-enables one
@@ -348,16 +355,16 @@ impl Cli {
             Command::Plugins(plugins::PluginsCommand::Build(args)) => plugins::build(&args),
             Command::Plugins(command) => command.run(&runtime()?).await,
             Command::Demo(args) => args.run(&runtime()?).await,
-            Command::Validate(args) => catalog::validate(&args, &runtime()?).await,
+            Command::Validate(args) => validate::validate(&args, &runtime()?).await,
             Command::Views(args) => {
                 dispatch(
                     server()?,
-                    async |server| catalog::views_remote(&args, server).await,
-                    async || catalog::views(&args, &runtime()?).await,
+                    async |server| views::views_remote(&args, server).await,
+                    async || views::views(&args, &runtime()?).await,
                 )
                 .await
             }
-            Command::Deps(args) => catalog::deps(&args),
+            Command::Deps(args) => deps::deps(&args),
             Command::Logs(args) => logs::run(&args, server()?).await,
             Command::Materialize(args) => {
                 dispatch(
@@ -395,8 +402,8 @@ impl Cli {
             Command::Runs(args) => {
                 dispatch(
                     server()?,
-                    async |server| catalog::runs_remote(&args, server).await,
-                    async || catalog::runs(&args),
+                    async |server| runs::runs_remote(&args, server).await,
+                    async || runs::runs(&args),
                 )
                 .await
             }

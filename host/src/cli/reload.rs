@@ -8,7 +8,7 @@
 use anyhow::bail;
 use clap::Args;
 
-use super::catalog::{ProjectArgs, load};
+use super::project::{ProjectArgs, load};
 use super::remote::{self, Server};
 use super::{Status, announce};
 use crate::api::wire;

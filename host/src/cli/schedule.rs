@@ -6,7 +6,8 @@ use clap::Args;
 use reqwest::{Method, StatusCode};
 
 use super::Status;
-use super::catalog::{self, ProjectArgs, load, load_to_run};
+use super::project::{ProjectArgs, load, load_to_run};
+use super::runs;
 use super::remote::{self, Server};
 use crate::api::wire;
 use crate::listeners::{Lag, State};
@@ -232,7 +233,7 @@ pub(super) async fn materialize_remote(args: &MaterializeArgs, server: &Server) 
         .await;
     bar.finish_and_clear();
     followed?;
-    let summary = summary_of(catalog::run_detail(server, &accepted.run).await?);
+    let summary = summary_of(runs::run_detail(server, &accepted.run).await?);
     print_summary(&summary, args.project.json, args.verbose)?;
     Ok(outcome(&summary))
 }
@@ -268,7 +269,7 @@ fn summary_of(detail: wire::RunDetail) -> RunSummary {
     RunSummary {
         reasons,
         id: detail.run.id,
-        flows: catalog::flows_of(detail.flows),
+        flows: runs::flows_of(detail.flows),
         idle: detail.idle,
         failures: detail.failures.into_iter().map(|failed| (failed.view, failed.error)).collect(),
         incomplete: detail.incomplete,
@@ -341,41 +342,7 @@ const MISSING_SHOWN: usize = 5;
 /// `8 views: 6 successful, 2 idle`: a run's views counted by flow status,
 /// in the words every command and the API use for them.
 pub(super) fn counts_line(summary: &RunSummary) -> String {
-    flow_counts(summary.flows.iter().map(|(_, status)| *status), summary.idle, summary.no_data)
-}
-
-/// The counts line of a run's flows, its views found up to date and how
-/// many of the SUCCESSFUL ones it found without data (which a reader would
-/// not otherwise tell from those it materialized).
-pub(super) fn flow_counts(flows: impl Iterator<Item = FlowStatus>, idle: usize, no_data: usize) -> String {
-    let mut counts = std::collections::BTreeMap::<FlowStatus, usize>::new();
-    for status in flows {
-        *counts.entry(status).or_default() += 1;
-    }
-    counts.insert(FlowStatus::Idle, idle);
-    let views: usize = counts.values().sum();
-    let counts: Vec<String> = [
-        FlowStatus::Successful,
-        FlowStatus::Idle,
-        FlowStatus::TerminatedWithError,
-        FlowStatus::Skipped,
-        FlowStatus::Canceled,
-        FlowStatus::Excluded,
-        FlowStatus::Running,
-        FlowStatus::Starting,
-        FlowStatus::Queued,
-    ]
-    .into_iter()
-    .filter_map(|status| {
-        let n = *counts.get(&status).filter(|n| **n > 0)?;
-        let without_data = match (status, no_data) {
-            (FlowStatus::Successful, 1..) => format!(" ({no_data} without data)"),
-            _ => String::new(),
-        };
-        Some(format!("{n} {}{without_data}", wire_name(&status).to_lowercase()))
-    })
-    .collect();
-    format!("{}: {}", crate::model::plural(views, "view", "views"), counts.join(", "))
+    runs::flow_counts(summary.flows.iter().map(|(_, status)| *status), summary.idle, summary.no_data)
 }
 
 pub(super) async fn invalidate(args: &InvalidateArgs) -> anyhow::Result<Status> {

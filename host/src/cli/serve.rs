@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 
-use super::catalog::{ProjectArgs, load_to_run};
+use super::project::{ProjectArgs, load_to_run};
 use super::{Status, announce};
 use crate::api::{self, AppState, Built, ConnectionLimits, Parts, Settings};
 use crate::lattice::Capacity;

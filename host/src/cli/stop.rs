@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 use clap::Args;
 
-use super::catalog::{ProjectArgs, load, run_detail};
+use super::project::{ProjectArgs, load};
+use super::runs::run_detail;
 use super::remote::{self, Server};
 use super::{Status, announce};
 use crate::api::wire;

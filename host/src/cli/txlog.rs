@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use reqwest::{Method, StatusCode};
 
 use super::Status;
-use super::catalog::{ProjectArgs, load};
+use super::project::{ProjectArgs, load};
 use super::remote::{self, Server};
 use crate::api::wire;
 use crate::plugins::Plugins;
