@@ -41,6 +41,10 @@
 //!   patterns and requests too large, 404 for unknown view types, 409 for a
 //!   full lattice, 429 for a busy scheduler, 503 while closing), and the
 //!   start-up refusal to listen off loopback without a token.
+//! - `state.rs`: `AppState::new`, the one place a server's state is built
+//!   (by `trellis serve` and the in-process tests): the scheduler made a
+//!   `Service`, the plugins' statuses for `GET /plugins` (each problem
+//!   found by the plugin its `Diagnostic` names).
 //! - `serve.rs`: the accept loop, on hyper directly because `axum::serve`
 //!   has neither a header deadline nor a connection limit. HTTP/1.1 with a
 //!   header-read deadline; at most `max_connections` connections, where a
@@ -56,6 +60,8 @@
 //!   cannot parse (400, 414, 431) get the JSON body too, and so that a write
 //!   the client takes nothing of for `write_timeout` fails. At shutdown,
 //!   idle connections close at once and the rest get the grace period.
+//!   `serve_on_own_threads` runs it on a runtime of two threads of its
+//!   own, so that the scheduler's work never makes a request wait.
 //!   Invariant: a client holds a connection only while it sends a request
 //!   or takes its response; a stalled one only while nobody else needs it.
 //! - `routes.rs`: `ROUTES` and the router wiring each to its handler; no
@@ -188,7 +194,7 @@ pub use guard::{CONTENT_SECURITY_POLICY, allowed_host};
 pub use openapi::spec;
 pub use routes::ROUTES;
 pub use runs::detail as run_detail;
-pub use serve::{ConnectionLimits, serve};
+pub use serve::{ConnectionLimits, serve, serve_on_own_threads};
 pub use state::{Built, Parts};
 
 /// Requests larger than this are refused with 413: no endpoint takes a body.

@@ -233,6 +233,34 @@ impl Registry {
     }
 }
 
+/// Serves `state`'s router on `listener` until `shutdown` completes, on a
+/// runtime with two threads of its own, started here: transformations keep
+/// the caller's workers busy, and a run's long steps (a commit of 100k
+/// records) hold one; neither must make a request wait. The thread ends
+/// when [`serve`] returns.
+pub fn serve_on_own_threads(
+    listener: std::net::TcpListener,
+    state: Arc<super::AppState>,
+    limits: ConnectionLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<std::thread::JoinHandle<io::Result<()>>> {
+    let router = super::router(state.clone());
+    let token = state.settings.token.clone();
+    std::thread::Builder::new().name("trellis-api".into()).spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("trellis-api")
+            .enable_all()
+            .build()
+            .map_err(|e| io::Error::new(e.kind(), format!("starting the API's runtime: {e}")))?;
+        runtime.block_on(async move {
+            let listener = TcpListener::from_std(listener)?;
+            serve(listener, router, limits, token, shutdown).await;
+            Ok(())
+        })
+    })
+}
+
 /// Serves `router` on `listener` until `shutdown` completes; then stops
 /// accepting, lets every connection finish its response and returns.
 pub async fn serve(

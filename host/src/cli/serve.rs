@@ -116,27 +116,11 @@ pub(super) async fn serve(args: &ServeArgs, token: Option<String>, runtime: &Run
         handle.shutdown(grace);
         let _ = shutdown_sender.send(true);
     };
-    // The API has threads of its own: transformations keep this runtime's
-    // workers busy, and a run's long steps (a commit of 100k records) hold
-    // one; neither must make a request wait.
-    let router = api::router(state.clone());
-    let token = state.settings.token.clone();
-    let api = std::thread::Builder::new().name("trellis-api".into()).spawn(move || -> anyhow::Result<()> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("trellis-api")
-            .enable_all()
-            .build()
-            .context("starting the API's runtime")?;
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener)?;
-            api::serve(listener, router, limits, token, signal).await;
-            Ok(())
-        })
-    })?;
+    let api = api::serve_on_own_threads(listener, state.clone(), limits, signal).context("starting the API")?;
     tokio::task::spawn_blocking(move || api.join())
         .await?
-        .map_err(|_| anyhow::anyhow!("the API thread panicked"))??;
+        .map_err(|_| anyhow::anyhow!("the API thread panicked"))?
+        .context("the API")?;
     hangups.abort();
     service.await.context("the scheduler task")?.context("the scheduler")?;
     if let Some(listeners) = state.listeners.lock().await.take() {
