@@ -13,6 +13,7 @@ use axum::http::{Method, Request, StatusCode, header};
 use serde_json::Value;
 use tower::ServiceExt;
 use trellis::api::{AppState, Built, Parts, Settings};
+use trellis::catalog::Catalog;
 use trellis::lattice::Capacity;
 use trellis::metastore::Metastore;
 use trellis::model::ViewState;
@@ -58,14 +59,23 @@ impl App {
     }
 
     async fn with(project: &Project, capacity: Capacity, settings: Settings) -> App {
-        App::serving(project, capacity, settings, None).await
+        let catalog = project.catalog("v1");
+        App::serving(catalog.clone(), catalog, capacity, settings, None).await
     }
 
-    /// With a reloader, which `POST /reload` uses, or none (then 404).
-    async fn serving(project: &Project, capacity: Capacity, settings: Settings, reloader: Option<Reloader>) -> App {
-        let catalog = project.catalog("v1");
+    /// The state over `catalog` and its plugins, with a scheduler on
+    /// `scheduled` (the same catalog, but for a test of what a scheduler
+    /// would refuse), and a reloader, which `POST /reload` uses, or none
+    /// (then 404).
+    async fn serving(
+        catalog: Arc<Catalog>,
+        scheduled: Arc<Catalog>,
+        capacity: Capacity,
+        settings: Settings,
+        reloader: Option<Reloader>,
+    ) -> App {
         let plugins = Arc::new(trellis::plugins::Plugins::load(runtime(), &catalog).await);
-        let mut scheduler = open(&catalog).await;
+        let mut scheduler = open(&scheduled).await;
         scheduler.set_capacity(capacity);
         let parts = Parts { catalog, plugins, scheduler, listeners: None, settings, reloader };
         let Built { state, service, shutdown } = AppState::new(parts);
@@ -706,9 +716,46 @@ async fn a_500_names_its_log_entry_and_no_path() {
         allowed_hosts: Vec::new(),
     };
     let reloader = Reloader { dir: project.root().to_path_buf(), runtime: runtime().clone() };
-    let app = App::serving(&project, Capacity::default(), settings, Some(reloader)).await;
+    let app = App::serving(project.catalog("v1"), project.catalog("v1"), Capacity::default(), settings, Some(reloader)).await;
     let (_, error) = app.error(Method::POST, "/reload", None, StatusCode::INTERNAL_SERVER_ERROR).await;
     assert!(error.starts_with("internal error; see the server's log, id "), "{error}");
     let root = project.root().display().to_string();
     assert!(!error.contains(&root) && !error.contains("/tmp"), "{error}");
+}
+
+/// `GET /plugins` lists each problem of the view types' use of a plugin
+/// under the plugin its diagnostic names, and under no other: here a
+/// transformation plugin given as a view type's checksum, whose message
+/// names the view type and the plugin without quoting either. (A server
+/// does not start on such a project, its scheduler refuses it: the
+/// scheduler here runs on the project without the misuse.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plugins_problems_are_listed_under_that_plugin() {
+    let project = Project::new(&[1]);
+    let checked = "[[view]]\nname = \"t.mart/Checked\"\ntime = { frequency = \"1d\", initial = \"2015-01-01\" }\n\
+                   transformation = { plugin = \"trivial\", checksum = \"panic\" }\n";
+    let settings = Settings {
+        token: None,
+        request_timeout: Duration::from_secs(60),
+        loopback: true,
+        bound: BOUND.parse().unwrap(),
+        allowed_hosts: Vec::new(),
+    };
+    let app = App::serving(project.catalog_with("v1", checked), project.catalog("v1"), Capacity::default(), settings, None).await;
+    let (status, plugins) = app.call(Method::GET, "/plugins", None).await;
+    assert_eq!(status, StatusCode::OK, "{plugins}");
+    let problems: Vec<(&str, Vec<&str>)> = plugins
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["name"].as_str().unwrap(), p["problems"].as_array().unwrap().iter().map(|m| m.as_str().unwrap()).collect()))
+        .collect();
+    assert_eq!(
+        problems,
+        [
+            ("panic", vec!["view type t.mart/Checked: panic is a transformation plugin, not a checksum plugin"]),
+            ("trivial", vec![])
+        ],
+        "{plugins}"
+    );
 }
