@@ -708,15 +708,10 @@ async fn a_500_names_its_log_entry_and_no_path() {
     let moved_project = "[project]\nname = \"inprocess\"\nstorage = \"moved\"\n\n[[view]]\nname = \"t.raw/In\"\n\
                          time = { frequency = \"1d\", initial = \"2015-01-01\" }\n";
     std::fs::write(project.root().join("trellis.toml"), moved_project).unwrap();
-    let settings = Settings {
-        token: None,
-        request_timeout: Duration::from_secs(60),
-        loopback: true,
-        bound: BOUND.parse().unwrap(),
-        allowed_hosts: Vec::new(),
-    };
+    let settings = without_token();
     let reloader = Reloader { dir: project.root().to_path_buf(), runtime: runtime().clone() };
-    let app = App::serving(project.catalog("v1"), project.catalog("v1"), Capacity::default(), settings, Some(reloader)).await;
+    let app =
+        App::serving(project.catalog("v1"), project.catalog("v1"), Capacity::default(), settings, Some(reloader)).await;
     let (_, error) = app.error(Method::POST, "/reload", None, StatusCode::INTERNAL_SERVER_ERROR).await;
     assert!(error.starts_with("internal error; see the server's log, id "), "{error}");
     let root = project.root().display().to_string();
@@ -734,21 +729,22 @@ async fn a_plugins_problems_are_listed_under_that_plugin() {
     let project = Project::new(&[1]);
     let checked = "[[view]]\nname = \"t.mart/Checked\"\ntime = { frequency = \"1d\", initial = \"2015-01-01\" }\n\
                    transformation = { plugin = \"trivial\", checksum = \"panic\" }\n";
-    let settings = Settings {
-        token: None,
-        request_timeout: Duration::from_secs(60),
-        loopback: true,
-        bound: BOUND.parse().unwrap(),
-        allowed_hosts: Vec::new(),
-    };
-    let app = App::serving(project.catalog_with("v1", checked), project.catalog("v1"), Capacity::default(), settings, None).await;
+    let settings = without_token();
+    let app =
+        App::serving(project.catalog_with("v1", checked), project.catalog("v1"), Capacity::default(), settings, None)
+            .await;
     let (status, plugins) = app.call(Method::GET, "/plugins", None).await;
     assert_eq!(status, StatusCode::OK, "{plugins}");
     let problems: Vec<(&str, Vec<&str>)> = plugins
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| (p["name"].as_str().unwrap(), p["problems"].as_array().unwrap().iter().map(|m| m.as_str().unwrap()).collect()))
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap(),
+                p["problems"].as_array().unwrap().iter().map(|m| m.as_str().unwrap()).collect(),
+            )
+        })
         .collect();
     assert_eq!(
         problems,
@@ -758,4 +754,15 @@ async fn a_plugins_problems_are_listed_under_that_plugin() {
         ],
         "{plugins}"
     );
+}
+
+/// A server's settings on loopback without a token.
+fn without_token() -> Settings {
+    Settings {
+        token: None,
+        request_timeout: Duration::from_secs(60),
+        loopback: true,
+        bound: BOUND.parse().unwrap(),
+        allowed_hosts: Vec::new(),
+    }
 }

@@ -41,6 +41,10 @@ pub struct Built {
 impl AppState {
     /// The state of a server over `parts`: the scheduler becomes a service
     /// (returned, to be run), the plugins' statuses are read once.
+    #[allow(
+        clippy::new_ret_no_self,
+        reason = "the state comes with the service its handle talks to, which the caller runs"
+    )]
     pub fn new(parts: Parts) -> Built {
         let Parts { catalog, plugins, scheduler, listeners, settings, reloader } = parts;
         let permits = scheduler.permits();

@@ -12,8 +12,8 @@ use chrono::{DateTime, Utc};
 use clap::Args;
 
 use super::Status;
-use super::project::{ProjectArgs, load_to_run};
 use super::coordinators::{action_line, coordinator_line};
+use super::project::{ProjectArgs, load_to_run};
 use crate::api::wire;
 use crate::clock::{Clock, parse_time};
 use crate::metastore::ActionRecord;

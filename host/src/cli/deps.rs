@@ -211,9 +211,9 @@ fn instantiate_recorded(
     let mut known = 0;
     for record in store.views_with_prefix("") {
         let (url, _) = record?;
-        let of_reaching = reaching.iter().any(|name| {
-            url.strip_prefix(name.as_str()).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-        });
+        let of_reaching = reaching
+            .iter()
+            .any(|name| url.strip_prefix(name.as_str()).is_some_and(|rest| rest.is_empty() || rest.starts_with('/')));
         // A record the project no longer describes is not downstream of anything.
         if of_reaching && lattice.view(&url, resolution).is_ok() {
             known += 1;

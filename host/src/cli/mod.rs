@@ -400,12 +400,8 @@ impl Cli {
             Command::Txlog(args) => txlog::run(&args, runtime, server()?).await,
             Command::Bench(args) => bench::bench(&args, &runtime()?).await,
             Command::Runs(args) => {
-                dispatch(
-                    server()?,
-                    async |server| runs::runs_remote(&args, server).await,
-                    async || runs::runs(&args),
-                )
-                .await
+                dispatch(server()?, async |server| runs::runs_remote(&args, server).await, async || runs::runs(&args))
+                    .await
             }
             Command::Stop(args) => {
                 dispatch(server()?, async |server| stop::stop_remote(&args, server).await, async || stop::stop(&args))

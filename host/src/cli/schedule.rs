@@ -7,8 +7,8 @@ use reqwest::{Method, StatusCode};
 
 use super::Status;
 use super::project::{ProjectArgs, load, load_to_run};
-use super::runs;
 use super::remote::{self, Server};
+use super::runs;
 use crate::api::wire;
 use crate::listeners::{Lag, State};
 use crate::model::{FlowStatus, Termination, ViewState, wire_name};

@@ -11,8 +11,8 @@ use anyhow::bail;
 use clap::Args;
 
 use super::project::{ProjectArgs, load};
-use super::runs::run_detail;
 use super::remote::{self, Server};
+use super::runs::run_detail;
 use super::{Status, announce};
 use crate::api::wire;
 use crate::catalog::Catalog;
