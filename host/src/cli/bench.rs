@@ -272,13 +272,31 @@ async fn bench_coordinators(
     start: NaiveDate,
     last: NaiveDate,
 ) -> anyhow::Result<Status> {
+    catch_up(args, count, runtime, dir, start, last).await?;
+    idle_server(args, count, runtime, dir, start, last).await?;
+    Ok(Status::Success)
+}
+
+/// Midnight (UTC) of `day`: a coordinator's nominal time.
+fn midnight(day: NaiveDate) -> chrono::DateTime<chrono::Utc> {
+    day.and_hms_opt(0, 0, 0).expect("midnight exists").and_utc()
+}
+
+/// The catch-up of every day by `count` coordinators, on a lattice built
+/// first: the time per action, the coordinators' own part apart.
+async fn catch_up(
+    args: &BenchArgs,
+    count: usize,
+    runtime: &Runtime,
+    dir: &std::path::Path,
+    start: NaiveDate,
+    last: NaiveDate,
+) -> anyhow::Result<()> {
     use crate::clock::Clock;
     use crate::model::ActionState;
-    use crate::scheduler::{Coordination, CoordinatorAnswer, CoordinatorOperation, Service};
+    use crate::scheduler::Coordination;
 
     let days = (last - start).num_days() as usize + 1;
-    let midnight = |day: NaiveDate| day.and_hms_opt(0, 0, 0).expect("midnight exists").and_utc();
-    // The catch-up.
     let project = dir.join("catch-up");
     let toml = format!("[events]\nmonitor = false\n\n{}", coordinators_toml(count, args.shops, start, last));
     write_project(&project, args.shops, start, last, &toml).context("writing the benchmark project")?;
@@ -327,10 +345,25 @@ async fn bench_coordinators(
         per_action(elapsed.saturating_sub(coordinating)),
         created.as_secs_f64()
     );
-    drop(coordination);
-    drop(scheduler);
+    Ok(())
+}
 
-    // The idle server.
+/// An idle server with `count` coordinators whose last `--waiting-days`
+/// actions wait for their inputs: its CPU time, and how soon a done flag
+/// appearing makes the first of them READY.
+async fn idle_server(
+    args: &BenchArgs,
+    count: usize,
+    runtime: &Runtime,
+    dir: &std::path::Path,
+    start: NaiveDate,
+    last: NaiveDate,
+) -> anyhow::Result<()> {
+    use crate::clock::Clock;
+    use crate::model::ActionState;
+    use crate::scheduler::{CoordinatorAnswer, CoordinatorOperation, Service};
+
+    let days = (last - start).num_days() as usize + 1;
     let waiting_days = args.waiting_days.clamp(1, days);
     let first_waiting = last - Duration::days(waiting_days as i64 - 1);
     let project = dir.join("idle");
@@ -394,7 +427,7 @@ async fn bench_coordinators(
     );
     handle.shutdown(std::time::Duration::ZERO);
     service.await??;
-    Ok(Status::Success)
+    Ok(())
 }
 
 /// A year-to-date aggregate over daily order files, twice: incremental
