@@ -6,7 +6,8 @@
 //! - `policy`: the pure rules of a coordinator (creation, throttle, concurrency, execution, timeouts);
 //! - `coordinate`: coordinators driven: actions created, checked, submitted, recorded;
 //! - `record`: the pure translation of a transition's actions to the view's record;
-//! - `state`: the [`Scheduler`], owner of all view state; instantiate, invalidate, plan;
+//! - `state`: the [`Scheduler`], owner of all view state; instantiate, invalidate;
+//! - `plan`: what a run would do to each view, judged as the run judges it;
 //! - `run`: one [`Run`] and the steps that advance it; the embedded driver;
 //! - `engine`: engine-backed views: the job described, run by its driver, published;
 //! - `service`: the long-lived [`Service`] and its [`Handle`], for the server;
@@ -19,6 +20,7 @@ pub mod action;
 pub mod coordinate;
 mod engine;
 mod memo;
+mod plan;
 pub mod policy;
 pub mod publish;
 pub mod record;
