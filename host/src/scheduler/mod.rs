@@ -33,6 +33,7 @@ pub mod transition;
 pub mod txlog;
 
 pub use coordinate::{Coordination, CoordinatorStatus, Submission};
+pub use plan::{Increment, NoData, Outdated, Verdict, Why};
 pub use reload::{Project, ReloadReport, Reloader, load_project};
 pub use run::{Run, RunSummary, StopReason, TaskReport, check_full_refresh};
 pub use service::{Accepted, CoordinatorAnswer, CoordinatorOperation, Handle, Service, Stopping};
