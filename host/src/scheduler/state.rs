@@ -390,7 +390,7 @@ impl Scheduler {
         let run = RunRecord {
             id: format!("{started:x}"),
             pattern: pattern_text.to_string(),
-            mode: crate::model::wire_name(&mode),
+            mode,
             started: now,
             finished: None,
             termination: None,
