@@ -177,12 +177,9 @@ impl Scheduler {
     /// manifest check now (inputs that will be rematerialized first count
     /// as they stand).
     fn plan_increment(&self, id: ViewId, materialized: impl Fn(ViewId) -> bool) -> Option<Increment> {
-        match self.merges(id)? {
-            false => {
-                let plugin = self.views.lattice().view_type(id).transformation.plugin().unwrap_or_default().to_string();
-                return Some(Increment::NotExported { plugin });
-            }
-            true => {}
+        if !self.merges(id)? {
+            let plugin = self.views.lattice().view_type(id).transformation.plugin().unwrap_or_default().to_string();
+            return Some(Increment::NotExported { plugin });
         }
         let inputs = self.inputs_with_data(id, materialized).into_iter().map(|(_, input)| input).collect();
         Some(match super::txlog::prepare(&self.txlog_spec(id, inputs, false)) {
