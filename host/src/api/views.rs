@@ -202,7 +202,7 @@ async fn with_stale(state: &AppState, views: Vec<(usize, wire::View)>) -> Result
     let views = views
         .into_iter()
         .map(|(index, mut view)| {
-            view.stale_reason = stale.get(&(index as u32)).cloned();
+            view.stale_reason = stale.get(&(index as u32)).map(ToString::to_string);
             view.stale = view.stale_reason.is_some();
             view
         })
@@ -283,5 +283,5 @@ pub(super) fn refusals(refused: Vec<(String, String)>) -> (StatusCode, Vec<wire:
 pub(super) async fn plan(State(state): Shared, Path(pattern): Path) -> Result<Json<Vec<wire::PlanLine>>, ApiError> {
     within_limit(&pattern)?;
     let plan = state.handle.plan(pattern).await?;
-    Ok(Json(plan.into_iter().map(|(view, plan)| wire::PlanLine { view, plan }).collect()))
+    Ok(Json(plan.into_iter().map(|(view, verdict)| wire::PlanLine { view, plan: verdict.to_string() }).collect()))
 }

@@ -154,6 +154,8 @@ fn termination_text(run: &RunRecord) -> String {
 /// the API gives them.
 fn run_json(run: &RunRecord) -> anyhow::Result<serde_json::Value> {
     let mut value = serde_json::to_value(run)?;
+    // The metastore keeps the variant; JSON shows the prose, as the API does.
+    value["termination"] = serde_json::to_value(&run.termination)?;
     if let Some(termination) = &run.termination {
         value["ended"] = serde_json::to_value(wire::Ended::from(termination))?;
     }

@@ -105,7 +105,7 @@ async fn judge_stale(catalog: &Arc<Catalog>, runtime: &crate::runtime::Runtime, 
         Ok::<_, crate::scheduler::Error>(
             stale
                 .into_iter()
-                .filter_map(|(id, reason)| Some((indexes.remove(&id)?, reason)))
+                .filter_map(|(id, outdated)| Some((indexes.remove(&id)?, outdated.to_string())))
                 .collect::<std::collections::HashMap<_, _>>(),
         )
     };
