@@ -21,7 +21,7 @@ use super::Error;
 use super::engine::JobControl;
 use super::publish::{Receipt, Staging};
 use super::record::{self, previous_stable};
-use super::state::{Progress, Scheduler, Standing, flag_identity, new_event};
+use super::state::{Progress, Scheduler, Standing, new_event};
 use super::table::CurrentRun;
 use super::table::Running;
 use super::transition::{Action, Event, FailureClass, Failures, Freshness, Mode, Reason, Retry, Settled, transition};
@@ -534,7 +534,8 @@ impl Scheduler {
             // SET_ONLY without data), so that data gone later is seen.
             let marked =
                 actions.iter().any(|a| matches!(a, Action::RecordMaterialized | Action::RecordWithoutTransforming));
-            let flag_found = ((records && external) || marked).then(|| flag_identity(&self.lattice.done_flag_path(id)));
+            let flag_found =
+                ((records && external) || marked).then(|| self.staging.flag_identity(&self.lattice.done_flag_path(id)));
             // A view rebuilt is newer than all recorded by earlier runs,
             // even within their millisecond.
             let next_stamp = self.stamp_floor;
@@ -1268,7 +1269,7 @@ impl Scheduler {
         let done_flag = self.lattice.done_flag_path(id);
         let Transformation::Plugin { plugin: plugin_name, .. } = &view_type.transformation else {
             // External data: its done flag is its transformation.
-            let data = done_flag.exists();
+            let data = self.staging.exists(&done_flag);
             let result =
                 TaskReport::Done { view: id, data, timestamp: self.clock.millis(), counters: None, txlog: None };
             let task = tokio::spawn(async move {
@@ -1468,10 +1469,14 @@ async fn run_plugin(
     request.output_dir = dir.path().to_path_buf();
     let prepared = match incremental {
         Some(spec) => {
-            let checked = tokio::task::spawn_blocking(move || txlog::prepare(&spec).map(|prepared| (spec, prepared)))
-                .await
-                .map_err(|e| format!("the manifest check stopped: {e}"))
-                .and_then(|checked| checked.map_err(|e| format!("cannot list an input for the manifest check: {e}")));
+            let storage = staging.shared();
+            let checked =
+                tokio::task::spawn_blocking(move || txlog::prepare(&*storage, &spec).map(|prepared| (spec, prepared)))
+                    .await
+                    .map_err(|e| format!("the manifest check stopped: {e}"))
+                    .and_then(|checked| {
+                        checked.map_err(|e| format!("cannot list an input for the manifest check: {e}"))
+                    });
             match checked {
                 Ok(prepared) => Some(prepared),
                 Err(message) => {
@@ -1507,15 +1512,13 @@ async fn run_plugin(
         Ok(runtime::IncrementalOutcome { outcome: TransformOutcome::Data { counters }, commits }) => {
             // An incremental view's commit goes into the output it describes.
             let marker = match prepared {
-                Some((spec, prepared)) => {
-                    match txlog::write_marker(&spec, prepared, &commits, dir.path(), committed_at) {
-                        Ok(marker) => Some(marker),
-                        Err(e) => {
-                            staging.discard(dir);
-                            return Err((FailureClass::Host, format!("cannot write {}: {e}", txlog::MARKER)));
-                        }
+                Some((spec, prepared)) => match txlog::write_marker(&spec, prepared, &commits, &dir, committed_at) {
+                    Ok(marker) => Some(marker),
+                    Err(e) => {
+                        staging.discard(dir);
+                        return Err((FailureClass::Host, format!("cannot write {}: {e}", txlog::MARKER)));
                     }
-                }
+                },
                 None => None,
             };
             // No counters returned is none to keep, not an empty set.

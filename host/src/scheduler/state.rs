@@ -158,17 +158,6 @@ pub struct Progress {
 /// Told each run's id as the run starts.
 type Announce = dyn FnMut(&str) + Send;
 
-/// Which file a done flag is now, if there is one (one `stat`).
-pub(super) fn flag_identity(path: &std::path::Path) -> Option<FlagIdentity> {
-    use std::os::unix::fs::MetadataExt;
-    let metadata = std::fs::metadata(path).ok()?;
-    Some(FlagIdentity {
-        mtime_nanos: metadata.mtime().saturating_mul(1_000_000_000).saturating_add(metadata.mtime_nsec()),
-        size: metadata.len(),
-        inode: metadata.ino(),
-    })
-}
-
 /// An external view's flag as found now, against its record's. A record
 /// from before flags were recorded holds the flag's mtime as its timestamp.
 pub(super) fn flag_check(record: &ViewRecord, found: Option<FlagIdentity>) -> FlagCheck {
@@ -247,7 +236,7 @@ impl Scheduler {
         }
         let staging = Staging::new(&catalog.settings.storage);
         staging.clean().map_err(|e| Error::Io(format!("cannot clean {}: {e}", catalog.settings.storage.display())))?;
-        reconcile_txlog(&store, clock.millis())?;
+        reconcile_txlog(staging.storage(), &store, clock.millis())?;
         let per_plugin = catalog
             .plugins
             .iter()
@@ -504,7 +493,13 @@ impl Scheduler {
             return record;
         }
         let data_path = self.lattice.data_path(id);
-        let Some(found) = super::publish::recognise(url, &record, &data_path, &self.lattice.done_flag_path(id)) else {
+        let Some(found) = super::publish::recognise(
+            self.staging.storage(),
+            url,
+            &record,
+            &data_path,
+            &self.lattice.done_flag_path(id),
+        ) else {
             return record;
         };
         let receipt = found.receipt;
@@ -560,7 +555,7 @@ impl Scheduler {
         commit.flows.push((receipt.run, url.to_string(), flow));
         // An incremental view's first commit has no log's head yet for the
         // open's reconciliation to find: its log is written from its marker here.
-        if let Some(marker) = super::txlog::read_marker(&data_path)
+        if let Some(marker) = super::txlog::read_marker(self.staging.storage(), &data_path)
             && marker.view == **url
         {
             match (self.store.tx_head(url), self.store.tx_entries(url)) {
@@ -744,11 +739,12 @@ impl Scheduler {
         if self.lattice.any_latest() {
             let pinned = pinned.map(|flags| self.storage_paths(flags));
             let storage = self.catalog.settings.storage.clone();
+            let staging = self.staging.clone();
             let exists = |l: &Lattice, v: &lattice::ResolvedView<'_>| {
                 let flag = l.done_flag_path_of(v);
                 let there = match &pinned {
                     Some(pinned) => pinned.contains(&flag),
-                    None => flag.exists(),
+                    None => staging.exists(&flag),
                 };
                 if there && let Ok(relative) = flag.strip_prefix(&storage) {
                     found.borrow_mut().insert(relative.to_string_lossy().into_owned());
@@ -807,7 +803,7 @@ impl Scheduler {
         if let Some(memo) = &mut self.memo {
             memo.watch(id, &flag);
         }
-        flag.exists()
+        self.staging.exists(&flag)
     }
 
     /// Whether an external view's done flag is not the one its record
@@ -819,7 +815,7 @@ impl Scheduler {
             memo.watch(id, &flag);
         }
         let record = &self.slots[id.0 as usize].record;
-        record.done_flag.is_some() && flag_check(record, flag_identity(&flag)) == FlagCheck::Changed
+        record.done_flag.is_some() && flag_check(record, self.staging.flag_identity(&flag)) == FlagCheck::Changed
     }
 
     /// Whether a change to an external view's flag since it was last looked
@@ -986,7 +982,7 @@ impl Scheduler {
             Some(true) => {}
         }
         let inputs = self.inputs_with_data(id, materialized).into_iter().map(|(_, input)| input).collect();
-        match super::txlog::prepare(&self.txlog_spec(id, inputs, false)) {
+        match super::txlog::prepare(self.staging.storage(), &self.txlog_spec(id, inputs, false)) {
             Ok(prepared) => match &prepared.increment.full_reason {
                 Some(reason) => format!("; incremental: reads everything ({reason})"),
                 None => {
@@ -1087,6 +1083,7 @@ impl Scheduler {
     ) -> Result<(crate::metastore::TxWrite, crate::metastore::NewEvent), Error> {
         let slot = &self.slots[id.0 as usize];
         let write = super::txlog::reset_of(
+            self.staging.storage(),
             &slot.url,
             self.store.tx_head(&slot.url)?,
             self.store.tx_entries(&slot.url)?,
@@ -1281,7 +1278,7 @@ impl Scheduler {
             if let Some(memo) = &mut self.memo {
                 memo.watch(id, &flag);
             }
-            flag_check(&self.slots[id.0 as usize].record, flag_identity(&flag))
+            flag_check(&self.slots[id.0 as usize].record, self.staging.flag_identity(&flag))
         });
         // A view recorded as materialized has published its data, done
         // flag inside: one stat says whether it is still there.
@@ -1292,7 +1289,7 @@ impl Scheduler {
             if let Some(memo) = &mut self.memo {
                 memo.watch_published(id, &flag);
             }
-            std::fs::metadata(&flag).is_err()
+            !self.staging.exists(&flag)
         };
         let slot = &self.slots[id.0 as usize];
         let facts = Facts {
@@ -1370,11 +1367,11 @@ impl Scheduler {
 /// Adopts what a crash left between an incremental view's publish and the
 /// log's commit: a marker newer than the log's head is the truth (it was
 /// published with the data it describes), so the log is written from it.
-fn reconcile_txlog(store: &Metastore, now: i64) -> Result<(), Error> {
+fn reconcile_txlog(storage: &dyn crate::storage::ViewStore, store: &Metastore, now: i64) -> Result<(), Error> {
     let mut commit = Commit::default();
     for (view, head) in store.tx_heads()? {
         let output = std::path::PathBuf::from(&head.output);
-        let Some(marker) = super::txlog::read_marker(&output) else { continue };
+        let Some(marker) = super::txlog::read_marker(storage, &output) else { continue };
         if marker.view != view || marker.generation <= head.generation {
             continue;
         }
