@@ -425,7 +425,9 @@ impl Scheduler {
         evaluation: chrono::DateTime<chrono::Utc>,
     ) -> Result<Vec<ViewId>, Error> {
         let pattern = pattern::parse(pattern_text)?;
-        let resolution = Resolution { evaluation_time: evaluation, exists: &lattice::on_disk };
+        let staging = self.staging.clone();
+        let on_disk = move |l: &Lattice, v: &lattice::ResolvedView<'_>| staging.exists(&l.done_flag_path_of(v));
+        let resolution = Resolution { evaluation_time: evaluation, exists: &on_disk };
         let addressed = self.lattice.instantiate(&pattern, &resolution)?;
         self.take_in_new_views()?;
         Ok(addressed)
@@ -582,7 +584,9 @@ impl Scheduler {
     /// that cannot be made (the lattice is full) keeps the old edges, with
     /// a warning. Returns whether the edges changed.
     pub(super) fn resolve_latest(&mut self, id: ViewId, evaluation: chrono::DateTime<chrono::Utc>) -> bool {
-        self.resolve_latest_with(id, evaluation, &lattice::on_disk)
+        let staging = self.staging.clone();
+        let on_disk = move |l: &Lattice, v: &lattice::ResolvedView<'_>| staging.exists(&l.done_flag_path_of(v));
+        self.resolve_latest_with(id, evaluation, &on_disk)
     }
 
     /// [`Scheduler::resolve_latest`], with `exists` saying which instances

@@ -262,3 +262,180 @@ fn walk_into(dir: OwnedFd, prefix: &str, walk: &Walk, found: &mut Vec<Listed>) -
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, LocalDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalDir::new(dir.path());
+        (dir, store)
+    }
+
+    fn key(store: &LocalDir, relative: &str) -> Key {
+        store.key(&store.root().join(relative))
+    }
+
+    fn staged_with(store: &LocalDir, content: &str) -> Staged {
+        let staged = store.stage().unwrap();
+        std::fs::create_dir(staged.path().join("sub")).unwrap();
+        std::fs::write(staged.path().join("sub/part"), content).unwrap();
+        staged.put("_SUCCESS", b"").unwrap();
+        staged
+    }
+
+    /// A publish is the staged directory itself becoming the data (one
+    /// rename, whose inode the data path then has), old data replaced
+    /// whole: nothing of the first version is left in the second.
+    #[test]
+    fn publish_replaces_the_data_in_one_step() {
+        let (_dir, store) = store();
+        let data = key(&store, "v/2015/05/01");
+        let mut old_staging = None;
+        for (content, extra) in [("first", Some("only-in-first")), ("second", None)] {
+            let staged = staged_with(&store, content);
+            if let Some(extra) = extra {
+                std::fs::write(staged.path().join(extra), "x").unwrap();
+            }
+            let staged_inode = store.identity(&store.key(staged.path())).unwrap().inode;
+            let path = staged.path().to_path_buf();
+            store.publish(staged, &data).unwrap();
+            assert_eq!(store.identity(&data).unwrap().inode, staged_inode, "renamed, not copied");
+            let file = data.join("sub/part");
+            assert_eq!(store.read(&file).unwrap().as_deref(), Some(content.as_bytes()));
+            assert!(!path.exists(), "the staging directory (holding the old data) is gone");
+            old_staging = Some(path);
+        }
+        assert_eq!(store.read(&data.join("only-in-first")).unwrap(), None);
+        assert!(!old_staging.unwrap().exists());
+        let entries: Vec<_> = std::fs::read_dir(store.root().join(STAGING_DIR)).unwrap().collect();
+        assert!(entries.is_empty(), "{entries:?}");
+    }
+
+    /// A staging directory dropped unpublished removes itself; one a killed
+    /// process left goes at the next clean, and nothing trellis did not make.
+    #[test]
+    fn staging_is_cleaned_up_and_only_staging_is() {
+        let (_dir, store) = store();
+        let dropped = store.stage().unwrap().path().to_path_buf();
+        assert!(!dropped.exists());
+        let abandoned = staged_with(&store, "half");
+        let left = abandoned.path().to_path_buf();
+        std::mem::forget(abandoned);
+        let root = store.root().join(STAGING_DIR);
+        std::fs::write(root.join("view-abcdef"), "a file, not a staging directory").unwrap();
+        std::fs::create_dir(root.join("view-toolong")).unwrap();
+        store.clean_staging().unwrap();
+        assert!(!left.exists());
+        assert!(root.join("view-abcdef").exists());
+        assert!(root.join("view-toolong").exists());
+        // No staging area at all: nothing to clean.
+        let (_empty, fresh) = self::store();
+        fresh.clean_staging().unwrap();
+    }
+
+    /// A done flag delivered again (written anew and moved into place, as
+    /// producers do) has another identity even with the same size; a flag
+    /// untouched keeps its identity; links are followed; absent is none.
+    #[test]
+    fn flag_identity_changes_on_redelivery() {
+        let (dir, store) = store();
+        let flag = key(&store, "raw/2015/05/01/_SUCCESS");
+        assert_eq!(store.identity(&flag), None);
+        assert!(!store.exists(&flag));
+        let path = dir.path().join("raw/2015/05/01/_SUCCESS");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, "").unwrap();
+        let first = store.identity(&flag).unwrap();
+        assert_eq!(store.identity(&flag), Some(first), "unchanged, the same");
+        let delivery = dir.path().join("incoming");
+        std::fs::write(&delivery, "").unwrap();
+        std::fs::rename(&delivery, &path).unwrap();
+        let second = store.identity(&flag).unwrap();
+        assert_ne!(first, second);
+        assert_eq!(first.size, second.size);
+        let link = key(&store, "raw/2015/05/02");
+        std::os::unix::fs::symlink(path.parent().unwrap(), dir.path().join("raw/2015/05/02")).unwrap();
+        assert_eq!(store.identity(&link.join("_SUCCESS")), Some(second));
+        // A path outside the root names its file as well.
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("_SUCCESS"), "").unwrap();
+        assert!(store.exists(&store.key(&outside.path().join("_SUCCESS"))));
+    }
+
+    /// A root that does not exist yet is found once it does (the first
+    /// publish creates it), and keys resolve relative to it then.
+    #[test]
+    fn a_root_made_after_the_store_is_found() {
+        let parent = tempfile::tempdir().unwrap();
+        let store = LocalDir::new(&parent.path().join("data"));
+        let data = key(&store, "v/1");
+        assert!(!store.exists(&data));
+        store.publish(staged_with(&store, "rows"), &data).unwrap();
+        assert!(store.exists(&data.join("_SUCCESS")));
+        assert_eq!(store.read(&data.join("sub/part")).unwrap().as_deref(), Some(&b"rows"[..]));
+    }
+
+    /// Listings name entries relative to the key listed, with `/`; follow
+    /// links or not as asked; do not enter what they do not keep; and
+    /// refuse a name that is not UTF-8 only when names must be exact.
+    #[test]
+    fn listing_walks_relative_names_as_asked() {
+        let (dir, store) = store();
+        let root = dir.path().join("in");
+        std::fs::create_dir_all(root.join("sub/deeper")).unwrap();
+        std::fs::create_dir_all(root.join("_skipped")).unwrap();
+        for name in ["a", "sub/b", "sub/deeper/c", "_skipped/d"] {
+            std::fs::write(root.join(name), name).unwrap();
+        }
+        std::os::unix::fs::symlink(root.join("sub"), root.join("linked")).unwrap();
+        let names = |walk: &Walk| {
+            let mut listed: Vec<_> = store
+                .list(&key(&store, "in"), walk)
+                .unwrap()
+                .into_iter()
+                .map(|e| format!("{}{}", e.name, if e.is_dir { "/" } else { "" }))
+                .collect();
+            listed.sort();
+            listed
+        };
+        let keep = |name: &str| !name.rsplit('/').next().unwrap().starts_with('_');
+        let followed = Walk { follow_links: true, exact_names: true, keep: &keep };
+        assert_eq!(
+            names(&followed),
+            [
+                "a",
+                "linked/",
+                "linked/b",
+                "linked/deeper/",
+                "linked/deeper/c",
+                "sub/",
+                "sub/b",
+                "sub/deeper/",
+                "sub/deeper/c"
+            ]
+        );
+        let not_followed = Walk { follow_links: false, exact_names: true, keep: &|_| true };
+        assert_eq!(
+            names(&not_followed),
+            ["_skipped/", "_skipped/d", "a", "linked", "sub/", "sub/b", "sub/deeper/", "sub/deeper/c"]
+        );
+        let mut sizes: Vec<u64> = store
+            .list(&key(&store, "in/sub"), &followed)
+            .unwrap()
+            .iter()
+            .filter(|e| !e.is_dir)
+            .map(|e| e.identity.size)
+            .collect();
+        sizes.sort();
+        assert_eq!(sizes, [5, 12], "the files' own sizes: `sub/b`, `sub/deeper/c`");
+        // Not there: the error says so, as reading a directory would.
+        let missing = store.list(&key(&store, "absent"), &followed).unwrap_err();
+        assert_eq!(missing.kind(), io::ErrorKind::NotFound);
+        std::fs::write(root.join(OsStr::from_bytes(b"bad\xff")), "").unwrap();
+        assert!(store.list(&key(&store, "in"), &followed).unwrap_err().to_string().contains("not UTF-8"));
+        let lossy = Walk { follow_links: false, exact_names: false, keep: &|_| true };
+        assert!(names(&lossy).contains(&"bad\u{fffd}".to_string()));
+    }
+}

@@ -17,6 +17,7 @@
 //! object store would upload it at publish.
 
 pub mod local;
+pub mod watch;
 
 use std::io;
 use std::path::{Path, PathBuf};
