@@ -224,7 +224,7 @@ impl Staging {
         receipt: &mut Receipt,
     ) -> io::Result<()> {
         if !done_flag.is_empty() {
-            staging.put(done_flag, b"")?;
+            staging.touch(done_flag)?;
         }
         receipt.contents = contents(&staging.list(&CONTENTS)?);
         // Whatever the plugin left under this name is replaced: the receipt is the host's.

@@ -82,24 +82,36 @@ impl LocalDir {
             return std::fs::create_dir_all(path.parent().unwrap_or(Path::new("/")));
         }
         let (fd, _) = self.at(key);
-        let mut so_far = PathBuf::new();
-        for component in parent.components() {
-            so_far.push(component);
-            match rustix::fs::mkdirat(fd, &so_far, Mode::from_raw_mode(0o777)) {
-                Ok(()) => {}
-                Err(rustix::io::Errno::EXIST) => {
-                    let stat = rustix::fs::statx(fd, &so_far, AtFlags::empty(), StatxFlags::TYPE)?;
-                    if !FileType::from_raw_mode(stat.stx_mode.into()).is_dir() {
-                        return Err(io::Error::new(
-                            io::ErrorKind::NotADirectory,
-                            format!("{} is not a directory", so_far.display()),
-                        ));
-                    }
-                }
-                Err(e) => return Err(e.into()),
+        create_dir_all_at(fd, parent)
+    }
+}
+
+/// `create_dir_all` relative to `fd`: the whole path tried first (one
+/// call when its parent exists, as it nearly always does), then what is
+/// missing above it, from the top down.
+fn create_dir_all_at(fd: BorrowedFd<'_>, dir: &Path) -> io::Result<()> {
+    match rustix::fs::mkdirat(fd, dir, Mode::from_raw_mode(0o777)) {
+        Ok(()) => Ok(()),
+        Err(rustix::io::Errno::EXIST) => {
+            let stat = rustix::fs::statx(fd, dir, AtFlags::empty(), StatxFlags::TYPE)?;
+            if FileType::from_raw_mode(stat.stx_mode.into()).is_dir() {
+                Ok(())
+            } else {
+                Err(io::Error::new(io::ErrorKind::NotADirectory, format!("{} is not a directory", dir.display())))
             }
         }
-        Ok(())
+        Err(rustix::io::Errno::NOENT) => {
+            match dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                Some(parent) => create_dir_all_at(fd, parent)?,
+                None => return Err(io::Error::from(rustix::io::Errno::NOENT)),
+            }
+            match rustix::fs::mkdirat(fd, dir, Mode::from_raw_mode(0o777)) {
+                // Made meanwhile by another publish: as good.
+                Ok(()) | Err(rustix::io::Errno::EXIST) => Ok(()),
+                Err(e) => Err(e.into()),
+            }
+        }
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -140,14 +152,15 @@ impl ViewStore for LocalDir {
     fn publish(&self, mut staged: Staged, key: &Key) -> io::Result<()> {
         self.create_parents(key)?;
         let (fd, path) = self.at(key);
-        // The staged directory is named by its full path: it is under the
-        // root, which has been created by now, but need not be relative to it.
-        let from = staged.path.clone();
-        match rustix::fs::renameat_with(rustix::fs::CWD, &from, fd, path.as_ref(), RenameFlags::EXCHANGE) {
+        // The staged directory is under the root: named relative to it
+        // when the data is too.
+        let staged_key = self.key(&staged.path);
+        let (from_fd, from) = self.at(&staged_key);
+        match rustix::fs::renameat_with(from_fd, from.as_ref(), fd, path.as_ref(), RenameFlags::EXCHANGE) {
             // The staging directory now holds the old data, which its drop removes.
             Ok(()) => Ok(()),
             Err(rustix::io::Errno::NOENT) => {
-                rustix::fs::renameat_with(rustix::fs::CWD, &from, fd, path.as_ref(), RenameFlags::NOREPLACE)?;
+                rustix::fs::renameat_with(from_fd, from.as_ref(), fd, path.as_ref(), RenameFlags::NOREPLACE)?;
                 staged.gone = true;
                 Ok(())
             }

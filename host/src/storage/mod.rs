@@ -140,10 +140,18 @@ impl Staged {
     /// replacing whatever the plugin left under that name.
     pub fn put(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
         let path = self.path.join(name);
-        if path.symlink_metadata().is_ok_and(|m| m.is_dir()) {
-            std::fs::remove_dir_all(&path)?;
+        match std::fs::write(&path, bytes) {
+            Err(e) if e.kind() == io::ErrorKind::IsADirectory => {
+                std::fs::remove_dir_all(&path)?;
+                std::fs::write(path, bytes)
+            }
+            written => written,
         }
-        std::fs::write(path, bytes)
+    }
+
+    /// Writes an empty file `name` (a done flag) into the staged version.
+    pub fn touch(&self, name: &str) -> io::Result<()> {
+        std::fs::write(self.path.join(name), b"")
     }
 
     /// Every entry of the staged version that `walk` keeps.
