@@ -13,6 +13,9 @@
 //! transforming the view again. Output that changed since (a user's edit,
 //! another attempt's publish) does not match its receipt and is never
 //! adopted.
+//!
+//! What it does to files, it asks of the view storage (`storage`): this
+//! module decides what a publish carries and when an output is adopted.
 
 use std::io;
 use std::path::Path;
