@@ -316,7 +316,8 @@ fn transformation_name(transformation: &Transformation) -> &str {
 pub(super) async fn views(args: &ViewsArgs, runtime: &crate::runtime::Runtime) -> anyhow::Result<Status> {
     let catalog = load(&args.project.project)?;
     let mut lattice = Lattice::new(catalog.clone());
-    let resolution = Resolution { evaluation_time: Utc::now(), exists: &on_disk };
+    let storage = crate::storage::LocalDir::new(&catalog.settings.storage);
+    let resolution = Resolution { evaluation_time: Utc::now(), exists: &on_disk(&storage) };
     // States come from the metastore when there is one; listing views must
     // not create it.
     let store =
@@ -857,7 +858,8 @@ pub(super) fn deps(args: &DepsArgs) -> anyhow::Result<Status> {
         None => crate::clock::Clock::from_environment().map_err(anyhow::Error::msg)?.now(),
     };
     let mut lattice = Lattice::new(catalog.clone());
-    let resolution = Resolution { evaluation_time: now, exists: &on_disk };
+    let storage = crate::storage::LocalDir::new(&catalog.settings.storage);
+    let resolution = Resolution { evaluation_time: now, exists: &on_disk(&storage) };
     if args.dot {
         let pattern = catalog::pattern::parse(args.view.get())?;
         let addressed = lattice.instantiate(&pattern, &resolution)?;

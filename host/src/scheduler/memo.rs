@@ -4,7 +4,7 @@
 //!
 //! A view is *clean* when a DEFAULT run found it materialized or without
 //! data and nothing it depends on has changed since. New external data, and
-//! published data deleted, are learnt from inotify watches on the
+//! published data deleted, are learnt from watches (`storage::watch`) on the
 //! directories of done flags (external views', and materialized views'); the
 //! kernel queues a change the moment it happens, and every run
 //! drains that queue before it looks at a view, so a change made before a
@@ -24,22 +24,22 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use crate::lattice::{Lattice, ViewId};
+use crate::storage::watch::{Changes, WatchId, Watcher};
 
 pub(super) struct Memo {
     clean: Vec<bool>,
     /// Reverse edges: who depends on each view.
     dependents: Vec<Vec<ViewId>>,
-    inotify: inotify::Inotify,
+    watcher: Watcher,
     /// Where all data lives: directories are watched up to it.
     storage: PathBuf,
     /// Watched directories by watch id, with the external views whose
     /// flags are in them or below them.
-    watched: HashMap<i32, (PathBuf, HashSet<ViewId>)>,
-    by_dir: HashMap<PathBuf, i32>,
+    watched: HashMap<WatchId, (PathBuf, HashSet<ViewId>)>,
+    by_dir: HashMap<PathBuf, WatchId>,
     /// Watched external views, and whether their own directory is among
     /// the watched ones (else only directories above it, which exist).
     watch_of: HashMap<ViewId, bool>,
-    buffer: Vec<u8>,
 }
 
 impl Memo {
@@ -49,12 +49,11 @@ impl Memo {
         Ok(Memo {
             clean: Vec::new(),
             dependents: Vec::new(),
-            inotify: inotify::Inotify::init()?,
+            watcher: Watcher::new()?,
             storage: storage.to_path_buf(),
             watched: HashMap::new(),
             by_dir: HashMap::new(),
             watch_of: HashMap::new(),
-            buffer: vec![0; 64 * 1024],
         })
     }
 
@@ -118,7 +117,7 @@ impl Memo {
         let Some(parent) = flag.parent() else { return };
         // Root first: the storage root (or the nearest directory above it
         // that exists), each directory below it, the flag.
-        let top = self.storage.ancestors().find(|dir| dir.is_dir()).unwrap_or(&self.storage).to_path_buf();
+        let top = self.storage.ancestors().find(|dir| Watcher::is_dir(dir)).unwrap_or(&self.storage).to_path_buf();
         let chain: Vec<&Path> = flag.ancestors().take_while(|dir| dir.starts_with(&top)).collect();
         let mut watched_parent = false;
         let mut watched_any = false;
@@ -128,7 +127,7 @@ impl Memo {
             // view registered with it, this one included.
             let wd = match self.by_dir.get(dir).copied().filter(|wd| self.watched.contains_key(wd)) {
                 Some(wd) => wd,
-                None if dir.is_dir() => match self.add_watch(dir) {
+                None if Watcher::is_dir(dir) => match self.add_watch(dir) {
                     Some(wd) => wd,
                     None => return,
                 },
@@ -156,8 +155,7 @@ impl Memo {
     /// A copy of the watches' descriptor, to wait on (it is readable when
     /// changes are queued; `drain` reads them).
     pub fn descriptor(&self) -> Option<std::os::fd::OwnedFd> {
-        use std::os::fd::AsFd;
-        self.inotify.as_fd().try_clone_to_owned().ok()
+        self.watcher.descriptor()
     }
 
     /// Watches a materialized view's published done flag itself (the
@@ -166,14 +164,11 @@ impl Memo {
     /// published beside it does not. A flag that is not there is not
     /// watched, and the view stays dirty.
     pub fn watch_published(&mut self, id: ViewId, flag: &Path) {
-        use inotify::WatchMask;
         if self.watch_of.contains_key(&id) {
             return;
         }
-        // Added to, never replacing, a mask a directory may have already.
-        let mask =
-            WatchMask::ATTRIB | WatchMask::DELETE_SELF | WatchMask::MOVE_SELF | WatchMask::MODIFY | WatchMask::MASK_ADD;
-        if let Some(wd) = self.add(flag, mask, "its view is checked on every run")
+        let added = self.watcher.watch_object(flag);
+        if let Some(wd) = self.register(flag, added, "its view is checked on every run")
             && let Some((_, views)) = self.watched.get_mut(&wd)
         {
             views.insert(id);
@@ -181,28 +176,18 @@ impl Memo {
         }
     }
 
-    fn add_watch(&mut self, dir: &Path) -> Option<i32> {
-        use inotify::WatchMask;
-        let mask = WatchMask::ATTRIB
-            | WatchMask::CLOSE_WRITE
-            | WatchMask::CREATE
-            | WatchMask::DELETE
-            | WatchMask::DELETE_SELF
-            | WatchMask::MODIFY
-            | WatchMask::MOVE_SELF
-            | WatchMask::MOVED_FROM
-            | WatchMask::MOVED_TO;
-        let wd = self.add(dir, mask, "views below it are checked on every run")?;
+    fn add_watch(&mut self, dir: &Path) -> Option<WatchId> {
+        let added = self.watcher.watch_dir(dir);
+        let wd = self.register(dir, added, "views below it are checked on every run")?;
         self.by_dir.insert(dir.to_path_buf(), wd);
         Some(wd)
     }
 
-    /// Adds an inotify watch on `path` and registers its id; a watch that
-    /// cannot be added is logged with `otherwise`, what follows from it.
-    fn add(&mut self, path: &Path, mask: inotify::WatchMask, otherwise: &str) -> Option<i32> {
-        match self.inotify.watches().add(path, mask) {
+    /// Registers the watch added on `path`; a watch that could not be
+    /// added is logged with `otherwise`, what follows from it.
+    fn register(&mut self, path: &Path, added: std::io::Result<WatchId>, otherwise: &str) -> Option<WatchId> {
+        match added {
             Ok(wd) => {
-                let wd = wd.get_watch_descriptor_id();
                 self.watched.entry(wd).or_insert_with(|| (path.to_path_buf(), HashSet::new()));
                 Some(wd)
             }
@@ -250,30 +235,14 @@ impl Memo {
     /// directories changed are dirtied with all above them.
     pub fn drain(&mut self) {
         loop {
-            let mut touched = Vec::new();
-            let mut overflow = false;
-            match self.inotify.read_events(&mut self.buffer) {
-                Ok(events) => {
-                    for event in events {
-                        overflow |= event.mask.contains(inotify::EventMask::Q_OVERFLOW);
-                        let gone = event.mask.intersects(
-                            inotify::EventMask::DELETE_SELF
-                                | inotify::EventMask::MOVE_SELF
-                                | inotify::EventMask::IGNORED,
-                        );
-                        touched.push((event.wd.get_watch_descriptor_id(), gone));
-                    }
+            let touched = match self.watcher.changes() {
+                Changes::None => return,
+                Changes::Touched(touched) => touched,
+                Changes::Lost => {
+                    self.forget_everything();
+                    return;
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
-                Err(e) => {
-                    tracing::warn!("reading inotify events failed ({e}); every view is checked again");
-                    overflow = true;
-                }
-            }
-            if overflow {
-                self.forget_everything();
-                return;
-            }
+            };
             for (wd, gone) in touched {
                 // Its views are dirty, and watched again (perhaps closer to
                 // their own directory) when next checked.
