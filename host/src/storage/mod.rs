@@ -16,6 +16,7 @@
 //! real local directory ([`Staged`]): wasmtime preopens need one, and an
 //! object store would upload it at publish.
 
+pub mod grant;
 pub mod local;
 pub mod watch;
 
