@@ -200,6 +200,11 @@ impl Staging {
         self.storage.identity(&self.storage.key(path))
     }
 
+    /// Whether `path` holds a view's data, readable as an input.
+    pub fn holds_data(&self, path: &Path) -> bool {
+        self.storage.holds_data(&self.storage.key(path))
+    }
+
     /// Whether anything is at `path`, a flag or a view's data.
     pub fn exists(&self, path: &Path) -> bool {
         self.storage.exists(&self.storage.key(path))

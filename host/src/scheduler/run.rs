@@ -1146,7 +1146,7 @@ impl Scheduler {
         {
             for dependency in group {
                 let dir = self.views.lattice().data_path(dependency);
-                if !materialized(dependency) || !dir.is_dir() {
+                if !materialized(dependency) || !self.staging.holds_data(&dir) {
                     continue;
                 }
                 let path = dir.strip_prefix(&self.catalog.settings.storage).unwrap_or(&dir).to_string_lossy().into();

@@ -125,6 +125,11 @@ impl ViewStore for LocalDir {
         stat(fd, &path, true).ok().map(|(_, identity)| identity)
     }
 
+    fn holds_data(&self, key: &Key) -> bool {
+        let (fd, path) = self.at(key);
+        stat(fd, &path, true).is_ok_and(|(is_dir, _)| is_dir)
+    }
+
     fn read(&self, key: &Key) -> io::Result<Option<Vec<u8>>> {
         let (fd, path) = self.at(key);
         let file = match rustix::fs::openat(fd, path.as_ref(), OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()) {
@@ -388,6 +393,23 @@ mod tests {
         store.publish(staged_with(&store, "rows"), &data).unwrap();
         assert!(store.exists(&data.join("_SUCCESS")));
         assert_eq!(store.read(&data.join("sub/part")).unwrap().as_deref(), Some(&b"rows"[..]));
+    }
+
+    /// A published version holds data; its flag, a missing key and a
+    /// link to a file do not; a link to a version does (inputs are read
+    /// through links, as the SDK's readers follow them).
+    #[test]
+    fn only_a_directory_holds_data() {
+        let (dir, store) = store();
+        let data = key(&store, "v/1");
+        assert!(!store.holds_data(&data));
+        store.publish(staged_with(&store, "rows"), &data).unwrap();
+        assert!(store.holds_data(&data));
+        assert!(!store.holds_data(&data.join("_SUCCESS")));
+        std::os::unix::fs::symlink(dir.path().join("v/1"), dir.path().join("linked")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("v/1/_SUCCESS"), dir.path().join("flag")).unwrap();
+        assert!(store.holds_data(&key(&store, "linked")));
+        assert!(!store.holds_data(&key(&store, "flag")));
     }
 
     /// Listings name entries relative to the key listed, with `/`; follow

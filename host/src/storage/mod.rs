@@ -15,6 +15,13 @@
 //! conditional put of a marker. What a plugin writes into is always a
 //! real local directory ([`Staged`]): wasmtime preopens need one, and an
 //! object store would upload it at publish.
+//!
+//! Beside the store: [`watch`] tells what changed since it was last asked
+//! (inotify here; an object store's watcher would list the watched
+//! prefixes and compare), and [`grant`] holds what the runtime and the
+//! engines need of the local directories granted to them (an output's
+//! usage against its cap, where a grant really is, an engine's files
+//! moved into staging), which an object store would materialize.
 
 pub mod grant;
 pub mod local;
@@ -102,6 +109,11 @@ pub trait ViewStore: Send + Sync + std::fmt::Debug {
     fn exists(&self, key: &Key) -> bool {
         self.identity(key).is_some()
     }
+
+    /// Whether `key` holds a version's data that can be read as inputs: a
+    /// directory here (links followed); a prefix holding objects in an
+    /// object store.
+    fn holds_data(&self, key: &Key) -> bool;
 
     /// A small file's contents (a receipt, a marker); `None` when absent.
     fn read(&self, key: &Key) -> io::Result<Option<Vec<u8>>>;
