@@ -267,4 +267,26 @@ mod tests {
             assert!(super::STYLE.contains(&format!(".state-{} ", state.as_str())), "{state:?} has no colour");
         }
     }
+
+    /// A view's page lists its published files as the storage lists them:
+    /// relative names through its directories, sorted, sizes, the first
+    /// `FILES_SHOWN` and how many more; a view with no data has none.
+    #[test]
+    fn published_files_are_listed_relative_to_the_views_data() {
+        let root = tempfile::tempdir().unwrap();
+        let data = root.path().join("shop/2015/01/01");
+        std::fs::create_dir_all(data.join("sub")).unwrap();
+        std::fs::write(data.join("_SUCCESS"), "").unwrap();
+        std::fs::write(data.join("sub/part-00000.csv"), "v\n1\n").unwrap();
+        let (files, more) = super::published_files(root.path(), &data);
+        assert_eq!(files, [("_SUCCESS".to_string(), 0), ("sub/part-00000.csv".to_string(), 4)]);
+        assert_eq!(more, 0);
+        for n in 0..super::FILES_SHOWN {
+            std::fs::write(data.join(format!("x{n:03}")), "").unwrap();
+        }
+        let (files, more) = super::published_files(root.path(), &data);
+        assert_eq!((files.len(), more), (super::FILES_SHOWN, 2));
+        assert_eq!(files[0].0, "_SUCCESS");
+        assert_eq!(super::published_files(root.path(), &root.path().join("absent")), (Vec::new(), 0));
+    }
 }
