@@ -277,7 +277,7 @@ impl Views {
             MemoChange::Dirty => memo.dirty(id),
             MemoChange::WatchPublished => {
                 memo.drain();
-                memo.watch_published(id, &self.lattice.done_flag_path(id));
+                memo.watch_published(id, &self.storage.key(&self.lattice.done_flag_path(id)));
             }
             MemoChange::Settled { on_disk } => memo.settled(id, &self.lattice, on_disk),
         }
@@ -286,7 +286,7 @@ impl Views {
     /// Watches an external view's flag, when the scheduler watches.
     pub(super) fn watch(&mut self, id: ViewId, flag: &std::path::Path) {
         if let Some(memo) = &mut self.memo {
-            memo.watch(id, flag);
+            memo.watch(id, &self.storage.key(flag));
         }
     }
 
@@ -455,7 +455,7 @@ impl Views {
         let external_flag = external.then(|| {
             let flag = self.lattice.done_flag_path(id);
             if let Some(memo) = &mut self.memo {
-                memo.watch(id, &flag);
+                memo.watch(id, &self.storage.key(&flag));
             }
             flag_check(&self.slots[id.0 as usize].record, self.flag_identity(id))
         });
@@ -466,7 +466,7 @@ impl Views {
         let data_gone = !external && record.timestamp.is_some() && record.done_flag != Some(SeenFlag::Absent) && {
             let flag = self.lattice.done_flag_path(id);
             if let Some(memo) = &mut self.memo {
-                memo.watch_published(id, &flag);
+                memo.watch_published(id, &self.storage.key(&flag));
             }
             self.flag_identity(id).is_none()
         };

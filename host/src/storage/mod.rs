@@ -63,6 +63,12 @@ impl Key {
         Key(self.0.join(name))
     }
 
+    /// Whether the key names something under the root (not a view path
+    /// rendered outside it).
+    pub fn is_under_root(&self) -> bool {
+        self.0.components().all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir))
+    }
+
     pub fn as_path(&self) -> &Path {
         &self.0
     }
