@@ -12,9 +12,23 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use rustix::fs::{Mode, OFlags};
+
 /// Where a granted directory really is: its path with every link resolved.
+/// The kernel says, for the directory opened once (`realpath` would read
+/// every component of the path as a link, each walking the path again);
+/// without `/proc`, `realpath` it is.
 pub fn resolve(dir: &Path) -> io::Result<PathBuf> {
-    std::fs::canonicalize(dir)
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStringExt;
+    let opened = rustix::fs::open(dir, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())?;
+    let link = format!("/proc/self/fd/{}", opened.as_raw_fd());
+    match rustix::fs::readlinkat(rustix::fs::CWD, link.as_str(), Vec::new()) {
+        Ok(target) if target.as_bytes().starts_with(b"/") && !target.as_bytes().ends_with(b" (deleted)") => {
+            Ok(PathBuf::from(std::ffi::OsString::from_vec(target.into_bytes())))
+        }
+        _ => std::fs::canonicalize(dir),
+    }
 }
 
 /// What a walk of an output found.
@@ -77,4 +91,22 @@ pub fn entries(dir: &Path) -> io::Result<Vec<Entry>> {
 /// Moves `from/name` to `to/new_name` (both in one granted tree, so one rename).
 pub fn move_into(from: &Path, name: &str, to: &Path, new_name: &str) -> io::Result<()> {
     std::fs::rename(from.join(name), to.join(new_name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A grant reached through a link resolves where `realpath` says it is.
+    #[test]
+    fn a_grant_resolves_through_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real/dir");
+        std::fs::create_dir_all(&real).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("real"), dir.path().join("linked")).unwrap();
+        let through = dir.path().join("linked/dir");
+        assert_eq!(resolve(&through).unwrap(), std::fs::canonicalize(&real).unwrap());
+        assert_eq!(resolve(&real).unwrap(), std::fs::canonicalize(&real).unwrap());
+        assert!(resolve(&dir.path().join("absent")).is_err());
+    }
 }

@@ -149,26 +149,46 @@ impl ViewStore for LocalDir {
 
     fn stage(&self) -> io::Result<Staged> {
         let root = self.staging_root();
-        std::fs::create_dir_all(&root)?;
-        let path = tempfile::Builder::new().prefix(STAGING_PREFIX).rand_bytes(STAGING_RANDOM).tempdir_in(&root)?.keep();
-        Ok(Staged { path, gone: false })
+        let make = || tempfile::Builder::new().prefix(STAGING_PREFIX).rand_bytes(STAGING_RANDOM).tempdir_in(&root);
+        // The staging root is made the first time it is missing, not
+        // looked for on every stage.
+        let made = match make() {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(&root)?;
+                make()?
+            }
+            made => made?,
+        };
+        Ok(Staged { path: made.keep(), gone: false })
     }
 
+    /// Tried in the order that costs a cold run least: the version moved in
+    /// where there was none (one call when its parent exists, as it nearly
+    /// always does: the parents are made only when the kernel says they
+    /// are missing), else exchanged with the old version.
     fn publish(&self, mut staged: Staged, key: &Key) -> io::Result<()> {
-        self.create_parents(key)?;
-        let (fd, path) = self.at(key);
         // The staged directory is under the root: named relative to it
         // when the data is too.
         let staged_key = self.key(&staged.path);
-        let (from_fd, from) = self.at(&staged_key);
-        match rustix::fs::renameat_with(from_fd, from.as_ref(), fd, path.as_ref(), RenameFlags::EXCHANGE) {
-            // The staging directory now holds the old data, which its drop removes.
-            Ok(()) => Ok(()),
+        let rename = |flags| {
+            let (fd, path) = self.at(key);
+            let (from_fd, from) = self.at(&staged_key);
+            rustix::fs::renameat_with(from_fd, from.as_ref(), fd, path.as_ref(), flags)
+        };
+        let moved_in = match rename(RenameFlags::NOREPLACE) {
             Err(rustix::io::Errno::NOENT) => {
-                rustix::fs::renameat_with(from_fd, from.as_ref(), fd, path.as_ref(), RenameFlags::NOREPLACE)?;
+                self.create_parents(key)?;
+                rename(RenameFlags::NOREPLACE)
+            }
+            moved => moved,
+        };
+        match moved_in {
+            Ok(()) => {
                 staged.gone = true;
                 Ok(())
             }
+            // The staging directory now holds the old data, which its drop removes.
+            Err(rustix::io::Errno::EXIST | rustix::io::Errno::NOTEMPTY) => Ok(rename(RenameFlags::EXCHANGE)?),
             Err(e) => Err(e.into()),
         }
     }
