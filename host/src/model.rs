@@ -60,45 +60,43 @@ pub fn from_wire_name<T: serde::de::DeserializeOwned>(text: &str) -> Option<T> {
     serde_json::from_value(serde_json::Value::String(text.to_string())).ok()
 }
 
-/// A view's scheduling state. It outlives runs and is kept in the metastore.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ViewState {
-    /// Where every view starts.
-    #[default]
-    Receive,
-    Invalidated,
-    NoData,
-    Waiting,
-    Transforming,
-    Materialized,
-    Retrying,
-    Failed,
+/// An enum of unit variants spelled once: each variant's name in one
+/// table, from which its serde name, `as_str` and `ALL` all come (and
+/// `FromStr`, written over `ALL` and `as_str`), so no two can disagree.
+macro_rules! spelled {
+    ($(#[$meta:meta])* pub enum $name:ident { $($(#[$variant_meta:meta])* $variant:ident = $text:literal,)* }) => {
+        $(#[$meta])*
+        #[derive(serde::Serialize, serde::Deserialize)]
+        pub enum $name {
+            $($(#[$variant_meta])* #[serde(rename = $text)] $variant,)*
+        }
+
+        impl $name {
+            pub const ALL: [$name; [$($text),*].len()] = [$($name::$variant),*];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)*
+                }
+            }
+        }
+    };
 }
 
-impl ViewState {
-    pub const ALL: [ViewState; 8] = [
-        ViewState::Receive,
-        ViewState::Invalidated,
-        ViewState::NoData,
-        ViewState::Waiting,
-        ViewState::Transforming,
-        ViewState::Materialized,
-        ViewState::Retrying,
-        ViewState::Failed,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ViewState::Receive => "receive",
-            ViewState::Invalidated => "invalidated",
-            ViewState::NoData => "no-data",
-            ViewState::Waiting => "waiting",
-            ViewState::Transforming => "transforming",
-            ViewState::Materialized => "materialized",
-            ViewState::Retrying => "retrying",
-            ViewState::Failed => "failed",
-        }
+spelled! {
+    /// A view's scheduling state. It outlives runs and is kept in the metastore.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    pub enum ViewState {
+        /// Where every view starts.
+        #[default]
+        Receive = "receive",
+        Invalidated = "invalidated",
+        NoData = "no-data",
+        Waiting = "waiting",
+        Transforming = "transforming",
+        Materialized = "materialized",
+        Retrying = "retrying",
+        Failed = "failed",
     }
 }
 
@@ -423,6 +421,78 @@ impl TryFrom<String> for Termination {
     }
 }
 
+/// How the metastore keeps a run's end (`#[serde(with)]` on the run
+/// record): the variant by name, with its data, not the prose the API and
+/// the CLI show (which may be reworded). Records written before, in prose,
+/// still read.
+pub mod termination_record {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::Termination;
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(tag = "kind", rename_all = "kebab-case")]
+    enum Record {
+        Completed,
+        CompletedWithFailures { failed: usize },
+        Stopped,
+        StoppedByShutdown,
+        Dequeued,
+        DequeuedByShutdown,
+        Interrupted,
+        Failed { reason: String },
+    }
+
+    /// A record as written now, or as written before: prose.
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Stored {
+        Record(Record),
+        Prose(Termination),
+    }
+
+    impl From<&Termination> for Record {
+        fn from(termination: &Termination) -> Record {
+            match termination {
+                Termination::Completed => Record::Completed,
+                Termination::CompletedWithFailures(failed) => Record::CompletedWithFailures { failed: *failed },
+                Termination::Stopped => Record::Stopped,
+                Termination::StoppedByShutdown => Record::StoppedByShutdown,
+                Termination::Dequeued => Record::Dequeued,
+                Termination::DequeuedByShutdown => Record::DequeuedByShutdown,
+                Termination::Interrupted => Record::Interrupted,
+                Termination::Failed(reason) => Record::Failed { reason: reason.clone() },
+            }
+        }
+    }
+
+    impl From<Stored> for Termination {
+        fn from(stored: Stored) -> Termination {
+            match stored {
+                Stored::Prose(termination) => termination,
+                Stored::Record(record) => match record {
+                    Record::Completed => Termination::Completed,
+                    Record::CompletedWithFailures { failed } => Termination::CompletedWithFailures(failed),
+                    Record::Stopped => Termination::Stopped,
+                    Record::StoppedByShutdown => Termination::StoppedByShutdown,
+                    Record::Dequeued => Termination::Dequeued,
+                    Record::DequeuedByShutdown => Termination::DequeuedByShutdown,
+                    Record::Interrupted => Termination::Interrupted,
+                    Record::Failed { reason } => Termination::Failed(reason),
+                },
+            }
+        }
+    }
+
+    pub fn serialize<S: Serializer>(termination: &Option<Termination>, serializer: S) -> Result<S::Ok, S::Error> {
+        termination.as_ref().map(Record::from).serialize(serializer)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Termination>, D::Error> {
+        Ok(Option::<Stored>::deserialize(deserializer)?.map(Termination::from))
+    }
+}
+
 /// A host a listener may reach over HTTP, as its `allow_http` lists it:
 /// `name` (the scheme's default port, 80 or 443) or `name:port`. Names
 /// compare without case; an IPv6 address is written in brackets.
@@ -531,6 +601,41 @@ mod tests {
         assert_eq!(from_wire_name::<Issue>("warnings"), None);
     }
 
+    /// `ALL`, `as_str`, serde and `FromStr` of each table-spelled enum agree,
+    /// and the names are those records and the API have always used.
+    #[test]
+    fn each_spelled_enum_has_one_spelling() {
+        fn agree<T>(all: &[T], as_str: fn(&T) -> &'static str)
+        where
+            T: serde::Serialize + serde::de::DeserializeOwned + std::str::FromStr + PartialEq + fmt::Debug,
+        {
+            for value in all {
+                let name = as_str(value);
+                assert_eq!(wire_name(value), name);
+                assert_eq!(from_wire_name::<T>(name).as_ref(), Some(value));
+                assert_eq!(name.parse::<T>().ok().as_ref(), Some(value), "{name}");
+            }
+        }
+        agree(&ViewState::ALL, |s| s.as_str());
+        agree(&ActionState::ALL, |s| s.as_str());
+        agree(&Mode::ALL, |m| m.as_str());
+        assert_eq!(
+            ViewState::ALL.map(ViewState::as_str).join(" "),
+            "receive invalidated no-data waiting transforming materialized retrying failed"
+        );
+        assert_eq!(
+            ActionState::ALL.map(ActionState::as_str).join(" "),
+            "WAITING READY SUBMITTED RUNNING SUCCEEDED FAILED TIMEDOUT SKIPPED KILLED"
+        );
+        assert_eq!(
+            Mode::ALL.map(Mode::as_str).join(" "),
+            "DEFAULT RESET_TRANSFORMATION_CHECKSUMS RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS TRANSFORM_ONLY SET_ONLY"
+        );
+        assert_eq!("transform_only".parse::<Mode>(), Ok(Mode::TransformOnly), "any case");
+        assert_eq!("killed".parse::<ActionState>(), Ok(ActionState::Killed), "any case");
+        assert!("Materialized".parse::<ViewState>().is_err(), "a view state exactly as written");
+    }
+
     #[test]
     fn a_pending_invalidation_counts_as_invalidated_and_is_shown() {
         let pending =
@@ -569,23 +674,69 @@ mod tests {
         let old: Termination = serde_json::from_str("\"completed with 1 failed views\"").unwrap();
         assert_eq!(old, Termination::CompletedWithFailures(1));
     }
+
+    /// A run record keeps its end as the variant, and reads the prose
+    /// records written before it did.
+    #[test]
+    fn a_run_record_keeps_its_end_as_a_variant_and_reads_old_prose() {
+        #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+        struct Record {
+            #[serde(with = "termination_record")]
+            termination: Option<Termination>,
+        }
+        let written = |termination| serde_json::to_string(&Record { termination }).unwrap();
+        expect_test::expect![[r#"{"termination":{"kind":"completed-with-failures","failed":2}}"#]]
+            .assert_eq(&written(Some(Termination::CompletedWithFailures(2))));
+        expect_test::expect![[r#"{"termination":{"kind":"failed","reason":"disk full"}}"#]]
+            .assert_eq(&written(Some(Termination::Failed("disk full".into()))));
+        assert_eq!(written(None), r#"{"termination":null}"#);
+        for termination in [
+            Termination::Completed,
+            Termination::CompletedWithFailures(1),
+            Termination::Stopped,
+            Termination::StoppedByShutdown,
+            Termination::Dequeued,
+            Termination::DequeuedByShutdown,
+            Termination::Interrupted,
+            Termination::Failed("failed: twice".into()),
+        ] {
+            let text = written(Some(termination.clone()));
+            let read: Record = serde_json::from_str(&text).unwrap();
+            assert_eq!(read.termination, Some(termination), "{text}");
+        }
+        // As the records written before this one said it.
+        for (old, termination) in [
+            (r#""completed""#, Termination::Completed),
+            (r#""completed with 1 failed views""#, Termination::CompletedWithFailures(1)),
+            (r#""completed with 3 failed views""#, Termination::CompletedWithFailures(3)),
+            (r#""stopped by request before it started""#, Termination::Dequeued),
+            (r#""failed: the metastore: disk full""#, Termination::Failed("the metastore: disk full".into())),
+        ] {
+            let read: Record = serde_json::from_str(&format!(r#"{{"termination":{old}}}"#)).unwrap();
+            assert_eq!(read.termination, Some(termination), "{old}");
+        }
+        assert!(serde_json::from_str::<Record>(r#"{"termination":"finished somehow"}"#).is_err());
+        assert!(serde_json::from_str::<Record>(r#"{"termination":{"kind":"exploded"}}"#).is_err());
+    }
 }
 
-/// How a materialize request treats the lattice (Schedoscope's modes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum Mode {
-    Default,
-    /// Record current version checksums where only they changed, without
-    /// transforming.
-    ResetTransformationChecksums,
-    /// A dry run: record checksums and timestamps as if everything outdated
-    /// had been transformed, so the next DEFAULT run transforms nothing.
-    ResetTransformationChecksumsAndTimestamps,
-    /// Transform this view without asking its dependencies.
-    TransformOnly,
-    /// Mark the view materialized without transforming.
-    SetOnly,
+spelled! {
+    /// How a materialize request treats the lattice (Schedoscope's modes).
+    /// Runs record it, and the API writes it, by this name.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum Mode {
+        Default = "DEFAULT",
+        /// Record current version checksums where only they changed, without
+        /// transforming.
+        ResetTransformationChecksums = "RESET_TRANSFORMATION_CHECKSUMS",
+        /// A dry run: record checksums and timestamps as if everything outdated
+        /// had been transformed, so the next DEFAULT run transforms nothing.
+        ResetTransformationChecksumsAndTimestamps = "RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS",
+        /// Transform this view without asking its dependencies.
+        TransformOnly = "TRANSFORM_ONLY",
+        /// Mark the view materialized without transforming.
+        SetOnly = "SET_ONLY",
+    }
 }
 
 impl std::str::FromStr for Mode {
@@ -593,60 +744,43 @@ impl std::str::FromStr for Mode {
 
     /// A mode by its name, in any case; the error lists the modes.
     fn from_str(text: &str) -> Result<Mode, String> {
-        serde_json::from_value(serde_json::Value::from(text.to_ascii_uppercase())).map_err(|_| {
-            format!("`{text}` is not a mode (DEFAULT, RESET_TRANSFORMATION_CHECKSUMS, RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS, TRANSFORM_ONLY, SET_ONLY)")
+        Mode::ALL.into_iter().find(|m| m.as_str().eq_ignore_ascii_case(text)).ok_or_else(|| {
+            let names: Vec<&str> = Mode::ALL.iter().map(|m| m.as_str()).collect();
+            format!("`{text}` is not a mode ({})", names.join(", "))
         })
     }
 }
 
-/// The state of a coordinator's action (Oozie's coordinator action
-/// states). An action is created WAITING for its inputs, READY once they
-/// are all there, SUBMITTED when its run is recorded, RUNNING while the run
-/// executes, and ends SUCCEEDED, FAILED (its run did not succeed), TIMEDOUT
-/// (its inputs did not all arrive within the coordinator's `timeout`),
-/// SKIPPED (the `execution` policy passed it over) or KILLED (an operator
-/// killed it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum ActionState {
-    Waiting,
-    Ready,
-    Submitted,
-    Running,
-    Succeeded,
-    Failed,
-    Timedout,
-    Skipped,
-    Killed,
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Padded: `runs` lines modes up in a column.
+        f.pad(self.as_str())
+    }
+}
+
+spelled! {
+    /// The state of a coordinator's action (Oozie's coordinator action
+    /// states). An action is created WAITING for its inputs, READY once they
+    /// are all there, SUBMITTED when its run is recorded, RUNNING while the run
+    /// executes, and ends SUCCEEDED, FAILED (its run did not succeed), TIMEDOUT
+    /// (its inputs did not all arrive within the coordinator's `timeout`),
+    /// SKIPPED (the `execution` policy passed it over) or KILLED (an operator
+    /// killed it).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    pub enum ActionState {
+        Waiting = "WAITING",
+        Ready = "READY",
+        Submitted = "SUBMITTED",
+        Running = "RUNNING",
+        Succeeded = "SUCCEEDED",
+        Failed = "FAILED",
+        Timedout = "TIMEDOUT",
+        Skipped = "SKIPPED",
+        Killed = "KILLED",
+    }
 }
 
 impl ActionState {
-    pub const ALL: [ActionState; 9] = [
-        ActionState::Waiting,
-        ActionState::Ready,
-        ActionState::Submitted,
-        ActionState::Running,
-        ActionState::Succeeded,
-        ActionState::Failed,
-        ActionState::Timedout,
-        ActionState::Skipped,
-        ActionState::Killed,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ActionState::Waiting => "WAITING",
-            ActionState::Ready => "READY",
-            ActionState::Submitted => "SUBMITTED",
-            ActionState::Running => "RUNNING",
-            ActionState::Succeeded => "SUCCEEDED",
-            ActionState::Failed => "FAILED",
-            ActionState::Timedout => "TIMEDOUT",
-            ActionState::Skipped => "SKIPPED",
-            ActionState::Killed => "KILLED",
-        }
-    }
-
     /// No transition leaves it but an operator's rerun.
     pub fn is_final(self) -> bool {
         matches!(

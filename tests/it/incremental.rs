@@ -14,7 +14,7 @@ use proptest::prelude::*;
 use trellis::catalog::Catalog;
 use trellis::metastore::{CommitType, LoggedEvent};
 use trellis::model::ViewState;
-use trellis::scheduler::{Mode, Scheduler};
+use trellis::scheduler::{Increment, Mode, Scheduler, Verdict};
 
 use crate::inprocess::{events, open};
 use crate::support::plugin_path;
@@ -261,8 +261,9 @@ async fn a_new_day_is_read_alone_and_a_redelivery_costs_only_the_manifest_check(
     assert_eq!(first.failures, []);
     lab.deliver(4, "a.csv", &[("x", 400), ("y", 1)]);
     let plan = scheduler.plan(INC).unwrap();
-    let line = &plan.iter().find(|(view, _)| view == INC).unwrap().1;
-    assert!(line.ends_with("; incremental: reads 1 new or changed file"), "{line}");
+    let verdict = &plan.iter().find(|(view, _)| view == INC).unwrap().1;
+    let Verdict::Transform(outdated) = verdict else { panic!("{verdict:?}") };
+    assert_eq!(outdated.increment, Some(Increment::NewFiles(1)), "{verdict:?}");
     let second = scheduler.materialize(INC, Mode::Default).await.unwrap();
     assert_eq!(second.failures, []);
     assert_eq!(lab.output(INC).unwrap(), "k,n,s,lo,hi\nx,4,10,1,4\ny,1,0.01,0.01,0.01\n");

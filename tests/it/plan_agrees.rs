@@ -15,7 +15,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use trellis::catalog::Catalog;
-use trellis::scheduler::{Mode, Scheduler};
+use trellis::scheduler::{Mode, Scheduler, Verdict};
 
 use crate::inprocess::{events, open};
 
@@ -197,11 +197,14 @@ impl Lab {
 
 /// What `plan` says will transform (with why), what the next DEFAULT run
 /// transformed.
-async fn plan_and_run(scheduler: &mut Scheduler, pattern: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+async fn plan_and_run(scheduler: &mut Scheduler, pattern: &str) -> (BTreeSet<(String, String)>, BTreeSet<String>) {
     let plan = scheduler.plan(pattern).unwrap_or_else(|e| panic!("plan {pattern}: {e}"));
     let planned = plan
         .into_iter()
-        .filter_map(|(view, line)| line.strip_prefix("transform: ").map(|why| format!("{view} ({why})")))
+        .filter_map(|(view, verdict)| match verdict {
+            Verdict::Transform(outdated) => Some((view, outdated.to_string())),
+            _ => None,
+        })
         .collect();
     let run = scheduler.materialize(pattern, Mode::Default).await.unwrap_or_else(|e| panic!("materialize: {e}"));
     let store = scheduler.metastore();
@@ -215,8 +218,8 @@ async fn plan_and_run(scheduler: &mut Scheduler, pattern: &str) -> (BTreeSet<Str
 }
 
 /// The views of `planned`, without the reasons.
-fn views(planned: &BTreeSet<String>) -> BTreeSet<String> {
-    planned.iter().map(|line| line.split(' ').next().unwrap_or_default().to_string()).collect()
+fn views(planned: &BTreeSet<(String, String)>) -> BTreeSet<String> {
+    planned.iter().map(|(view, _)| view.clone()).collect()
 }
 
 /// A temp dir in memory where there is one: every commit is flushed, and

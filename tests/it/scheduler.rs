@@ -9,7 +9,7 @@ use std::time::Duration;
 use trellis::lattice;
 use trellis::metastore::{Metastore, ViewRecord};
 use trellis::model::{FlowStatus, Termination, ViewState};
-use trellis::scheduler::{Error, Handle, Mode, RunSummary, Scheduler, Service, Stopping};
+use trellis::scheduler::{Error, Handle, Mode, RunSummary, Scheduler, Service, Stopping, Verdict};
 
 use crate::inprocess::{Project, SUMMARY, clock_past, events, finished, logged, open};
 use crate::support::plugin_path;
@@ -109,7 +109,7 @@ async fn a_cold_run_materializes_dependencies_first_and_an_unchanged_run_transfo
     // What an up-to-date lattice plans is nothing.
     let plan = scheduler.plan(SUMMARY).unwrap();
     assert_eq!(plan.len(), 7);
-    assert!(plan.iter().all(|(_, line)| line == "up to date"), "{plan:?}");
+    assert!(plan.iter().all(|(_, verdict)| *verdict == Verdict::UpToDate { once: false }), "{plan:?}");
     assert_eq!(plan.last().map(|(view, _)| view.as_str()), Some(SUMMARY), "dependencies come first");
 }
 
@@ -143,7 +143,7 @@ async fn a_newer_upstream_rematerializes_exactly_its_cone() {
     // Day 2 is delivered again: its done flag is written anew.
     project.redeliver(2, newest(&store, &cone()));
     let plan = scheduler.plan(SUMMARY).unwrap();
-    let line = |view: &str| plan.iter().find(|(v, _)| v == view).map(|(_, line)| line.clone()).unwrap();
+    let line = |view: &str| plan_line(&plan, view);
     assert_eq!(line(&in_(DAYS[1])), "transform: new external data");
     assert_eq!(line(&daily(DAYS[1])), format!("transform: dependency {} will be rematerialized", in_(DAYS[1])));
     assert_eq!(line(SUMMARY), format!("transform: dependency {} will be rematerialized", daily(DAYS[1])));
@@ -185,7 +185,8 @@ async fn a_changed_configuration_rematerializes_that_types_views() {
     let mut scheduler = open(&second).await;
     let store = scheduler.metastore();
     let plan = scheduler.plan(SUMMARY).unwrap();
-    for (view, line) in &plan {
+    for (view, verdict) in &plan {
+        let line = verdict.to_string();
         let expected = match view.split('/').take(2).collect::<Vec<_>>().join("/").as_str() {
             "t.mart/Daily" => "transform: version changed ",
             "t.mart/Summary" => "transform: dependency t.mart/Daily/",
@@ -221,10 +222,10 @@ async fn an_invalidated_view_is_rematerialized_with_what_depends_on_it() {
     // Its data stays until it is rebuilt.
     assert!(project.data(&daily(DAYS[1])).join("_SUCCESS").exists());
     let plan = scheduler.plan(SUMMARY).unwrap();
-    let transforming: Vec<(&str, &str)> =
-        plan.iter().filter(|(_, line)| line != "up to date").map(|(v, l)| (v.as_str(), l.as_str())).collect();
+    let transforming: Vec<(&str, String)> =
+        plan.iter().filter(|(_, verdict)| verdict.transforms()).map(|(v, l)| (v.as_str(), l.to_string())).collect();
     let summary_line = format!("transform: dependency {} will be rematerialized", daily(DAYS[1]));
-    assert_eq!(transforming, [(daily(DAYS[1]).as_str(), "transform: invalidated"), (SUMMARY, summary_line.as_str())]);
+    assert_eq!(transforming, [(daily(DAYS[1]).as_str(), "transform: invalidated".into()), (SUMMARY, summary_line)]);
 
     clock_past(newest(&store, &cone()));
     let run = materialize(&mut scheduler, SUMMARY, Mode::Default).await;
@@ -306,7 +307,7 @@ async fn no_data_propagates_and_a_view_built_without_it_is_incomplete_until_it_c
     let summary = record(&store, SUMMARY);
     assert_eq!((summary.state, summary.incomplete), (ViewState::Materialized, true));
     let plan = scheduler.plan(SUMMARY).unwrap();
-    let line = |view: &str| plan.iter().find(|(v, _)| v == view).map(|(_, line)| line.clone()).unwrap();
+    let line = |view: &str| plan_line(&plan, view);
     // It names the file looked for.
     let flag = project.data(&in_(DAYS[2])).join("_SUCCESS");
     assert_eq!(line(&in_(DAYS[2])), format!("no data (no done flag at {})", flag.display()));
@@ -642,8 +643,11 @@ view = "f.raw/B"
     }
 }
 
-fn plan_line(plan: &[(String, String)], view: &str) -> String {
-    plan.iter().find(|(v, _)| v == view).map(|(_, line)| line.clone()).unwrap_or_else(|| panic!("{view} in {plan:?}"))
+fn plan_line(plan: &[(String, Verdict)], view: &str) -> String {
+    plan.iter()
+        .find(|(v, _)| v == view)
+        .map(|(_, verdict)| verdict.to_string())
+        .unwrap_or_else(|| panic!("{view} in {plan:?}"))
 }
 
 /// Issue 13, item 1: late data delivered with an old mtime is new data. The

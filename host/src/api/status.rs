@@ -185,7 +185,6 @@ pub(super) async fn plugins(State(state): Shared) -> Json<Vec<wire::PluginStatus
 
 #[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
 pub(super) async fn metrics(State(state): Shared) -> Result<Response, ApiError> {
-    use std::fmt::Write;
     let listeners = listener_status(&state)?;
     let next_sequence = state.store.next_sequence()?;
     // Asked of the service (a request between its steps, never behind a
@@ -194,55 +193,11 @@ pub(super) async fn metrics(State(state): Shared) -> Result<Response, ApiError> 
         Ok(CoordinatorAnswer::Statuses(statuses)) => statuses,
         _ => Vec::new(),
     };
-    let mut text = String::new();
+    let mut text = Exposition::default();
     {
         let table = state.table();
-        let counters = table.counters;
-        let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, u64)]| {
-            let _ = writeln!(text, "# HELP trellis_{name} {help}\n# TYPE trellis_{name} {kind}");
-            for (labels, value) in samples {
-                let _ = writeln!(text, "trellis_{name}{labels} {value}");
-            }
-        };
-        metric(
-            "runs_finished_total",
-            "counter",
-            "Runs finished since the server started.",
-            &[(String::new(), counters.runs_finished)],
-        );
-        metric(
-            "runs_queued",
-            "gauge",
-            "Runs accepted and waiting.",
-            &[(String::new(), table.queued_runs.len() as u64)],
-        );
-        metric(
-            "run_views_pending",
-            "gauge",
-            "Views of the current run not settled yet.",
-            &[(String::new(), table.current_run_pending as u64)],
-        );
-        metric(
-            "transformations_total",
-            "counter",
-            "Transformations ended since the server started, by outcome.",
-            &[
-                ("{outcome=\"succeeded\"}".into(), counters.succeeded),
-                ("{outcome=\"failed\"}".into(), counters.failed),
-                ("{outcome=\"retried\"}".into(), counters.retried),
-                ("{outcome=\"canceled\"}".into(), counters.canceled),
-            ],
-        );
-        metric(
-            "transformations_running",
-            "gauge",
-            "Transformations running (holding their permits).",
-            &[(String::new(), table.running.len() as u64)],
-        );
-        let states: Vec<(String, u64)> =
-            table.overview().into_iter().map(|(s, n)| (format!("{{state=\"{s}\"}}"), n as u64)).collect();
-        metric("views", "gauge", "Instantiated views by state.", &states);
-        metric(
+        run_metrics(&mut text, &table);
+        text.metric(
             "events_next_sequence",
             "counter",
             "The sequence number the next event will get.",
@@ -250,48 +205,111 @@ pub(super) async fn metrics(State(state): Shared) -> Result<Response, ApiError> 
         );
         let lag: Vec<(String, u64)> =
             listeners.iter().map(|l| (format!("{{listener=\"{}\"}}", label(&l.name)), l.behind)).collect();
-        metric("listener_behind_events", "gauge", "Events each listener has not received yet.", &lag);
-        // Every state of every coordinator, zeros included: a series that
-        // drops to nothing would read as missing data.
-        let actions: Vec<(String, u64)> = coordinators
-            .iter()
-            .flat_map(|c| {
-                let name = label(&c.name);
-                ActionState::ALL.into_iter().map(move |s| {
-                    (format!("{{coordinator=\"{name}\",state=\"{s}\"}}"), c.counts.get(&s).copied().unwrap_or(0) as u64)
-                })
-            })
-            .collect();
-        metric("coordinator_actions", "gauge", "Actions of each coordinator by state.", &actions);
-        let per_coordinator = |value: fn(&crate::scheduler::CoordinatorStatus) -> u64| -> Vec<(String, u64)> {
-            coordinators.iter().map(|c| (format!("{{coordinator=\"{}\"}}", label(&c.name)), value(c))).collect()
-        };
-        metric(
-            "coordinator_behind_actions",
-            "gauge",
-            "Nominal times due that have no action yet (catch-up held back by throttle).",
-            &per_coordinator(|c| c.lag.actions as u64),
-        );
-        metric(
-            "coordinator_behind_seconds",
-            "gauge",
-            "How long each coordinator is behind: from its oldest due time without an action.",
-            &per_coordinator(|c| c.lag_seconds.max(0) as u64),
-        );
-        metric(
-            "coordinator_rescans_total",
-            "counter",
-            "Safety rescans of waiting actions' inputs (rescan_interval) since the server started.",
-            &[(String::new(), counters.rescans)],
-        );
-        metric(
-            "coordinator_rescans_found_total",
-            "counter",
-            "Safety rescans that found an input the watches had missed.",
-            &[(String::new(), counters.rescans_found)],
-        );
+        text.metric("listener_behind_events", "gauge", "Events each listener has not received yet.", &lag);
+        coordinator_metrics(&mut text, &coordinators, &table.counters);
     }
-    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text.0).into_response())
+}
+
+/// Prometheus's text format, one metric (help, type, samples) at a time.
+#[derive(Default)]
+struct Exposition(String);
+
+impl Exposition {
+    fn metric(&mut self, name: &str, kind: &str, help: &str, samples: &[(String, u64)]) {
+        use std::fmt::Write;
+        let _ = writeln!(self.0, "# HELP trellis_{name} {help}\n# TYPE trellis_{name} {kind}");
+        for (labels, value) in samples {
+            let _ = writeln!(self.0, "trellis_{name}{labels} {value}");
+        }
+    }
+}
+
+/// What the runs and their transformations have done, and the views by state.
+fn run_metrics(text: &mut Exposition, table: &crate::scheduler::table::Table) {
+    let counters = &table.counters;
+    let one = |value: u64| [(String::new(), value)];
+    text.metric(
+        "runs_finished_total",
+        "counter",
+        "Runs finished since the server started.",
+        &one(counters.runs_finished),
+    );
+    text.metric("runs_queued", "gauge", "Runs accepted and waiting.", &one(table.queued_runs.len() as u64));
+    text.metric(
+        "run_views_pending",
+        "gauge",
+        "Views of the current run not settled yet.",
+        &one(table.current_run_pending as u64),
+    );
+    text.metric(
+        "transformations_total",
+        "counter",
+        "Transformations ended since the server started, by outcome.",
+        &[
+            ("{outcome=\"succeeded\"}".into(), counters.succeeded),
+            ("{outcome=\"failed\"}".into(), counters.failed),
+            ("{outcome=\"retried\"}".into(), counters.retried),
+            ("{outcome=\"canceled\"}".into(), counters.canceled),
+        ],
+    );
+    text.metric(
+        "transformations_running",
+        "gauge",
+        "Transformations running (holding their permits).",
+        &one(table.running.len() as u64),
+    );
+    let states: Vec<(String, u64)> =
+        table.overview().into_iter().map(|(s, n)| (format!("{{state=\"{s}\"}}"), n as u64)).collect();
+    text.metric("views", "gauge", "Instantiated views by state.", &states);
+}
+
+/// Each coordinator's actions, lag and the safety rescans.
+fn coordinator_metrics(
+    text: &mut Exposition,
+    coordinators: &[crate::scheduler::CoordinatorStatus],
+    counters: &crate::scheduler::table::Counters,
+) {
+    // Every state of every coordinator, zeros included: a series that
+    // drops to nothing would read as missing data.
+    let actions: Vec<(String, u64)> = coordinators
+        .iter()
+        .flat_map(|c| {
+            let name = label(&c.name);
+            ActionState::ALL.into_iter().map(move |s| {
+                (format!("{{coordinator=\"{name}\",state=\"{s}\"}}"), c.counts.get(&s).copied().unwrap_or(0) as u64)
+            })
+        })
+        .collect();
+    text.metric("coordinator_actions", "gauge", "Actions of each coordinator by state.", &actions);
+    let per_coordinator = |value: fn(&crate::scheduler::CoordinatorStatus) -> u64| -> Vec<(String, u64)> {
+        coordinators.iter().map(|c| (format!("{{coordinator=\"{}\"}}", label(&c.name)), value(c))).collect()
+    };
+    text.metric(
+        "coordinator_behind_actions",
+        "gauge",
+        "Nominal times due that have no action yet (catch-up held back by throttle).",
+        &per_coordinator(|c| c.lag.actions as u64),
+    );
+    text.metric(
+        "coordinator_behind_seconds",
+        "gauge",
+        "How long each coordinator is behind: from its oldest due time without an action.",
+        &per_coordinator(|c| c.lag_seconds.max(0) as u64),
+    );
+    let one = |value: u64| [(String::new(), value)];
+    text.metric(
+        "coordinator_rescans_total",
+        "counter",
+        "Safety rescans of waiting actions' inputs (rescan_interval) since the server started.",
+        &one(counters.rescans),
+    );
+    text.metric(
+        "coordinator_rescans_found_total",
+        "counter",
+        "Safety rescans that found an input the watches had missed.",
+        &one(counters.rescans_found),
+    );
 }
 
 /// A name as a Prometheus label value: what would end or break it replaced.

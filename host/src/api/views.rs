@@ -114,17 +114,8 @@ pub(super) async fn listing(
     if !(1..=MAX_PAGE).contains(&limit) {
         return Err(ApiError::bad_request(format!("limit {limit} is not between 1 and {MAX_PAGE}")));
     }
-    // A pattern is instantiated by the service (so its views are in the
-    // table); without one, every instantiated view is listed.
-    let addressed: Option<Vec<u32>> = match pattern {
-        Some(pattern) => {
-            within_limit(&pattern)?;
-            let closure = query.closure == Some(true);
-            let mut ids = state.handle.instantiate(pattern, closure).await?;
-            let mut seen = HashSet::new();
-            ids.retain(|id| seen.insert(*id));
-            Some(ids)
-        }
+    let addressed = match pattern {
+        Some(pattern) => Some(addressed(state, pattern, query.closure == Some(true)).await?),
         None => None,
     };
     let (views, next) = {
@@ -134,46 +125,74 @@ pub(super) async fn listing(
             None => Box::new(0..table.views().len()),
         };
         if query.overview == Some(true) {
-            // Keyed by the states' names (not the states), so that the JSON
-            // object lists them in the order of their names, as it always has.
-            // Every view, unfiltered: the table keeps the counts.
-            if addressed.is_none() && selection.is_everything() {
-                let overview: BTreeMap<String, usize> = table
-                    .overview()
-                    .into_iter()
-                    .filter(|(_, n)| *n > 0)
-                    .map(|(s, n)| (s.as_str().to_string(), n))
-                    .collect();
-                return Ok(Listing::Overview(wire::Overview { overview, total: table.views().len() }));
-            }
-            let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-            let mut total = 0;
-            for row in candidates.filter_map(|index| table.views().get(index)).filter(|row| selection.selects(row)) {
-                *counts.entry(row.state.as_str().to_string()).or_default() += 1;
-                total += 1;
-            }
-            return Ok(Listing::Overview(wire::Overview { overview: counts, total }));
+            return Ok(Listing::Overview(counts(&table, candidates, &selection, addressed.is_none())));
         }
-        let start = query.cursor.unwrap_or(0);
-        let mut views = Vec::new();
-        let mut next = None;
-        for (position, index) in candidates.enumerate().skip(start) {
-            let Some(row) = table.views().get(index) else { continue };
-            if !selection.selects(row) {
-                continue;
-            }
-            if views.len() == limit {
-                next = Some(position);
-                break;
-            }
-            views.push((
-                index,
-                view_of(&table, index, query.dependencies == Some(true), query.dependents == Some(true)),
-            ));
-        }
-        (views, next)
+        page(&table, candidates, &selection, &query, limit)
     };
-    // Which of them are stale is `plan`'s judgement, which the service makes.
+    Ok(Listing::Page(wire::ViewsPage { views: with_stale(state, views).await?, next }))
+}
+
+/// The views a pattern addresses, each once, in the order instantiated. A
+/// pattern is instantiated by the service, so that its views are in the table.
+async fn addressed(state: &AppState, pattern: String, closure: bool) -> Result<Vec<u32>, ApiError> {
+    within_limit(&pattern)?;
+    let mut ids = state.handle.instantiate(pattern, closure).await?;
+    let mut seen = HashSet::new();
+    ids.retain(|id| seen.insert(*id));
+    Ok(ids)
+}
+
+/// The selected views counted by state. Keyed by the states' names (not the
+/// states), so that the JSON object lists them in the order of their names,
+/// as it always has.
+fn counts(
+    table: &Table,
+    candidates: impl Iterator<Item = usize>,
+    selection: &Selection,
+    every_view: bool,
+) -> wire::Overview {
+    // Every view, unfiltered: the table keeps the counts.
+    if every_view && selection.is_everything() {
+        let overview: BTreeMap<String, usize> =
+            table.overview().into_iter().filter(|(_, n)| *n > 0).map(|(s, n)| (s.as_str().to_string(), n)).collect();
+        return wire::Overview { overview, total: table.views().len() };
+    }
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    let mut total = 0;
+    for row in candidates.filter_map(|index| table.views().get(index)).filter(|row| selection.selects(row)) {
+        *counts.entry(row.state.as_str().to_string()).or_default() += 1;
+        total += 1;
+    }
+    wire::Overview { overview: counts, total }
+}
+
+/// One page of the selected views from the query's cursor, with the cursor
+/// of the next page when there is one.
+fn page(
+    table: &Table,
+    candidates: impl Iterator<Item = usize>,
+    selection: &Selection,
+    query: &wire::ViewsQuery,
+    limit: usize,
+) -> (Vec<(usize, wire::View)>, Option<usize>) {
+    let start = query.cursor.unwrap_or(0);
+    let mut views = Vec::new();
+    for (position, index) in candidates.enumerate().skip(start) {
+        let Some(row) = table.views().get(index) else { continue };
+        if !selection.selects(row) {
+            continue;
+        }
+        if views.len() == limit {
+            return (views, Some(position));
+        }
+        views.push((index, view_of(table, index, query.dependencies == Some(true), query.dependents == Some(true))));
+    }
+    (views, None)
+}
+
+/// The views of a page with their staleness, which is `plan`'s judgement and
+/// so the service's to make.
+async fn with_stale(state: &AppState, views: Vec<(usize, wire::View)>) -> Result<Vec<wire::View>, ApiError> {
     let materialized: Vec<u32> = views
         .iter()
         .filter(|(_, view)| view.state == ViewState::Materialized)
@@ -183,12 +202,12 @@ pub(super) async fn listing(
     let views = views
         .into_iter()
         .map(|(index, mut view)| {
-            view.stale_reason = stale.get(&(index as u32)).cloned();
+            view.stale_reason = stale.get(&(index as u32)).map(ToString::to_string);
             view.stale = view.stale_reason.is_some();
             view
         })
         .collect();
-    Ok(Listing::Page(wire::ViewsPage { views, next }))
+    Ok(views)
 }
 
 /// The view at `index` of the table's `views` as the API shows it, with its
@@ -264,5 +283,5 @@ pub(super) fn refusals(refused: Vec<(String, String)>) -> (StatusCode, Vec<wire:
 pub(super) async fn plan(State(state): Shared, Path(pattern): Path) -> Result<Json<Vec<wire::PlanLine>>, ApiError> {
     within_limit(&pattern)?;
     let plan = state.handle.plan(pattern).await?;
-    Ok(Json(plan.into_iter().map(|(view, plan)| wire::PlanLine { view, plan }).collect()))
+    Ok(Json(plan.into_iter().map(|(view, verdict)| wire::PlanLine { view, plan: verdict.to_string() }).collect()))
 }

@@ -307,7 +307,8 @@ pub struct TxLogReset {
 pub struct Run {
     pub id: String,
     pub pattern: String,
-    pub mode: String,
+    #[schema(value_type = String)]
+    pub mode: crate::model::Mode,
     /// Milliseconds since the Unix epoch.
     pub started: i64,
     /// Milliseconds since the Unix epoch.
@@ -658,7 +659,7 @@ mod tests {
         let run = Run {
             id: "r".into(),
             pattern: "p".into(),
-            mode: "DEFAULT".into(),
+            mode: crate::model::Mode::Default,
             started: 1,
             finished: None,
             status: RunStatus::Interrupted,

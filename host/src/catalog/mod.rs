@@ -202,7 +202,7 @@ pub struct Settings {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SparkSettings {
     /// `local[*]`, `local[N]`, `spark://HOST:PORT`, `yarn` or `k8s://URL`.
-    pub master: String,
+    pub master: SparkMaster,
     pub deploy_mode: DeployMode,
     /// Where Spark is installed; `None`: `$SPARK_HOME`, then the PySpark
     /// `trellis engines install spark` put in trellis's tools directory,
@@ -229,7 +229,7 @@ pub struct SparkSettings {
 impl Default for SparkSettings {
     fn default() -> Self {
         SparkSettings {
-            master: "local[*]".into(),
+            master: SparkMaster::Local { threads: LocalThreads::All, max_failures: None },
             deploy_mode: DeployMode::Client,
             spark_home: None,
             python: "python3".into(),
@@ -246,12 +246,97 @@ impl Default for SparkSettings {
 impl SparkSettings {
     /// Whether executors run in the driver's process on this machine.
     pub fn is_local(&self) -> bool {
-        self.master == "local" || self.master.starts_with("local[")
+        matches!(self.master, SparkMaster::Local { .. })
     }
 
     /// Whether the driver runs on this machine (and holds its memory here).
     pub fn driver_is_local(&self) -> bool {
         self.deploy_mode == DeployMode::Client
+    }
+}
+
+/// Where Spark runs a job (`spark-submit --master`): the forms Spark
+/// takes, parsed once where the project is read, and written back as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SparkMaster {
+    /// `local`, `local[*]`, `local[N]` or `local[N,F]`: executors in the
+    /// driver's process, on this machine.
+    Local {
+        threads: LocalThreads,
+        max_failures: Option<u32>,
+    },
+    /// `spark://HOST:PORT`: a standalone cluster (the URL as written).
+    Standalone(String),
+    Yarn,
+    /// `k8s://URL`: Kubernetes (the URL as written).
+    Kubernetes(String),
+}
+
+/// The threads of a local master.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocalThreads {
+    /// `local`: one thread.
+    One,
+    /// `local[*]`: one per core.
+    All,
+    /// `local[N]`.
+    Count(u32),
+}
+
+impl std::str::FromStr for SparkMaster {
+    type Err = String;
+
+    fn from_str(master: &str) -> Result<SparkMaster, String> {
+        let threads = |inner: &str| match inner {
+            "*" => Some(LocalThreads::All),
+            _ => inner.parse::<u32>().ok().filter(|&n| n >= 1).map(LocalThreads::Count),
+        };
+        let local = |inner: &str| match inner.split_once(',') {
+            Some((n, failures)) => {
+                Some(SparkMaster::Local { threads: threads(n)?, max_failures: Some(failures.parse::<u32>().ok()?) })
+            }
+            None => Some(SparkMaster::Local { threads: threads(inner)?, max_failures: None }),
+        };
+        let parsed = match master {
+            "local" => Some(SparkMaster::Local { threads: LocalThreads::One, max_failures: None }),
+            "yarn" => Some(SparkMaster::Yarn),
+            _ => {
+                if let Some(inner) = master.strip_prefix("local[").and_then(|rest| rest.strip_suffix(']')) {
+                    local(inner)
+                } else if master.strip_prefix("spark://").is_some_and(|rest| !rest.is_empty()) {
+                    Some(SparkMaster::Standalone(master.to_string()))
+                } else if master.strip_prefix("k8s://").is_some_and(|rest| !rest.is_empty()) {
+                    Some(SparkMaster::Kubernetes(master.to_string()))
+                } else {
+                    None
+                }
+            }
+        };
+        parsed.ok_or_else(|| {
+            format!("`{master}`: expected local[*], local[N], spark://HOST:PORT, yarn or k8s://https://HOST:PORT")
+        })
+    }
+}
+
+impl std::fmt::Display for SparkMaster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SparkMaster::Local { threads: LocalThreads::One, max_failures: None } => f.write_str("local"),
+            SparkMaster::Local { threads, max_failures } => {
+                match threads {
+                    LocalThreads::All => f.write_str("local[*")?,
+                    // `local[1,F]` is how Spark spells one thread with failures.
+                    LocalThreads::One => f.write_str("local[1")?,
+                    LocalThreads::Count(n) => write!(f, "local[{n}")?,
+                }
+                match max_failures {
+                    Some(failures) => write!(f, ",{failures}]"),
+                    None => f.write_str("]"),
+                }
+            }
+            SparkMaster::Standalone(url) | SparkMaster::Kubernetes(url) => f.write_str(url),
+            SparkMaster::Yarn => f.write_str("yarn"),
+        }
     }
 }
 

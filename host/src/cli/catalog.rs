@@ -380,7 +380,7 @@ async fn judge_stale(catalog: &Arc<Catalog>, runtime: &crate::runtime::Runtime, 
         Ok::<_, crate::scheduler::Error>(
             stale
                 .into_iter()
-                .filter_map(|(id, reason)| Some((indexes.remove(&id)?, reason)))
+                .filter_map(|(id, outdated)| Some((indexes.remove(&id)?, outdated.to_string())))
                 .collect::<std::collections::HashMap<_, _>>(),
         )
     };
@@ -713,6 +713,8 @@ fn termination_text(run: &RunRecord) -> String {
 /// the API gives them.
 fn run_json(run: &RunRecord) -> anyhow::Result<serde_json::Value> {
     let mut value = serde_json::to_value(run)?;
+    // The metastore keeps the variant; JSON shows the prose, as the API does.
+    value["termination"] = serde_json::to_value(&run.termination)?;
     if let Some(termination) = &run.termination {
         value["ended"] = serde_json::to_value(wire::Ended::from(termination))?;
     }

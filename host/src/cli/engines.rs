@@ -60,7 +60,7 @@ pub(super) async fn run(
     if args.project.json {
         let value = serde_json::json!({
             "spark": {
-                "master": settings.master,
+                "master": settings.master.to_string(),
                 "deploy_mode": if settings.driver_is_local() { "client" } else { "cluster" },
                 "concurrency": settings.concurrency,
                 "memory_mib": settings.memory_mib,

@@ -419,7 +419,9 @@ pub(super) async fn plan(args: &PlanArgs, runtime: &Runtime) -> anyhow::Result<S
     let catalog = load(&args.project.project)?;
     let plugins = std::sync::Arc::new(Plugins::load(runtime, &catalog).await);
     let mut scheduler = Scheduler::open(catalog.clone(), plugins).await.context("opening the scheduler")?;
-    print_plan(&scheduler.plan_in_mode(&args.views, args.mode)?, args.project.json)
+    let plan = scheduler.plan_in_mode(&args.views, args.mode)?;
+    let lines: Vec<(String, String)> = plan.into_iter().map(|(view, verdict)| (view, verdict.to_string())).collect();
+    print_plan(&lines, args.project.json)
 }
 
 pub(super) async fn plan_remote(args: &PlanArgs, server: &Server) -> anyhow::Result<Status> {

@@ -527,7 +527,7 @@ mod tests {
         let run = RunRecord {
             id: "r1".into(),
             pattern: "s.d/Daily/2015/05/01".into(),
-            mode: "DEFAULT".into(),
+            mode: crate::model::Mode::Default,
             started: 1,
             finished: Some(2),
             termination: None,

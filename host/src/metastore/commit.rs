@@ -149,7 +149,7 @@ mod tests {
                 runs: vec![RunRecord {
                     id: "r1".into(),
                     pattern: "s.d/Daily/A/2015/05/01".into(),
-                    mode: "DEFAULT".into(),
+                    mode: crate::model::Mode::Default,
                     started: 1,
                     finished: None,
                     termination: None,
@@ -174,7 +174,7 @@ mod tests {
         let events = store.events_from(2, 10).unwrap();
         assert_eq!(events.iter().map(|e| e.sequence).collect::<Vec<_>>(), [2, 3]);
         assert_eq!(events[0].event.current, ViewState::Materialized);
-        assert_eq!(store.run("r1").unwrap().unwrap().mode, "DEFAULT");
+        assert_eq!(store.run("r1").unwrap().unwrap().mode, crate::model::Mode::Default);
         assert_eq!(store.flows("r1").unwrap(), [("s.d/Daily/A/2015/05/01".to_string(), FlowStatus::Successful)]);
         assert_eq!(store.truncate_events(3).unwrap(), 2);
         assert_eq!(store.events_from(0, 10).unwrap().len(), 1);

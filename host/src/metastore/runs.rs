@@ -11,9 +11,11 @@ use crate::model::{Counters, FlowStatus};
 pub struct RunRecord {
     pub id: String,
     pub pattern: String,
-    pub mode: String,
+    pub mode: crate::model::Mode,
     pub started: i64,
     pub finished: Option<i64>,
+    /// Kept as the variant; prose in records from before.
+    #[serde(with = "crate::model::termination_record")]
     pub termination: Option<crate::model::Termination>,
     /// Views found up to date: counted, not listed among the flows.
     #[serde(default)]
@@ -150,5 +152,30 @@ impl Metastore {
                 })
                 .collect()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Mode, Termination};
+
+    /// A run record keeps its end as the variant; one written before, with
+    /// the end in prose (and the mode as text), still reads.
+    #[test]
+    fn a_run_recorded_in_prose_still_reads_and_a_new_one_keeps_the_variant() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Metastore::open(dir.path()).unwrap();
+        let old = r#"{"format":2,"record":{"id":"r1","pattern":"s.d/Daily/A/2015/05/01","mode":"TRANSFORM_ONLY","started":1,"finished":5,"termination":"completed with 1 failed views","idle":0}}"#;
+        store.runs.insert("r1", old.as_bytes()).unwrap();
+        let read = store.run("r1").unwrap().unwrap();
+        assert_eq!(read.mode, Mode::TransformOnly);
+        assert_eq!(read.termination, Some(Termination::CompletedWithFailures(1)));
+        let new = RunRecord { id: "r2".into(), termination: Some(Termination::Failed("disk full".into())), ..read };
+        store.runs.insert("r2", super::super::format::encode(&new)).unwrap();
+        let bytes = store.runs.get("r2").unwrap().unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(text.contains(r#""termination":{"kind":"failed","reason":"disk full"}"#), "{text}");
+        assert_eq!(store.run("r2").unwrap(), Some(new));
     }
 }

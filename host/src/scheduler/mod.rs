@@ -7,7 +7,8 @@
 //! - `coordinate`: coordinators driven: actions created, checked, submitted, recorded;
 //! - `record`: the pure translation of a transition's actions to the view's record;
 //! - `views`: the book of views (lattice, slots, memo, table), adopted only once committed;
-//! - `state`: the [`Scheduler`], a façade over the book and the effects; instantiate, invalidate, plan;
+//! - `state`: the [`Scheduler`], a façade over the book and the effects; instantiate, invalidate;
+//! - `plan`: what a run would do to each view, judged as the run judges it, as typed verdicts;
 //! - `step`: the pure step of a run, one event on one view, which `run` folds its queue through;
 //! - `run`: one [`Run`] and the steps that advance it; the embedded driver;
 //! - `engine`: engine-backed views: the job described, run by its driver, published;
@@ -355,6 +356,7 @@ pub mod action;
 pub mod coordinate;
 mod engine;
 mod memo;
+mod plan;
 pub mod policy;
 pub mod publish;
 pub mod record;
@@ -369,6 +371,7 @@ pub mod txlog;
 mod views;
 
 pub use coordinate::{Coordination, CoordinatorStatus, Submission};
+pub use plan::{Increment, NoData, Outdated, Verdict, Why};
 pub use reload::{Project, ReloadReport, Reloader, load_project};
 pub use run::{Run, RunSummary, StopReason, TaskReport, check_full_refresh};
 pub use service::{Accepted, CoordinatorAnswer, CoordinatorOperation, Handle, Service, Stopping};

@@ -348,7 +348,7 @@ impl Scheduler {
         let current = CurrentRun {
             id: id.to_string(),
             pattern: record.pattern.clone(),
-            mode: record.mode.clone(),
+            mode: record.mode,
             started: record.started,
         };
         self.with_table(|table| {

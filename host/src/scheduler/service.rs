@@ -51,11 +51,11 @@ enum Request {
     },
     Plan {
         pattern: String,
-        reply: Reply<Vec<(String, String)>>,
+        reply: Reply<Vec<(String, super::Verdict)>>,
     },
     Stale {
         indexes: Vec<u32>,
-        reply: Reply<std::collections::HashMap<u32, String>>,
+        reply: Reply<std::collections::HashMap<u32, super::Outdated>>,
     },
     TxLog {
         pattern: Option<String>,
@@ -206,13 +206,13 @@ impl Handle {
         self.ask(|reply| Request::Invalidate { pattern, dependencies, reply }).await
     }
 
-    pub async fn plan(&self, pattern: String) -> Result<Vec<(String, String)>, Error> {
+    pub async fn plan(&self, pattern: String) -> Result<Vec<(String, super::Verdict)>, Error> {
         self.ask(|reply| Request::Plan { pattern, reply }).await
     }
 
     /// Of the views held at `indexes`, the materialized ones `plan` would
     /// rematerialize, with why (see [`Scheduler::stale`]).
-    pub async fn stale(&self, indexes: Vec<u32>) -> Result<std::collections::HashMap<u32, String>, Error> {
+    pub async fn stale(&self, indexes: Vec<u32>) -> Result<std::collections::HashMap<u32, super::Outdated>, Error> {
         self.ask(|reply| Request::Stale { indexes, reply }).await
     }
 

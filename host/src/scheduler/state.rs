@@ -1,7 +1,7 @@
 //! The [`Scheduler`]: a façade over the book of views (`views`: lattice,
 //! slots, memo, table), the metastore, the plugins' version checksums, the
 //! permits and the staging area. Outside runs it instantiates, invalidates
-//! and plans; runs are in `run`. Invariant: it changes the book only
+//! and plans (in `plan`); runs are in `run`. Invariant: it changes the book only
 //! through its methods, and adopts a record only after committing it.
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use super::Error;
 use super::memo::Memo;
 use super::publish::Staging;
 use super::table::{SharedTable, Table};
-use super::transition::{Action, Event, FlagCheck, Freshness, Mode, Reason, transition};
+use super::transition::{Action, Event, FlagCheck, transition};
 use super::views::{Judgement, MemoChange, Slot, Standing, Views, flag_check};
 use crate::catalog::{Catalog, Transformation, ViewTypeId, pattern};
 use crate::engines::spark::Spark;
@@ -319,7 +319,7 @@ impl Scheduler {
         let run = RunRecord {
             id: format!("{started:x}"),
             pattern: pattern_text.to_string(),
-            mode: crate::model::wire_name(&mode),
+            mode,
             started: now,
             finished: None,
             termination: None,
@@ -600,7 +600,7 @@ impl Scheduler {
     /// following the edges as they come out, as a run starting now would
     /// find them: what `plan` looks at. Views in flight keep theirs (the
     /// run has asked them). Nothing to do for a project without `latest()`.
-    fn resolve_latest_below(&mut self, addressed: &[ViewId]) {
+    pub(super) fn resolve_latest_below(&mut self, addressed: &[ViewId]) {
         if !self.views.lattice().any_latest() {
             return;
         }
@@ -840,31 +840,6 @@ impl Scheduler {
         Ok(Invalidation { invalidated: done, refused })
     }
 
-    /// For `plan`: what an incremental view's run would read, by its
-    /// manifest check now (inputs that will be rematerialized first count
-    /// as they stand).
-    fn plan_increment(&self, id: ViewId, materialized: impl Fn(ViewId) -> bool) -> String {
-        match self.merges(id) {
-            None => return String::new(),
-            Some(false) => {
-                let plugin = self.views.lattice().view_type(id).transformation.plugin().unwrap_or_default();
-                return format!("; incremental, but {plugin} does not export transform-incremental: reads everything");
-            }
-            Some(true) => {}
-        }
-        let inputs = self.inputs_with_data(id, materialized).into_iter().map(|(_, input)| input).collect();
-        match super::txlog::prepare(self.staging.storage(), &self.txlog_spec(id, inputs, false)) {
-            Ok(prepared) => match &prepared.increment.full_reason {
-                Some(reason) => format!("; incremental: reads everything ({reason})"),
-                None => {
-                    let files = prepared.new_files();
-                    format!("; incremental: reads {files} new or changed file{}", if files == 1 { "" } else { "s" })
-                }
-            },
-            Err(e) => format!("; incremental: cannot list an input ({e})"),
-        }
-    }
-
     /// Whether a view of a type declared incremental runs incrementally:
     /// whether its plugin exports `transform-incremental` (taken to, when
     /// the scheduler was opened without plugins). `None` for a view whose
@@ -971,143 +946,6 @@ impl Scheduler {
         Ok((write, super::txlog::event(&slot.url, slot.record.state, change, None, self.clock.millis())))
     }
 
-    /// For every view of `pattern` and its dependencies, dependencies first:
-    /// whether a DEFAULT run would transform it now, and why. Each view is
-    /// judged by [`Scheduler::judge`], as a run judges it, with each
-    /// dependency standing as the run would leave it.
-    pub fn plan(&mut self, pattern_text: &str) -> Result<Vec<(String, String)>, Error> {
-        self.plan_in_mode(pattern_text, Mode::Default)
-    }
-
-    /// [`Scheduler::plan`] for a run in `mode`: what that run would do to
-    /// each view, so that a mode can be tried before it is run.
-    pub fn plan_in_mode(&mut self, pattern_text: &str, mode: Mode) -> Result<Vec<(String, String)>, Error> {
-        self.transformations()?;
-        let addressed = self.instantiate(pattern_text)?;
-        let plan = match mode {
-            Mode::TransformOnly | Mode::SetOnly => self.plan_alone(&addressed, mode),
-            _ => self.plan_of(&addressed, mode),
-        };
-        Ok(plan.into_iter().map(|(id, line)| (self.views.url(id).to_string(), line)).collect())
-    }
-
-    /// The plan of TRANSFORM_ONLY and SET_ONLY, which ask no dependency:
-    /// the addressed views only, as the run's first step treats them.
-    fn plan_alone(&self, addressed: &[ViewId], mode: Mode) -> Vec<(ViewId, String)> {
-        addressed
-            .iter()
-            .map(|&id| {
-                let once = self.views.lattice().view_type(id).materialize_once
-                    && self.views.record(id).state == ViewState::Materialized;
-                let line = match mode {
-                    Mode::SetOnly => "record as materialized without transforming (SET_ONLY)",
-                    _ if once => "up to date (materialize_once)",
-                    _ => "transform (TRANSFORM_ONLY: its dependencies are not asked)",
-                };
-                (id, line.to_string())
-            })
-            .collect()
-    }
-
-    /// Of the views at `indexes` (as the lattice numbers them), those
-    /// materialized that `plan` would rematerialize, with its reason: the
-    /// same judgement, so that a view shown stale is one a run rebuilds.
-    pub fn stale(&mut self, indexes: &[u32]) -> Result<HashMap<u32, String>, Error> {
-        self.transformations()?;
-        let materialized: Vec<ViewId> = indexes
-            .iter()
-            .filter(|&&index| self.views.get(index).is_some_and(|slot| slot.record.state == ViewState::Materialized))
-            .map(|&index| ViewId(index))
-            .collect();
-        let wanted: HashSet<ViewId> = materialized.iter().copied().collect();
-        Ok(self
-            .plan_of(&materialized, Mode::Default)
-            .into_iter()
-            .filter(|(id, _)| wanted.contains(id))
-            .filter_map(|(id, line)| Some((id.0, line.strip_prefix("transform: ")?.to_string())))
-            .collect())
-    }
-
-    /// The plan of `addressed` and their dependencies, dependencies first.
-    /// `mode` is DEFAULT or one of the RESET modes, which ask dependencies
-    /// as DEFAULT does.
-    fn plan_of(&mut self, addressed: &[ViewId], mode: Mode) -> Vec<(ViewId, String)> {
-        self.resolve_latest_below(addressed);
-        let order = self.dependencies_first(addressed);
-        let mut will_change = vec![false; self.views.lattice().len()];
-        let mut no_data = vec![false; self.views.lattice().len()];
-        let mut plan = Vec::with_capacity(order.len());
-        for id in order {
-            let judgement = self.judge(id, |dependency, slot| {
-                let index = dependency.0 as usize;
-                if no_data[index] {
-                    Standing { state: ViewState::NoData, timestamp: None }
-                } else if will_change[index] {
-                    // Rematerialized: newer than anything recorded.
-                    Standing { state: ViewState::Materialized, timestamp: Some(i64::MAX) }
-                } else {
-                    Standing { state: ViewState::Materialized, timestamp: slot.record.timestamp }
-                }
-            });
-            let view_type = self.views.lattice().view_type(id);
-            let record = &self.views.record(id);
-            let no_flag = judgement.freshness == Freshness::NoDoneFlag;
-            let view_no_data = no_flag || judgement.settled.all_no_data;
-            no_data[id.0 as usize] = view_no_data;
-            let once = view_type.materialize_once && record.state == ViewState::Materialized;
-            // RESET_TRANSFORMATION_CHECKSUMS records a change of version
-            // alone, keeping the timestamp: its dependents see nothing newer.
-            let version_only = mode == Mode::ResetTransformationChecksums
-                && matches!(&judgement.freshness, Freshness::Outdated(Reason::VersionChanged { input: None, .. }));
-            let explanation = match judgement.freshness {
-                _ if view_no_data || once => None,
-                Freshness::UpToDate | Freshness::NoDoneFlag => None,
-                Freshness::Outdated(reason) => {
-                    // A dependency rematerialized is the reason a user can act on first.
-                    let changing = self.views.lattice().dependencies(id).iter().find(|d| will_change[d.0 as usize]);
-                    Some(match changing {
-                        Some(&dependency) => {
-                            format!("dependency {} will be rematerialized", self.views.lattice().url_path(dependency))
-                        }
-                        // A failed view is tried again: when and why it
-                        // failed is what a user acts on, not that it never
-                        // was materialized.
-                        None if record.state == ViewState::Failed => failed_text(record, &reason),
-                        None => reason.to_string(),
-                    })
-                }
-            };
-            let line = match &explanation {
-                _ if once => "up to date (materialize_once)".to_string(),
-                _ if no_flag => {
-                    format!("no data (no done flag at {})", self.views.lattice().done_flag_path(id).display())
-                }
-                _ if view_no_data && self.views.lattice().has_unsatisfied(id) => format!(
-                    "no data (dependency {}: latest() found no instance with data)",
-                    self.views.lattice().unsatisfied(id).join(", ")
-                ),
-                _ if view_no_data => "no data (no dependency has data)".to_string(),
-                Some(reason) if version_only => {
-                    format!(
-                        "record the version checksum without transforming (RESET_TRANSFORMATION_CHECKSUMS): {reason}"
-                    )
-                }
-                Some(reason) if mode == Mode::ResetTransformationChecksumsAndTimestamps => format!(
-                    "record checksum and timestamp without transforming (RESET_TRANSFORMATION_CHECKSUMS_AND_TIMESTAMPS): {reason}"
-                ),
-                Some(reason) => {
-                    let materialized =
-                        |d: ViewId| will_change[d.0 as usize] || self.views.record(d).state == ViewState::Materialized;
-                    format!("transform: {reason}{}", self.plan_increment(id, materialized))
-                }
-                None => "up to date".to_string(),
-            };
-            will_change[id.0 as usize] = explanation.is_some() && !version_only;
-            plan.push((id, line));
-        }
-        plan
-    }
-
     /// The one judgement of a view whose dependencies have settled, shared
     /// by `plan` and runs (see [`Views::judge`]), by the type's version now.
     pub(super) fn judge(&mut self, id: ViewId, standing: impl Fn(ViewId, &Slot) -> Standing) -> Judgement {
@@ -1146,22 +984,6 @@ fn reconcile_txlog(storage: &dyn crate::storage::ViewStore, store: &Metastore, n
         store.commit(&commit)?;
     }
     Ok(())
-}
-
-/// A failed view's plan: `failed at T (ERROR), will be retried`, and why
-/// it is outdated besides never having been materialized.
-fn failed_text(record: &ViewRecord, reason: &Reason) -> String {
-    let at = record
-        .failed_at
-        .and_then(chrono::DateTime::from_timestamp_millis)
-        .map(|t| format!(" at {}", t.format("%Y-%m-%dT%H:%M:%SZ")))
-        .unwrap_or_default();
-    let error = record.last_error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default();
-    let besides = match reason {
-        Reason::NeverMaterialized => String::new(),
-        other => format!("; {other}"),
-    };
-    format!("failed{at}{error}, will be retried{besides}")
 }
 
 pub(super) fn new_event(

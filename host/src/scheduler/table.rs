@@ -84,7 +84,7 @@ pub struct Running {
 pub struct CurrentRun {
     pub id: String,
     pub pattern: String,
-    pub mode: String,
+    pub mode: crate::model::Mode,
     /// Milliseconds since the Unix epoch.
     pub started: i64,
 }

@@ -170,7 +170,7 @@ async fn view(State(state): Shared, Path(url): Path) -> Result<Response, ApiErro
     };
     let mut view = view;
     if view.state == crate::model::ViewState::Materialized {
-        view.stale_reason = state.handle.stale(vec![id]).await?.remove(&id);
+        view.stale_reason = state.handle.stale(vec![id]).await?.remove(&id).map(|outdated| outdated.to_string());
         view.stale = view.stale_reason.is_some();
     }
     let (files, more_files) = published_files(&state.catalog.settings.storage, FsPath::new(&view.data_path));

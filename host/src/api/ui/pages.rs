@@ -67,6 +67,17 @@ pub struct CurrentRun {
 pub fn overview(page: &Overview) -> Markup {
     html! {
         (page_title("Overview"))
+        (overview_views(page))
+        (overview_runs(page))
+        (overview_transformations(page))
+        (overview_listeners(page))
+        (overview_coordinators(page))
+    }
+}
+
+/// The counts of views by state, and a pattern to materialize.
+fn overview_views(page: &Overview) -> Markup {
+    html! {
         section aria-labelledby="views-heading" {
             h2 #views-heading { "Views" }
             p { (plural(page.total, "view", "views")) " held." }
@@ -87,6 +98,12 @@ pub fn overview(page: &Overview) -> Markup {
                 button type="submit" { "Materialize" }
             }
         }
+    }
+}
+
+/// The run executing now and the runs queued behind it.
+fn overview_runs(page: &Overview) -> Markup {
+    html! {
         section aria-labelledby="run-heading" {
             h2 #run-heading { "Runs" }
             @match &page.current {
@@ -108,6 +125,12 @@ pub fn overview(page: &Overview) -> Markup {
             }
             p { a href="#/runs" { "Every run" } }
         }
+    }
+}
+
+/// Permits and the transformations holding them.
+fn overview_transformations(page: &Overview) -> Markup {
+    html! {
         section aria-labelledby="permits-heading" {
             h2 #permits-heading { "Transformations" }
             table {
@@ -131,6 +154,12 @@ pub fn overview(page: &Overview) -> Markup {
                 }
             }
         }
+    }
+}
+
+/// Each listener's state and lag, with a button to enable a disabled one.
+fn overview_listeners(page: &Overview) -> Markup {
+    html! {
         section aria-labelledby="listeners-heading" {
             h2 #listeners-heading { "Listeners" }
             @if page.listeners.is_empty() { p { "No listeners are configured." } } @else {
@@ -152,6 +181,12 @@ pub fn overview(page: &Overview) -> Markup {
                 }
             }
         }
+    }
+}
+
+/// Each coordinator's next action and its actions by state.
+fn overview_coordinators(page: &Overview) -> Markup {
+    html! {
         @if !page.coordinators.is_empty() {
             section aria-labelledby="coordinators-heading" {
                 h2 #coordinators-heading { "Coordinators" }

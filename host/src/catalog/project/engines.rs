@@ -9,7 +9,7 @@ use toml::Spanned;
 
 use super::Checker;
 use super::raw::RawSpark;
-use crate::catalog::{DeployMode, SPARK_RESERVED_CONF, SparkSettings};
+use crate::catalog::{DeployMode, SPARK_RESERVED_CONF, SparkMaster, SparkSettings};
 
 /// The most jobs in flight one project may ask for: far above what any
 /// cluster queue takes from one client, far below a semaphore's limit.
@@ -24,8 +24,8 @@ impl Checker<'_> {
         spark.line = Some(self.lines.line(raw.span().start));
         let raw = raw.get_ref();
         if let Some(master) = &raw.master {
-            match check_master(master.get_ref()) {
-                Ok(()) => spark.master = master.get_ref().clone(),
+            match master.get_ref().parse::<SparkMaster>() {
+                Ok(parsed) => spark.master = parsed,
                 Err(message) => self.error(master.span().start, format!("engines.spark.master {message}")),
             }
         }
@@ -48,7 +48,7 @@ impl Checker<'_> {
                     at,
                     "engines.spark.deploy_mode `cluster` needs a cluster master (yarn or k8s://...), not local mode",
                 );
-            } else if spark.master.starts_with("spark://") {
+            } else if matches!(spark.master, SparkMaster::Standalone(_)) {
                 self.error(
                     at,
                     "engines.spark.deploy_mode `cluster`: a standalone master (spark://) runs Python applications \
@@ -147,28 +147,6 @@ fn flatten<'a>(key: &str, value: &'a toml::Value, into: &mut Vec<(String, &'a to
     }
 }
 
-/// A master URL Spark takes: local mode, a standalone master, YARN or
-/// Kubernetes.
-fn check_master(master: &str) -> Result<(), String> {
-    let local_threads = |inner: &str| inner == "*" || inner.parse::<u32>().is_ok_and(|n| n >= 1);
-    let ok = match master {
-        "local" | "yarn" => true,
-        _ if master.starts_with("local[") && master.ends_with(']') => {
-            let inner = &master["local[".len()..master.len() - 1];
-            match inner.split_once(',') {
-                Some((threads, failures)) => local_threads(threads) && failures.parse::<u32>().is_ok(),
-                None => local_threads(inner),
-            }
-        }
-        _ => ["spark://", "k8s://"].iter().any(|scheme| master.len() > scheme.len() && master.starts_with(scheme)),
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(format!("`{master}`: expected local[*], local[N], spark://HOST:PORT, yarn or k8s://https://HOST:PORT"))
-    }
-}
-
 /// A property: a `spark.` name trellis does not set itself, a string,
 /// number or boolean value.
 fn check_conf(key: &str, value: &toml::Value) -> Result<String, String> {
@@ -230,7 +208,14 @@ mod tests {
             "",
         ]
         .iter()
-        .map(|master| format!("{master:?}: {}", check_master(master).err().unwrap_or_else(|| "ok".into())))
+        .map(|master| {
+            let parsed = master.parse::<SparkMaster>();
+            // What is accepted is written back as it was read.
+            if let Ok(parsed) = &parsed {
+                assert_eq!(parsed.to_string(), *master);
+            }
+            format!("{master:?}: {}", parsed.err().unwrap_or_else(|| "ok".into()))
+        })
         .collect();
         expect_test::expect![[r#"
             "local": ok

@@ -204,24 +204,10 @@ impl Spark {
         progress: &(dyn Fn(String) + Send + Sync),
         stop: impl std::future::Future<Output = ()>,
     ) -> Verdict {
-        let installation = match self.locate() {
+        let installation = match self.check_job(submission) {
             Ok(installation) => installation,
-            Err(reason) => return Verdict::Fatal(reason),
+            Err(refused) => return refused,
         };
-        if submission.job.engine != "spark" {
-            return Verdict::Fatal(format!(
-                "the job is for engine `{}`; trellis has a driver for `spark`",
-                submission.job.engine
-            ));
-        }
-        if let Some((key, _)) = submission.job.conf.iter().find(|(key, _)| {
-            SPARK_RESERVED_CONF.iter().any(|reserved| reserved.eq_ignore_ascii_case(key)) || !key.starts_with("spark.")
-        }) {
-            return Verdict::Fatal(format!(
-                "the job sets `{key}`, which is not a Spark property a job may set (trellis sets {})",
-                SPARK_RESERVED_CONF.join(", ")
-            ));
-        }
         let scratch = Scratch { dir: submission.staging.join(SCRATCH_DIR) };
         if let Err(e) = scratch::prepare(&scratch, submission) {
             return Verdict::Host(format!("cannot prepare the job in {}: {e}", scratch.dir.display()));
@@ -246,18 +232,7 @@ impl Spark {
         };
         let Some(pid) = child.id() else { return Verdict::Host("spark-submit ended before it started".into()) };
         let mut group = Group::new(pid as i32);
-        let readers = [
-            child.stdout.take().map(|out| {
-                let log = log.clone();
-                let capture = submit::capture(out, streams.0.clone(), move |line| log.push("info", line.to_string()));
-                tokio::spawn(capture.in_current_span())
-            }),
-            child.stderr.take().map(|err| {
-                let log = log.clone();
-                let capture = submit::capture(err, streams.1.clone(), move |line| log.push("info", line.to_string()));
-                tokio::spawn(capture.in_current_span())
-            }),
-        ];
+        let readers = read_streams(&mut child, log, streams);
         let mut tail = eventlog::Tail::new(&scratch.events());
         let mut seen = Progress::default();
         let deadline = tokio::time::Instant::now() + submission.deadline;
@@ -297,27 +272,28 @@ impl Spark {
         }
         // The whole log, however far behind its reading was: the counters.
         tail.finish(&mut seen);
-        if seen.application.is_some() {
-            counters.extend([
-                ("rows_in".to_string(), seen.records_read),
-                ("rows_out".to_string(), seen.records_written),
-                ("bytes_out".to_string(), seen.bytes_written),
-            ]);
+        conclude(submission, &scratch, exit, &seen, streams, counters)
+    }
+
+    /// The installation to submit `submission` with, or why it cannot be:
+    /// no Spark, a job for another engine, or a property trellis sets.
+    fn check_job(&self, submission: &Submission) -> Result<&Installation, Verdict> {
+        let installation = self.locate().map_err(Verdict::Fatal)?;
+        if submission.job.engine != "spark" {
+            return Err(Verdict::Fatal(format!(
+                "the job is for engine `{}`; trellis has a driver for `spark`",
+                submission.job.engine
+            )));
         }
-        let result = scratch::result(&scratch);
-        let last_line = streams.1.lock().unwrap_or_else(|p| p.into_inner()).last_line();
-        let verdict = match outcome::verdict(exit, result.as_ref(), &last_line, seen.application.is_some()) {
-            Verdict::Retryable(_) if exit == Exit::DeadlinePassed => Verdict::Timeout(format!(
-                "the deadline of {} passed; the job was stopped",
-                humantime::format_duration(submission.deadline)
-            )),
-            other => other,
-        };
-        match verdict {
-            Verdict::Data => publishable(&scratch, &submission.staging, submission.output_limit),
-            Verdict::NoData => Verdict::NoData,
-            other => other,
+        if let Some((key, _)) = submission.job.conf.iter().find(|(key, _)| {
+            SPARK_RESERVED_CONF.iter().any(|reserved| reserved.eq_ignore_ascii_case(key)) || !key.starts_with("spark.")
+        }) {
+            return Err(Verdict::Fatal(format!(
+                "the job sets `{key}`, which is not a Spark property a job may set (trellis sets {})",
+                SPARK_RESERVED_CONF.join(", ")
+            )));
         }
+        Ok(installation)
     }
 
     /// In cluster mode, kills the application on the cluster, which
@@ -401,6 +377,60 @@ impl Log {
 
     fn take(&self) -> Vec<LogLine> {
         std::mem::take(&mut *self.lines.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+/// Readers of spark-submit's output, each line captured and logged.
+fn read_streams(
+    child: &mut tokio::process::Child,
+    log: &Log,
+    streams: &(Arc<Mutex<Bounded>>, Arc<Mutex<Bounded>>),
+) -> [Option<tokio::task::JoinHandle<()>>; 2] {
+    fn reader(
+        stream: Option<impl tokio::io::AsyncRead + Unpin + Send + 'static>,
+        into: &Arc<Mutex<Bounded>>,
+        log: &Log,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        let log = log.clone();
+        let into = into.clone();
+        stream.map(|out| {
+            tokio::spawn(submit::capture(out, into, move |line| log.push("info", line.to_string())).in_current_span())
+        })
+    }
+    [reader(child.stdout.take(), &streams.0, log), reader(child.stderr.take(), &streams.1, log)]
+}
+
+/// How a job that ended `exit` went: its counters from the event log
+/// (`seen`), the runner's result and the last line it wrote; its output
+/// checked, when it has data.
+fn conclude(
+    submission: &Submission,
+    scratch: &Scratch,
+    exit: Exit,
+    seen: &Progress,
+    streams: &(Arc<Mutex<Bounded>>, Arc<Mutex<Bounded>>),
+    counters: &mut Vec<(String, u64)>,
+) -> Verdict {
+    if seen.application.is_some() {
+        counters.extend([
+            ("rows_in".to_string(), seen.records_read),
+            ("rows_out".to_string(), seen.records_written),
+            ("bytes_out".to_string(), seen.bytes_written),
+        ]);
+    }
+    let result = scratch::result(scratch);
+    let last_line = streams.1.lock().unwrap_or_else(|p| p.into_inner()).last_line();
+    let verdict = match outcome::verdict(exit, result.as_ref(), &last_line, seen.application.is_some()) {
+        Verdict::Retryable(_) if exit == Exit::DeadlinePassed => Verdict::Timeout(format!(
+            "the deadline of {} passed; the job was stopped",
+            humantime::format_duration(submission.deadline)
+        )),
+        other => other,
+    };
+    match verdict {
+        Verdict::Data => publishable(scratch, &submission.staging, submission.output_limit),
+        Verdict::NoData => Verdict::NoData,
+        other => other,
     }
 }
 

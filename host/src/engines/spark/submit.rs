@@ -15,7 +15,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
 use super::Installation;
 use super::outcome::Exit;
-use crate::catalog::{DeployMode, SparkSettings};
+use crate::catalog::{DeployMode, SparkMaster, SparkSettings};
 use crate::runtime::Captured;
 
 /// A program and its arguments, and the whole environment it gets.
@@ -105,14 +105,14 @@ pub fn command_line(
         conf.insert("spark.local.dir".into(), scratch.local().display().to_string());
     }
     let cluster = settings.deploy_mode == DeployMode::Cluster;
-    if cluster && settings.master.starts_with("k8s://") {
+    if cluster && matches!(settings.master, SparkMaster::Kubernetes(_)) {
         // Named beforehand, so that a stop can kill it by name.
         conf.insert("spark.kubernetes.driver.pod.name".into(), job.pod.to_string());
     }
     let runner = scratch.runner_dir();
     let mut args: Vec<String> = vec![
         "--master".into(),
-        settings.master.clone(),
+        settings.master.to_string(),
         "--deploy-mode".into(),
         if cluster { "cluster" } else { "client" }.into(),
         "--name".into(),
@@ -180,7 +180,7 @@ pub fn cluster_kill(
     if settings.deploy_mode != DeployMode::Cluster {
         return None;
     }
-    if settings.master == "yarn" {
+    if settings.master == SparkMaster::Yarn {
         let id = printed.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).find(|word| {
             word.strip_prefix("application_").is_some_and(|rest| {
                 let mut parts = rest.split('_');
@@ -191,7 +191,7 @@ pub fn cluster_kill(
         })?;
         return Some((PathBuf::from("yarn"), vec!["application".into(), "-kill".into(), id.to_string()]));
     }
-    if settings.master.starts_with("k8s://") {
+    if let SparkMaster::Kubernetes(url) = &settings.master {
         let mut kubernetes: BTreeMap<&str, &str> = BTreeMap::new();
         for (key, value) in settings.conf.iter().chain(job.conf) {
             if key.starts_with("spark.kubernetes.") {
@@ -199,7 +199,7 @@ pub fn cluster_kill(
             }
         }
         let namespace = kubernetes.get("spark.kubernetes.namespace").copied().unwrap_or("default");
-        let mut args = vec!["--master".to_string(), settings.master.clone()];
+        let mut args = vec!["--master".to_string(), url.clone()];
         for (key, value) in &kubernetes {
             args.extend(["--conf".to_string(), format!("{key}={value}")]);
         }
@@ -496,7 +496,7 @@ mod tests {
         "#]]
         .assert_eq(&line(&local, None));
         let yarn =
-            SparkSettings { master: "yarn".into(), deploy_mode: DeployMode::Cluster, ..SparkSettings::default() };
+            SparkSettings { master: SparkMaster::Yarn, deploy_mode: DeployMode::Cluster, ..SparkSettings::default() };
         expect_test::expect![[r#"
             /opt/spark/bin/spark-submit
               --master
@@ -543,7 +543,7 @@ mod tests {
     #[test]
     fn a_cluster_application_is_killed_by_its_id_or_its_pod() {
         let yarn =
-            SparkSettings { master: "yarn".into(), deploy_mode: DeployMode::Cluster, ..SparkSettings::default() };
+            SparkSettings { master: SparkMaster::Yarn, deploy_mode: DeployMode::Cluster, ..SparkSettings::default() };
         let printed = "26/12/05 INFO Client: Submitted application application_1733390000000_0042\n";
         let show = |kill: Option<(PathBuf, Vec<String>)>| {
             kill.map_or("none".to_string(), |(program, args)| format!("{} {}", program.display(), args.join(" ")))
@@ -555,7 +555,7 @@ mod tests {
         );
         assert_eq!(show(cluster_kill(&yarn, &installation(), "no id yet application_x", &job("p"))), "none");
         let k8s = SparkSettings {
-            master: "k8s://https://k:6443".into(),
+            master: SparkMaster::Kubernetes("k8s://https://k:6443".into()),
             deploy_mode: DeployMode::Cluster,
             conf: vec![("spark.kubernetes.namespace".into(), "etl".into())],
             ..SparkSettings::default()
