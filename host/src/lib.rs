@@ -18,3 +18,4 @@ pub mod python;
 pub mod runtime;
 pub mod scheduler;
 pub mod session;
+pub mod storage;

@@ -58,24 +58,13 @@ const FILES_ALLOWED: &[(&str, &str)] = &[
     ("cli/", "scaffolds, the demo, token files, the announce file, benchmarks"),
     ("engines/spark/install.rs", "installing Spark"),
     ("engines/spark/eventlog.rs", "Spark's own event log"),
+    ("engines/spark/scratch.rs", "Spark's scratch directory: its runner, its job and the result it writes back"),
     ("listeners/supervisor.rs", "a listener's state directory"),
 ];
 
-/// Today's offenders of the file rule, each to move its file operations
-/// into a `storage` room (issue 40 left that undone): a file may leave this
-/// list, never join it.
-const FILES_PENDING: &[&str] = &[
-    "scheduler/publish.rs",
-    "scheduler/txlog.rs",
-    "scheduler/memo.rs",
-    "scheduler/state.rs",
-    "scheduler/views.rs",
-    "runtime/output.rs",
-    "runtime/sandbox.rs",
-    "engines/spark/mod.rs",
-    "engines/spark/output.rs",
-    "api/ui/mod.rs",
-];
+/// Offenders of the file rule let through for now: none since view data
+/// moved into `storage` (issue 40). It may not gain an entry.
+const FILES_PENDING: &[&str] = &[];
 
 /// Import circles of today, each a set of files under host/src, not yet
 /// broken (issue 40 left them): one may shrink, none may grow or be added. A circle is let through while its files are all in one entry.

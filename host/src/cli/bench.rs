@@ -512,11 +512,12 @@ async fn bench_incremental(
     for n in 0..args.files {
         std::fs::write(input.join(format!("part-{n:05}.csv")), b"v\n1\n")?;
     }
-    let recorded = crate::scheduler::txlog::manifest(&input)?;
+    let storage = crate::storage::LocalDir::new(&input);
+    let recorded = crate::scheduler::txlog::manifest(&storage, &input)?;
     let mut times = Vec::with_capacity(200);
     for _ in 0..200 {
         let started = Instant::now();
-        let now = crate::scheduler::txlog::manifest(&input)?;
+        let now = crate::scheduler::txlog::manifest(&storage, &input)?;
         let (new, changed, removed) = crate::scheduler::txlog::compare(&recorded, &now);
         times.push(started.elapsed());
         anyhow::ensure!(new.is_empty() && changed.is_empty() && removed.is_empty(), "the input changed");

@@ -35,7 +35,8 @@ fn here(args: &LogsArgs) -> anyhow::Result<wire::ViewLog> {
     let catalog = load(&args.project.project)?;
     // The view's URL path as trellis writes it (values made canonical).
     let mut lattice = Lattice::new(catalog.clone());
-    let resolution = Resolution { evaluation_time: Utc::now(), exists: &crate::lattice::on_disk };
+    let storage = crate::storage::LocalDir::new(&catalog.settings.storage);
+    let resolution = Resolution { evaluation_time: Utc::now(), exists: &crate::lattice::on_disk(&storage) };
     let id = lattice.view(args.view.get(), &resolution)?;
     let url = lattice.url_path(id);
     let log = match catalog.settings.metastore.exists() {

@@ -42,7 +42,8 @@ pub(super) struct ViewsArgs {
 pub(super) async fn views(args: &ViewsArgs, runtime: &crate::runtime::Runtime) -> anyhow::Result<Status> {
     let catalog = load(&args.project.project)?;
     let mut lattice = Lattice::new(catalog.clone());
-    let resolution = Resolution { evaluation_time: Utc::now(), exists: &on_disk };
+    let storage = crate::storage::LocalDir::new(&catalog.settings.storage);
+    let resolution = Resolution { evaluation_time: Utc::now(), exists: &on_disk(&storage) };
     // States come from the metastore when there is one; listing views must
     // not create it.
     let store =

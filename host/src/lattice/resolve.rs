@@ -8,6 +8,7 @@ use super::intern::Mark;
 use super::{Error, Lattice, ViewId};
 use crate::catalog::time::Dataset;
 use crate::catalog::{Binding, Dependency, TimeSelection, ViewTypeId};
+use crate::storage::ViewStore;
 
 /// What dependency resolution may need from outside: the evaluation time
 /// of `latest()` and whether a view's data exists.
@@ -16,10 +17,10 @@ pub struct Resolution<'a> {
     pub exists: &'a dyn Fn(&Lattice, &ResolvedView) -> bool,
 }
 
-/// The usual answer to "does this view's data exist": its done flag is on
-/// disk.
-pub fn on_disk(lattice: &Lattice, view: &ResolvedView) -> bool {
-    lattice.done_flag_path_of(view).exists()
+/// The usual answer to "does this view's data exist": its done flag is in
+/// `storage`.
+pub fn on_disk(storage: &dyn ViewStore) -> impl Fn(&Lattice, &ResolvedView) -> bool + '_ {
+    move |lattice, view| storage.exists(&storage.key(&lattice.done_flag_path_of(view)))
 }
 
 /// A view that is about to be interned, as `latest()` sees it.

@@ -53,42 +53,19 @@ pub(super) fn check_counters(counters: &[(String, u64)]) -> Result<(), Failure> 
     Ok(())
 }
 
-/// What a walk of the output found.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+/// What a walk of the output found (counted by the storage, which owns
+/// the directories granted to plugins).
+#[derive(Debug, Clone, Copy)]
 struct Usage {
     bytes: u64,
     entries: u64,
-    /// Something that is neither a regular file nor a directory.
-    special: bool,
 }
 
-/// Walks `dir` (without following links), counting bytes and entries; it
-/// stops early once either is over `limit`. Iterative, so that a deep tree
-/// cannot exhaust the host's stack.
+/// Walks `dir` (links not followed) until it is over `limit`: what it
+/// holds, and its first entry that is neither a file nor a directory.
 fn measure(dir: &Path, limit: OutputLimit) -> std::io::Result<(Usage, Option<PathBuf>)> {
-    let mut usage = Usage::default();
-    let mut first_special = None;
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(next) = pending.pop() {
-        for entry in std::fs::read_dir(&next)? {
-            let entry = entry?;
-            let metadata = entry.metadata()?;
-            usage.entries += 1;
-            if metadata.is_dir() {
-                pending.push(entry.path());
-            } else {
-                usage.bytes = usage.bytes.saturating_add(metadata.len());
-                if !metadata.is_file() && first_special.is_none() {
-                    usage.special = true;
-                    first_special = Some(entry.path());
-                }
-            }
-            if usage.bytes > limit.bytes || usage.entries > limit.entries {
-                return Ok((usage, first_special));
-            }
-        }
-    }
-    Ok((usage, first_special))
+    let (usage, special) = crate::storage::grant::usage(dir, limit.bytes, limit.entries)?;
+    Ok((Usage { bytes: usage.bytes, entries: usage.entries }, special))
 }
 
 /// The failure of an output found over its cap, if it is.
@@ -179,7 +156,7 @@ mod tests {
         std::fs::write(dir.path().join("a/b/part"), vec![0; 1000]).unwrap();
         std::fs::write(dir.path().join("top"), vec![0; 24]).unwrap();
         let (usage, special) = measure(dir.path(), ROOMY).unwrap();
-        assert_eq!(usage, Usage { bytes: 1024, entries: 4, special: false });
+        assert_eq!((usage.bytes, usage.entries), (1024, 4));
         assert_eq!(special, None);
         assert_eq!(check_output(dir.path(), OutputLimit { bytes: 1024, entries: 4 }), Ok(()));
         let failure = check_output(dir.path(), OutputLimit { bytes: 1023, entries: 4 }).unwrap_err();

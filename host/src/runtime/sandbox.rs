@@ -50,7 +50,7 @@ pub(super) fn check_no_overlap(grants: &[Grant]) -> Result<(), Error> {
     let resolved: Vec<PathBuf> = grants
         .iter()
         .map(|grant| {
-            std::fs::canonicalize(&grant.host)
+            crate::storage::grant::resolve(&grant.host)
                 .map_err(|e| Error::Grant { path: grant.host.clone(), reason: e.to_string() })
         })
         .collect::<Result<_, _>>()?;

@@ -4,58 +4,42 @@
 //!
 //! A view is *clean* when a DEFAULT run found it materialized or without
 //! data and nothing it depends on has changed since. New external data, and
-//! published data deleted, are learnt from inotify watches on the
-//! directories of done flags (external views', and materialized views'); the
-//! kernel queues a change the moment it happens, and every run
-//! drains that queue before it looks at a view, so a change made before a
+//! published data deleted, are learnt from the storage's watches
+//! (`storage::watch`) on done flags (external views' awaited, materialized
+//! views' published): they tell what changed since they were last asked,
+//! and every run asks before it looks at a view, so a change made before a
 //! request is always seen by it.
 //!
 //! Invariants: a clean view's dependencies are all clean (so marking a view
 //! dirty dirties every view above it, and dirtying can stop at a view that
 //! is dirty already); an external or materialized view is clean only while
-//! its flag's directory is watched, and the watch is added before its flag is read;
+//! its flag is watched, and the watch is added before its flag is read;
 //! anything the memo cannot vouch for (a lost watch, an overflowed queue)
 //! is dirty; a view with `latest(n)` dependencies is never clean (an
 //! instance it could move to may not be in the lattice, let alone
 //! watched), and when its edges move the reverse edges follow. It knows the
 //! lattice's edges and nothing of states or the metastore.
 
-use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::lattice::{Lattice, ViewId};
+use crate::storage::Key;
+use crate::storage::watch::{Changed, Watches};
 
 pub(super) struct Memo {
     clean: Vec<bool>,
     /// Reverse edges: who depends on each view.
     dependents: Vec<Vec<ViewId>>,
-    inotify: inotify::Inotify,
-    /// Where all data lives: directories are watched up to it.
-    storage: PathBuf,
-    /// Watched directories by watch id, with the external views whose
-    /// flags are in them or below them.
-    watched: HashMap<i32, (PathBuf, HashSet<ViewId>)>,
-    by_dir: HashMap<PathBuf, i32>,
-    /// Watched external views, and whether their own directory is among
-    /// the watched ones (else only directories above it, which exist).
-    watch_of: HashMap<ViewId, bool>,
-    buffer: Vec<u8>,
+    /// The storage's watches, each view watched under its id.
+    watches: Watches,
 }
 
 impl Memo {
-    /// A memo, or why there cannot be one (no inotify here): the scheduler
-    /// then checks every view on every run, as the embedded one does.
+    /// A memo, or why there cannot be one (the storage at `storage` cannot
+    /// be watched): the scheduler then checks every view on every run, as
+    /// the embedded one does.
     pub fn new(storage: &Path) -> std::io::Result<Memo> {
-        Ok(Memo {
-            clean: Vec::new(),
-            dependents: Vec::new(),
-            inotify: inotify::Inotify::init()?,
-            storage: storage.to_path_buf(),
-            watched: HashMap::new(),
-            by_dir: HashMap::new(),
-            watch_of: HashMap::new(),
-            buffer: vec![0; 64 * 1024],
-        })
+        Ok(Memo { clean: Vec::new(), dependents: Vec::new(), watches: Watches::new(storage)? })
     }
 
     /// Takes in the views added to the lattice since the last call.
@@ -87,10 +71,10 @@ impl Memo {
             return;
         }
         let dependencies_clean = lattice.dependencies(id).iter().all(|&d| self.is_clean(d));
-        let watched = match (on_disk, self.watch_of.get(&id)) {
+        let watched = match (on_disk, self.watches.watching(id.0)) {
             (None, _) => true,
             (Some(_), None) => false,
-            (Some(has_data), Some(&own)) => own || !has_data,
+            (Some(has_data), Some(own)) => own || !has_data,
         };
         if dependencies_clean
             && watched
@@ -100,64 +84,22 @@ impl Memo {
         }
     }
 
-    /// Watches the directory of an external view's done flag, and every
-    /// directory above it up to the storage root, before the flag is read:
-    /// a directory renamed, replaced or re-linked anywhere on the way is
-    /// seen too (inotify watches follow directories, not paths). They are
-    /// added from the root down, each before its child is looked for, so a
-    /// directory created at any moment is either watched or seen appearing.
-    /// A storage root that does not exist yet is seen appearing by the
-    /// nearest directory above it that does (a server started before its
-    /// `data/`); the view is watched again, deeper, once it appears.
-    /// A flag that is a directory (an empty `done_flag`: the data directory
-    /// itself) is watched as one.
-    pub fn watch(&mut self, id: ViewId, flag: &Path) {
-        if self.watch_of.contains_key(&id) || !flag.starts_with(&self.storage) {
-            return;
-        }
-        let Some(parent) = flag.parent() else { return };
-        // Root first: the storage root (or the nearest directory above it
-        // that exists), each directory below it, the flag.
-        let top = self.storage.ancestors().find(|dir| dir.is_dir()).unwrap_or(&self.storage).to_path_buf();
-        let chain: Vec<&Path> = flag.ancestors().take_while(|dir| dir.starts_with(&top)).collect();
-        let mut watched_parent = false;
-        let mut watched_any = false;
-        for dir in chain.into_iter().rev() {
-            // A directory watched already is not looked at again: had it gone,
-            // its watch's event, drained before the next run, dirties every
-            // view registered with it, this one included.
-            let wd = match self.by_dir.get(dir).copied().filter(|wd| self.watched.contains_key(wd)) {
-                Some(wd) => wd,
-                None if dir.is_dir() => match self.add_watch(dir) {
-                    Some(wd) => wd,
-                    None => return,
-                },
-                // Not there (or the flag, a file): the watch above sees it appear.
-                None => break,
-            };
-            self.watched.get_mut(&wd).expect("watched holds every id by_dir gives").1.insert(id);
-            watched_any = true;
-            watched_parent |= dir == parent;
-        }
-        // With data, the view's own directory must be watched; a flag that
-        // is a directory and appeared after the loop passed it is seen
-        // appearing by its parent's watch.
-        if watched_any {
-            self.watch_of.insert(id, watched_parent);
-        }
+    /// Watches an external view's done flag (see [`Watches::await_flag`]:
+    /// every directory from the storage root down to it), before the flag is read.
+    pub fn watch(&mut self, id: ViewId, flag: &Key) {
+        self.watches.await_flag(id.0, flag);
     }
 
     /// Whether an external view is watched: no change to its flag has
     /// come in since it was last watched.
     pub fn is_watched(&self, id: ViewId) -> bool {
-        self.watch_of.contains_key(&id)
+        self.watches.watching(id.0).is_some()
     }
 
     /// A copy of the watches' descriptor, to wait on (it is readable when
-    /// changes are queued; `drain` reads them).
+    /// changes are queued; `drain` takes them in).
     pub fn descriptor(&self) -> Option<std::os::fd::OwnedFd> {
-        use std::os::fd::AsFd;
-        self.inotify.as_fd().try_clone_to_owned().ok()
+        self.watches.descriptor()
     }
 
     /// Watches a materialized view's published done flag itself (the
@@ -165,52 +107,8 @@ impl Memo {
     /// directory's), replacement or change dirties the view, while what is
     /// published beside it does not. A flag that is not there is not
     /// watched, and the view stays dirty.
-    pub fn watch_published(&mut self, id: ViewId, flag: &Path) {
-        use inotify::WatchMask;
-        if self.watch_of.contains_key(&id) {
-            return;
-        }
-        // Added to, never replacing, a mask a directory may have already.
-        let mask =
-            WatchMask::ATTRIB | WatchMask::DELETE_SELF | WatchMask::MOVE_SELF | WatchMask::MODIFY | WatchMask::MASK_ADD;
-        if let Some(wd) = self.add(flag, mask, "its view is checked on every run")
-            && let Some((_, views)) = self.watched.get_mut(&wd)
-        {
-            views.insert(id);
-            self.watch_of.insert(id, true);
-        }
-    }
-
-    fn add_watch(&mut self, dir: &Path) -> Option<i32> {
-        use inotify::WatchMask;
-        let mask = WatchMask::ATTRIB
-            | WatchMask::CLOSE_WRITE
-            | WatchMask::CREATE
-            | WatchMask::DELETE
-            | WatchMask::DELETE_SELF
-            | WatchMask::MODIFY
-            | WatchMask::MOVE_SELF
-            | WatchMask::MOVED_FROM
-            | WatchMask::MOVED_TO;
-        let wd = self.add(dir, mask, "views below it are checked on every run")?;
-        self.by_dir.insert(dir.to_path_buf(), wd);
-        Some(wd)
-    }
-
-    /// Adds an inotify watch on `path` and registers its id; a watch that
-    /// cannot be added is logged with `otherwise`, what follows from it.
-    fn add(&mut self, path: &Path, mask: inotify::WatchMask, otherwise: &str) -> Option<i32> {
-        match self.inotify.watches().add(path, mask) {
-            Ok(wd) => {
-                let wd = wd.get_watch_descriptor_id();
-                self.watched.entry(wd).or_insert_with(|| (path.to_path_buf(), HashSet::new()));
-                Some(wd)
-            }
-            Err(e) => {
-                tracing::debug!("not watching {}: {e}; {otherwise}", path.display());
-                None
-            }
-        }
+    pub fn watch_published(&mut self, id: ViewId, flag: &Key) {
+        self.watches.watch_published(id.0, flag);
     }
 
     /// A view's edges moved (`latest()` resolved again): the reverse edges
@@ -246,62 +144,17 @@ impl Memo {
         }
     }
 
-    /// Applies every change the kernel has queued: the views whose flag
-    /// directories changed are dirtied with all above them.
+    /// Applies every change the watches have seen since they were last
+    /// asked: the views whose flags changed are dirtied with all above
+    /// them; changes lost make everything dirty (the next run checks it all).
     pub fn drain(&mut self) {
-        loop {
-            let mut touched = Vec::new();
-            let mut overflow = false;
-            match self.inotify.read_events(&mut self.buffer) {
-                Ok(events) => {
-                    for event in events {
-                        overflow |= event.mask.contains(inotify::EventMask::Q_OVERFLOW);
-                        let gone = event.mask.intersects(
-                            inotify::EventMask::DELETE_SELF
-                                | inotify::EventMask::MOVE_SELF
-                                | inotify::EventMask::IGNORED,
-                        );
-                        touched.push((event.wd.get_watch_descriptor_id(), gone));
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
-                Err(e) => {
-                    tracing::warn!("reading inotify events failed ({e}); every view is checked again");
-                    overflow = true;
-                }
-            }
-            if overflow {
-                self.forget_everything();
-                return;
-            }
-            for (wd, gone) in touched {
-                // Its views are dirty, and watched again (perhaps closer to
-                // their own directory) when next checked.
-                let views = match self.watched.get_mut(&wd) {
-                    Some((_, views)) => std::mem::take(views),
-                    None => continue,
-                };
+        match self.watches.changed() {
+            Changed::These(views) => {
                 for view in views {
-                    self.watch_of.remove(&view);
-                    self.dirty(view);
-                }
-                if gone && let Some((dir, _)) = self.watched.remove(&wd) {
-                    // (A path watched anew since has another id: keep it.)
-                    if self.by_dir.get(&dir) == Some(&wd) {
-                        self.by_dir.remove(&dir);
-                    }
+                    self.dirty(ViewId(view));
                 }
             }
+            Changed::Everything => self.clean.iter_mut().for_each(|clean| *clean = false),
         }
-    }
-
-    /// Everything is dirty and unwatched: the next run checks it all.
-    fn forget_everything(&mut self) {
-        self.clean.iter_mut().for_each(|clean| *clean = false);
-        self.watched.clear();
-        self.by_dir.clear();
-        self.watch_of.clear();
-        // The kernel's watches stay; their events now map to nothing until
-        // a directory is watched again (inotify returns the same id then).
     }
 }

@@ -182,7 +182,7 @@ impl Scheduler {
             return Some(Increment::NotExported { plugin });
         }
         let inputs = self.inputs_with_data(id, materialized).into_iter().map(|(_, input)| input).collect();
-        Some(match super::txlog::prepare(&self.txlog_spec(id, inputs, false)) {
+        Some(match super::txlog::prepare(self.staging.storage(), &self.txlog_spec(id, inputs, false)) {
             Ok(prepared) => match &prepared.increment.full_reason {
                 Some(reason) => Increment::Everything { reason: reason.to_string() },
                 None => Increment::NewFiles(prepared.new_files()),

@@ -13,68 +13,30 @@
 //! transforming the view again. Output that changed since (a user's edit,
 //! another attempt's publish) does not match its receipt and is never
 //! adopted.
+//!
+//! What it does to files, it asks of the view storage (`storage`): this
+//! module decides what a publish carries and when an output is adopted.
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use crate::metastore::{FlagIdentity, SeenFlag, ViewRecord};
 use crate::model::Counters;
+use crate::storage::{LocalDir, Staged, Storage, ViewStore, Walk};
 
 use super::transition::Settled;
 
-/// Staging directories live under the storage root (one filesystem, so
-/// renames are atomic), in a directory no view path can use: view paths
-/// never start with a `.` component.
-pub const STAGING_DIR: &str = ".trellis-staging";
+pub use crate::storage::STAGING_DIR;
 
-/// A staging directory's name: this prefix, then this many random
-/// alphanumeric characters. Only names of this shape are ever removed.
-const STAGING_PREFIX: &str = "view-";
-const STAGING_RANDOM: usize = 6;
-
-fn is_staging_name(name: &str) -> bool {
-    name.strip_prefix(STAGING_PREFIX)
-        .is_some_and(|random| random.len() == STAGING_RANDOM && random.chars().all(|c| c.is_ascii_alphanumeric()))
-}
-
+/// Staging and publishing a view's output, in the view storage.
 pub struct Staging {
-    root: PathBuf,
+    storage: Storage,
 }
 
-/// A staging directory in use. Dropped without being published or
-/// discarded (its task aborted by a stop), it removes itself, so that a
-/// clean stop leaves nothing behind.
-#[derive(Debug)]
-pub struct StagingDir {
-    path: PathBuf,
-    /// Published or discarded: nothing left to remove.
-    gone: bool,
-}
-
-impl StagingDir {
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for StagingDir {
-    fn drop(&mut self) {
-        if !self.gone {
-            remove_quietly(&self.path);
-        }
-    }
-}
-
-fn remove_quietly(path: &Path) {
-    match std::fs::remove_dir_all(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => {
-            tracing::warn!(staging = %path.display(), "cannot remove a staging directory: {e}");
-        }
-        _ => {}
-    }
-}
+/// A staging directory in use (see [`Staged`]).
+pub type StagingDir = Staged;
 
 /// The receipt's name inside a published output: hidden, so that no reader
 /// of the data takes it for data (the SDK's inputs and the manifests of
@@ -151,14 +113,21 @@ pub struct Unrecorded {
 /// what that attempt published. One `stat` of the flag for a view whose
 /// record is current; the receipt is read, and the output walked, only
 /// when the flag is not the one recorded.
-pub fn recognise(view: &str, record: &ViewRecord, data_path: &Path, flag_path: &Path) -> Option<Unrecorded> {
-    let flag = super::views::flag_identity(flag_path)?;
+pub fn recognise(
+    storage: &dyn ViewStore,
+    view: &str,
+    record: &ViewRecord,
+    data_path: &Path,
+    flag_path: &Path,
+) -> Option<Unrecorded> {
+    let flag = storage.identity(&storage.key(flag_path))?;
     if let Some(SeenFlag::Present { identity, .. }) = record.done_flag
         && identity == flag
     {
         return None;
     }
-    let bytes = std::fs::read(data_path.join(RECEIPT)).ok()?;
+    let data = storage.key(data_path);
+    let bytes = storage.read(&data.join(RECEIPT)).ok()??;
     let receipt = match serde_json::from_slice::<Receipt>(&bytes) {
         Ok(receipt) if receipt.format == RECEIPT_FORMAT => receipt,
         _ => {
@@ -170,7 +139,7 @@ pub fn recognise(view: &str, record: &ViewRecord, data_path: &Path, flag_path: &
     if receipt.view != view || record.timestamp.is_some_and(|recorded| recorded >= receipt.timestamp) {
         return None;
     }
-    match contents(data_path) {
+    match storage.list(&data, &CONTENTS).map(|listed| contents(&listed)) {
         Ok(digest) if digest == receipt.contents => Some(Unrecorded { receipt, flag }),
         Ok(_) => {
             tracing::warn!(
@@ -186,28 +155,18 @@ pub fn recognise(view: &str, record: &ViewRecord, data_path: &Path, flag_path: &
     }
 }
 
-/// The digest of every entry below `dir` (recursively, links not
-/// followed) but the receipt: its name, kind, size, mtime and inode, all
-/// of which a rename of `dir` keeps and any change to an entry changes.
-fn contents(dir: &Path) -> io::Result<String> {
-    use std::os::unix::fs::MetadataExt;
-    let mut found = Vec::new();
-    let mut pending = vec![(dir.to_path_buf(), String::new())];
-    while let Some((next, prefix)) = pending.pop() {
-        for entry in std::fs::read_dir(&next)? {
-            let entry = entry?;
-            let name = format!("{prefix}{}", entry.file_name().to_string_lossy());
-            if name == RECEIPT {
-                continue;
-            }
-            let metadata = entry.metadata()?;
-            let mtime = metadata.mtime().saturating_mul(1_000_000_000).saturating_add(metadata.mtime_nsec());
-            found.push((name.clone(), metadata.is_dir(), metadata.len(), mtime, metadata.ino()));
-            if metadata.is_dir() {
-                pending.push((entry.path(), format!("{name}/")));
-            }
-        }
-    }
+/// What a receipt's digest covers: every entry below the output,
+/// recursively, links not followed, but the receipt itself.
+const CONTENTS: Walk<'static> = Walk { follow_links: false, exact_names: false, keep: &|name| name != RECEIPT };
+
+/// The digest of a listing of the output: every entry's name, kind, size,
+/// mtime and inode, all of which a publish keeps and any change to an
+/// entry changes.
+fn contents(listed: &[crate::storage::Listed]) -> String {
+    let mut found: Vec<_> = listed
+        .iter()
+        .map(|entry| (&entry.name, entry.is_dir, entry.identity.size, entry.identity.mtime_nanos, entry.identity.inode))
+        .collect();
     found.sort();
     let mut hasher = blake3::Hasher::new();
     for (name, is_dir, size, mtime, inode) in &found {
@@ -217,56 +176,49 @@ fn contents(dir: &Path) -> io::Result<String> {
         hasher.update(&mtime.to_le_bytes());
         hasher.update(&inode.to_le_bytes());
     }
-    Ok(hasher.finalize().to_hex()[..32].to_string())
+    hasher.finalize().to_hex()[..32].to_string()
 }
 
 impl Staging {
+    /// Staging in the local directory `storage`.
     pub fn new(storage: &Path) -> Self {
-        Staging { root: storage.join(STAGING_DIR) }
+        Staging { storage: std::sync::Arc::new(LocalDir::new(storage)) }
+    }
+
+    /// The view storage it stages and publishes in.
+    pub fn storage(&self) -> &dyn ViewStore {
+        &*self.storage
+    }
+
+    /// The same, to hand to a task.
+    pub fn shared(&self) -> Storage {
+        self.storage.clone()
+    }
+
+    /// What identifies the done flag (or data directory) at `path` now.
+    pub fn flag_identity(&self, path: &Path) -> Option<FlagIdentity> {
+        self.storage.identity(&self.storage.key(path))
+    }
+
+    /// Whether `path` holds a view's data, readable as an input.
+    pub fn holds_data(&self, path: &Path) -> bool {
+        self.storage.holds_data(&self.storage.key(path))
+    }
+
+    /// Whether anything is at `path`, a flag or a view's data.
+    pub fn exists(&self, path: &Path) -> bool {
+        self.storage.exists(&self.storage.key(path))
     }
 
     /// Removes what an interrupted process left behind: the staging
-    /// directories [`Staging::create`] makes, and nothing else. Anything
-    /// else found there was not put there by trellis (view paths cannot
-    /// start with a `.` component, but a user can still write there), so it
-    /// is left alone, with a warning, rather than deleted.
+    /// directories [`Staging::create`] makes, and nothing else.
     pub fn clean(&self) -> io::Result<()> {
-        let entries = match std::fs::read_dir(&self.root) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::NotADirectory => {
-                tracing::warn!(path = %self.root.display(), "not a directory; left alone");
-                return Ok(());
-            }
-            entries => entries?,
-        };
-        let mut foreign = Vec::new();
-        for entry in entries {
-            let entry = entry?;
-            let is_ours = entry.file_type()?.is_dir() && is_staging_name(&entry.file_name().to_string_lossy());
-            if is_ours {
-                std::fs::remove_dir_all(entry.path())?;
-            } else {
-                foreign.push(entry.file_name().to_string_lossy().into_owned());
-            }
-        }
-        if !foreign.is_empty() {
-            foreign.sort();
-            tracing::warn!(
-                "{} holds {} that trellis did not create, left alone: {}",
-                self.root.display(),
-                if foreign.len() == 1 { "an entry" } else { "entries" },
-                foreign.join(", ")
-            );
-        }
-        Ok(())
+        self.storage.clean_staging()
     }
 
-    /// A new, empty staging directory, named as [`is_staging_name`] expects.
+    /// A new, empty staging directory.
     pub fn create(&self) -> io::Result<StagingDir> {
-        std::fs::create_dir_all(&self.root)?;
-        let path =
-            tempfile::Builder::new().prefix(STAGING_PREFIX).rand_bytes(STAGING_RANDOM).tempdir_in(&self.root)?.keep();
-        Ok(StagingDir { path, gone: false })
+        self.storage.stage()
     }
 
     /// Writes the done flag and `receipt` (its contents digest filled in)
@@ -274,51 +226,23 @@ impl Staging {
     /// was there in one step. On an error the staging directory is removed.
     pub fn publish(
         &self,
-        mut staging: StagingDir,
+        staging: StagingDir,
         data_path: &Path,
         done_flag: &str,
         receipt: &mut Receipt,
     ) -> io::Result<()> {
-        let dir = staging.path.clone();
         if !done_flag.is_empty() {
-            std::fs::write(dir.join(done_flag), b"")?;
+            staging.touch(done_flag)?;
         }
+        receipt.contents = contents(&staging.list(&CONTENTS)?);
         // Whatever the plugin left under this name is replaced: the receipt is the host's.
-        let path = dir.join(RECEIPT);
-        if path.symlink_metadata().is_ok_and(|m| m.is_dir()) {
-            std::fs::remove_dir_all(&path)?;
-        }
-        receipt.contents = contents(&dir)?;
-        std::fs::write(&path, serde_json::to_vec(receipt).map_err(io::Error::other)?)?;
-        if let Some(parent) = data_path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        if data_path.exists() {
-            exchange(&dir, data_path)?;
-            // The staging directory now holds the old data, which its drop removes.
-            Ok(())
-        } else {
-            std::fs::rename(&dir, data_path)?;
-            staging.gone = true;
-            Ok(())
-        }
+        staging.put(RECEIPT, &serde_json::to_vec(receipt).map_err(io::Error::other)?)?;
+        self.storage.publish(staging, &self.storage.key(data_path))
     }
 
     pub fn discard(&self, staging: StagingDir) {
         drop(staging);
     }
-}
-
-/// Swaps two directories atomically (Linux `renameat2(RENAME_EXCHANGE)`).
-fn exchange(a: &Path, b: &Path) -> io::Result<()> {
-    use std::ffi::CString;
-    use std::os::unix::ffi::OsStrExt;
-    let a = CString::new(a.as_os_str().as_bytes()).map_err(io::Error::other)?;
-    let b = CString::new(b.as_os_str().as_bytes()).map_err(io::Error::other)?;
-    // SAFETY: two valid NUL-terminated paths, relative to the current directory.
-    let status =
-        unsafe { libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_EXCHANGE) };
-    if status == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
 #[cfg(test)]
@@ -372,29 +296,32 @@ mod tests {
         let view = "v/2015/05/01";
         let before = ViewRecord { timestamp: Some(5), ..ViewRecord::default() };
 
-        let found = recognise(view, &before, &data, &flag).expect("recognised");
+        let found = recognise(staging.storage(), view, &before, &data, &flag).expect("recognised");
         assert_eq!(found.receipt, published);
-        assert_eq!(Some(found.flag), crate::scheduler::views::flag_identity(&flag));
+        assert_eq!(Some(found.flag), staging.flag_identity(&flag));
         // Recorded: its flag is the one the record holds.
         let recorded = ViewRecord {
             timestamp: Some(10),
             done_flag: Some(SeenFlag::Present { identity: found.flag, seen: 10 }),
             ..ViewRecord::default()
         };
-        assert_eq!(recognise(view, &recorded, &data, &flag), None);
+        assert_eq!(recognise(staging.storage(), view, &recorded, &data, &flag), None);
         // Another view's output, or older than the record.
-        assert_eq!(recognise("w/2015/05/01", &before, &data, &flag), None);
-        assert_eq!(recognise(view, &ViewRecord { timestamp: Some(10), ..before.clone() }, &data, &flag), None);
+        assert_eq!(recognise(staging.storage(), "w/2015/05/01", &before, &data, &flag), None);
+        assert_eq!(
+            recognise(staging.storage(), view, &ViewRecord { timestamp: Some(10), ..before.clone() }, &data, &flag),
+            None
+        );
         // Changed since: a file added, or one rewritten.
         std::fs::write(data.join("extra"), "mine").unwrap();
-        assert_eq!(recognise(view, &before, &data, &flag), None);
+        assert_eq!(recognise(staging.storage(), view, &before, &data, &flag), None);
         std::fs::remove_file(data.join("extra")).unwrap();
-        assert!(recognise(view, &before, &data, &flag).is_some());
+        assert!(recognise(staging.storage(), view, &before, &data, &flag).is_some());
         std::fs::write(data.join("sub/part"), "ROWS").unwrap();
-        assert_eq!(recognise(view, &before, &data, &flag), None);
+        assert_eq!(recognise(staging.storage(), view, &before, &data, &flag), None);
         // No flag: nothing published there.
         std::fs::remove_file(&flag).unwrap();
-        assert_eq!(recognise(view, &before, &data, &flag), None);
+        assert_eq!(recognise(staging.storage(), view, &before, &data, &flag), None);
     }
 
     #[test]

@@ -158,7 +158,7 @@ impl Scheduler {
             .filter(|(id, _)| catalog.find(&self.views.lattice().view_type(*id).name).is_some())
             .map(|(_, slot)| slot.url.clone())
             .collect();
-        let watched = self.views.reset(catalog.clone(), schema_changed);
+        let watched = self.views.reset(catalog.clone(), schema_changed, self.staging.shared());
         self.transformations = Some(Transformations::new(&catalog, plugins, versions));
         self.catalog = catalog;
         for url in &urls {

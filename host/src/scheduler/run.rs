@@ -28,7 +28,7 @@ use super::table::CurrentRun;
 use super::table::Running;
 use super::transition::{Action, Event, FailureClass, Failures, Freshness, Mode, Reason, Retry, Settled};
 use super::txlog;
-use super::views::{MemoChange, Standing, flag_identity};
+use super::views::{MemoChange, Standing};
 use crate::catalog::Transformation;
 use crate::lattice::ViewId;
 use crate::metastore::{Commit, FlowRecord, RunRecord};
@@ -624,7 +624,7 @@ impl Scheduler {
             failed_inputs: &theirs.failed_inputs,
             errors_inputs: &theirs.errors_inputs,
             done_flag: &|| lattice.done_flag_path(id),
-            flag: &|| flag_identity(&lattice.done_flag_path(id)),
+            flag: &|| self.views.flag_identity(id),
             latest: &|| self.views.latest_read(id),
         };
         step::apply(view, &flow, event, &ctx)
@@ -1146,7 +1146,7 @@ impl Scheduler {
         {
             for dependency in group {
                 let dir = self.views.lattice().data_path(dependency);
-                if !materialized(dependency) || !dir.is_dir() {
+                if !materialized(dependency) || !self.staging.holds_data(&dir) {
                     continue;
                 }
                 let path = dir.strip_prefix(&self.catalog.settings.storage).unwrap_or(&dir).to_string_lossy().into();
@@ -1220,7 +1220,7 @@ impl Scheduler {
         let done_flag = self.views.lattice().done_flag_path(id);
         let Transformation::Plugin { plugin: plugin_name, .. } = &view_type.transformation else {
             // External data: its done flag is its transformation.
-            let data = done_flag.exists();
+            let data = self.staging.exists(&done_flag);
             let result =
                 TaskReport::Done { view: id, data, timestamp: self.clock.millis(), counters: None, txlog: None };
             let task = tokio::spawn(async move {
@@ -1419,10 +1419,14 @@ async fn run_plugin(
     request.output_dir = dir.path().to_path_buf();
     let prepared = match incremental {
         Some(spec) => {
-            let checked = tokio::task::spawn_blocking(move || txlog::prepare(&spec).map(|prepared| (spec, prepared)))
-                .await
-                .map_err(|e| format!("the manifest check stopped: {e}"))
-                .and_then(|checked| checked.map_err(|e| format!("cannot list an input for the manifest check: {e}")));
+            let storage = staging.shared();
+            let checked =
+                tokio::task::spawn_blocking(move || txlog::prepare(&*storage, &spec).map(|prepared| (spec, prepared)))
+                    .await
+                    .map_err(|e| format!("the manifest check stopped: {e}"))
+                    .and_then(|checked| {
+                        checked.map_err(|e| format!("cannot list an input for the manifest check: {e}"))
+                    });
             match checked {
                 Ok(prepared) => Some(prepared),
                 Err(message) => {
@@ -1458,15 +1462,13 @@ async fn run_plugin(
         Ok(runtime::IncrementalOutcome { outcome: TransformOutcome::Data { counters }, commits }) => {
             // An incremental view's commit goes into the output it describes.
             let marker = match prepared {
-                Some((spec, prepared)) => {
-                    match txlog::write_marker(&spec, prepared, &commits, dir.path(), committed_at) {
-                        Ok(marker) => Some(marker),
-                        Err(e) => {
-                            staging.discard(dir);
-                            return Err((FailureClass::Host, format!("cannot write {}: {e}", txlog::MARKER)));
-                        }
+                Some((spec, prepared)) => match txlog::write_marker(&spec, prepared, &commits, &dir, committed_at) {
+                    Ok(marker) => Some(marker),
+                    Err(e) => {
+                        staging.discard(dir);
+                        return Err((FailureClass::Host, format!("cannot write {}: {e}", txlog::MARKER)));
                     }
-                }
+                },
                 None => None,
             };
             // No counters returned is none to keep, not an empty set.

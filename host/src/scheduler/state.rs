@@ -14,7 +14,6 @@ use super::memo::Memo;
 use super::publish::Staging;
 use super::table::{SharedTable, Table};
 use super::transition::{Action, Event, FlagCheck, transition};
-use super::views::flag_identity;
 use super::views::{Judgement, MemoChange, Slot, Standing, Views, flag_check};
 use crate::catalog::{Catalog, Transformation, ViewTypeId, pattern};
 use crate::engines::spark::Spark;
@@ -183,7 +182,7 @@ impl Scheduler {
         }
         let staging = Staging::new(&catalog.settings.storage);
         staging.clean().map_err(|e| Error::Io(format!("cannot clean {}: {e}", catalog.settings.storage.display())))?;
-        reconcile_txlog(&store, clock.millis())?;
+        reconcile_txlog(staging.storage(), &store, clock.millis())?;
         let per_plugin = catalog
             .plugins
             .iter()
@@ -192,7 +191,7 @@ impl Scheduler {
             })
             .collect();
         Ok(Scheduler {
-            views: Views::new(catalog.clone(), schema_changed),
+            views: Views::new(catalog.clone(), schema_changed, staging.shared()),
             store,
             transformations: None,
             staging: Arc::new(staging),
@@ -366,7 +365,9 @@ impl Scheduler {
         evaluation: chrono::DateTime<chrono::Utc>,
     ) -> Result<Vec<ViewId>, Error> {
         let pattern = pattern::parse(pattern_text)?;
-        let resolution = Resolution { evaluation_time: evaluation, exists: &lattice::on_disk };
+        let storage = self.staging.clone();
+        let on_disk = move |l: &Lattice, v: &lattice::ResolvedView<'_>| storage.exists(&l.done_flag_path_of(v));
+        let resolution = Resolution { evaluation_time: evaluation, exists: &on_disk };
         let addressed = self.views.instantiate(&pattern, &resolution)?;
         self.take_in_new_views()?;
         Ok(addressed)
@@ -421,8 +422,13 @@ impl Scheduler {
             return record;
         }
         let data_path = self.views.lattice().data_path(id);
-        let Some(found) = super::publish::recognise(url, &record, &data_path, &self.views.lattice().done_flag_path(id))
-        else {
+        let Some(found) = super::publish::recognise(
+            self.staging.storage(),
+            url,
+            &record,
+            &data_path,
+            &self.views.lattice().done_flag_path(id),
+        ) else {
             return record;
         };
         let receipt = found.receipt;
@@ -478,7 +484,7 @@ impl Scheduler {
         commit.flows.push((receipt.run, url.to_string(), flow));
         // An incremental view's first commit has no log's head yet for the
         // open's reconciliation to find: its log is written from its marker here.
-        if let Some(marker) = super::txlog::read_marker(&data_path)
+        if let Some(marker) = super::txlog::read_marker(self.staging.storage(), &data_path)
             && marker.view == **url
         {
             match (self.store.tx_head(url), self.store.tx_entries(url)) {
@@ -505,7 +511,9 @@ impl Scheduler {
     /// that cannot be made (the lattice is full) keeps the old edges, with
     /// a warning. Returns whether the edges changed.
     pub(super) fn resolve_latest(&mut self, id: ViewId, evaluation: chrono::DateTime<chrono::Utc>) -> bool {
-        self.resolve_latest_with(id, evaluation, &lattice::on_disk)
+        let staging = self.staging.clone();
+        let on_disk = move |l: &Lattice, v: &lattice::ResolvedView<'_>| staging.exists(&l.done_flag_path_of(v));
+        self.resolve_latest_with(id, evaluation, &on_disk)
     }
 
     /// [`Scheduler::resolve_latest`], with `exists` saying which instances
@@ -652,11 +660,12 @@ impl Scheduler {
         if self.views.lattice().any_latest() {
             let pinned = pinned.map(|flags| self.storage_paths(flags));
             let storage = self.catalog.settings.storage.clone();
+            let staging = self.staging.clone();
             let exists = |l: &Lattice, v: &lattice::ResolvedView<'_>| {
                 let flag = l.done_flag_path_of(v);
                 let there = match &pinned {
                     Some(pinned) => pinned.contains(&flag),
-                    None => flag.exists(),
+                    None => staging.exists(&flag),
                 };
                 if there && let Ok(relative) = flag.strip_prefix(&storage) {
                     found.borrow_mut().insert(relative.to_string_lossy().into_owned());
@@ -715,7 +724,7 @@ impl Scheduler {
     pub(super) fn input_present(&mut self, id: ViewId) -> bool {
         let flag = self.views.lattice().done_flag_path(id);
         self.views.watch(id, &flag);
-        flag.exists()
+        self.staging.exists(&flag)
     }
 
     /// Whether an external view's done flag is not the one its record
@@ -725,7 +734,7 @@ impl Scheduler {
         let flag = self.views.lattice().done_flag_path(id);
         self.views.watch(id, &flag);
         let record = self.views.record(id);
-        record.done_flag.is_some() && flag_check(record, flag_identity(&flag)) == FlagCheck::Changed
+        record.done_flag.is_some() && flag_check(record, self.views.flag_identity(id)) == FlagCheck::Changed
     }
 
     /// Whether a change to an external view's flag since it was last looked
@@ -920,6 +929,7 @@ impl Scheduler {
     ) -> Result<(crate::metastore::TxWrite, crate::metastore::NewEvent), Error> {
         let slot = &self.views.slot(id);
         let write = super::txlog::reset_of(
+            self.staging.storage(),
             &slot.url,
             self.store.tx_head(&slot.url)?,
             self.store.tx_entries(&slot.url)?,
@@ -955,11 +965,11 @@ impl Scheduler {
 /// Adopts what a crash left between an incremental view's publish and the
 /// log's commit: a marker newer than the log's head is the truth (it was
 /// published with the data it describes), so the log is written from it.
-fn reconcile_txlog(store: &Metastore, now: i64) -> Result<(), Error> {
+fn reconcile_txlog(storage: &dyn crate::storage::ViewStore, store: &Metastore, now: i64) -> Result<(), Error> {
     let mut commit = Commit::default();
     for (view, head) in store.tx_heads()? {
         let output = std::path::PathBuf::from(&head.output);
-        let Some(marker) = super::txlog::read_marker(&output) else { continue };
+        let Some(marker) = super::txlog::read_marker(storage, &output) else { continue };
         if marker.view != view || marker.generation <= head.generation {
             continue;
         }

@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::metastore::{CommitType, NewEvent, TxEntry, TxHead, TxLogChange, TxWrite};
 use crate::model::ViewState;
 use crate::runtime::{Increment, InputDelta};
+use crate::storage::{Staged, ViewStore, Walk};
 
 /// The marker's name inside a view's output: hidden, so that no reader of
 /// the data takes it for data.
@@ -82,8 +83,8 @@ pub struct Marker {
 }
 
 /// The marker of the output at `data_path`, if there is one that reads.
-pub fn read_marker(data_path: &Path) -> Option<Marker> {
-    let bytes = std::fs::read(data_path.join(MARKER)).ok()?;
+pub fn read_marker(storage: &dyn ViewStore, data_path: &Path) -> Option<Marker> {
+    let bytes = storage.read(&storage.key(data_path).join(MARKER)).ok()??;
     match serde_json::from_slice::<Marker>(&bytes) {
         Ok(marker) if marker.format == MARKER_FORMAT => Some(marker),
         _ => {
@@ -99,36 +100,25 @@ fn is_data_file(name: &str) -> bool {
     !(name.starts_with('_') || name.starts_with('.'))
 }
 
-/// The manifest of an input: its data files, recursively, sorted by name.
-pub fn manifest(dir: &Path) -> io::Result<Vec<FileStamp>> {
-    use std::os::unix::fs::MetadataExt;
-    let mut found = Vec::new();
-    let mut pending = vec![(dir.to_path_buf(), String::new())];
-    while let Some((dir, prefix)) = pending.pop() {
-        for entry in std::fs::read_dir(&dir)? {
-            let entry = entry?;
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else {
-                return Err(io::Error::other(format!("{} has a name that is not UTF-8", entry.path().display())));
-            };
-            if !is_data_file(name) {
-                continue;
-            }
-            let relative = format!("{prefix}{name}");
-            // Relative to the directory read (no path walked again), and
-            // following links, as the SDK's walk does.
-            let metadata = match entry.file_type()?.is_symlink() {
-                false => entry.metadata()?,
-                true => std::fs::metadata(entry.path())?,
-            };
-            if metadata.is_dir() {
-                pending.push((entry.path(), format!("{relative}/")));
-            } else {
-                let mtime_nanos = metadata.mtime().saturating_mul(1_000_000_000).saturating_add(metadata.mtime_nsec());
-                found.push(FileStamp { name: relative, size: metadata.len(), mtime_nanos, inode: metadata.ino() });
-            }
-        }
-    }
+/// The manifest of an input: its data files, recursively, sorted by name,
+/// links followed, as the SDK's walk does.
+pub fn manifest(storage: &dyn ViewStore, dir: &Path) -> io::Result<Vec<FileStamp>> {
+    let walk = Walk {
+        follow_links: true,
+        exact_names: true,
+        keep: &|name| is_data_file(name.rsplit('/').next().unwrap_or(name)),
+    };
+    let mut found: Vec<FileStamp> = storage
+        .list(&storage.key(dir), &walk)?
+        .into_iter()
+        .filter(|entry| !entry.is_dir)
+        .map(|entry| FileStamp {
+            name: entry.name,
+            size: entry.identity.size,
+            mtime_nanos: entry.identity.mtime_nanos,
+            inode: entry.identity.inode,
+        })
+        .collect();
     found.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(found)
 }
@@ -241,8 +231,8 @@ fn full_reason(spec: &Spec, marker: Option<&Marker>) -> Option<String> {
 
 /// Works out, from the view's published marker and its inputs' manifests,
 /// what changed since the last commit: the manifest check.
-pub fn prepare(spec: &Spec) -> io::Result<Prepared> {
-    let marker = read_marker(&spec.data_path);
+pub fn prepare(storage: &dyn ViewStore, spec: &Spec) -> io::Result<Prepared> {
+    let marker = read_marker(storage, &spec.data_path);
     let full = full_reason(spec, marker.as_ref());
     let marked = marker.as_ref().map_or(0, |m| m.generation);
     let resets = spec.head.reset_sources.values().copied().max().unwrap_or(0);
@@ -262,7 +252,7 @@ pub fn prepare(spec: &Spec) -> io::Result<Prepared> {
             manifests.push(None);
             continue;
         }
-        let now = manifest(&input.dir)?;
+        let now = manifest(storage, &input.dir)?;
         let delta = match previous.get(input.input.as_str()) {
             Some(marked) if !reset(marked) => {
                 let (new, changed, removed) = compare(&marked.manifest, &now);
@@ -312,7 +302,7 @@ pub fn write_marker(
     spec: &Spec,
     prepared: Prepared,
     commits: &[(String, String)],
-    staging: &Path,
+    staging: &Staged,
     now: i64,
 ) -> io::Result<Marker> {
     let offsets: HashMap<&str, &str> = commits.iter().map(|(view, id)| (view.as_str(), id.as_str())).collect();
@@ -350,11 +340,7 @@ pub fn write_marker(
     };
     let bytes = serde_json::to_vec(&marker).map_err(io::Error::other)?;
     // Whatever the plugin left under this name is replaced: the marker is the host's.
-    let path = staging.join(MARKER);
-    if path.is_dir() {
-        std::fs::remove_dir_all(&path)?;
-    }
-    std::fs::write(path, bytes)?;
+    staging.put(MARKER, &bytes)?;
     Ok(marker)
 }
 
@@ -391,6 +377,7 @@ pub fn write_of(marker: &Marker, head: Option<TxHead>, existing: &[TxEntry], dat
 /// A reset of a view's log, whole or of one source: entries disabled, and
 /// the head voiding every marker up to the newest generation there is.
 pub fn reset_of(
+    storage: &dyn ViewStore,
     view: &str,
     head: Option<TxHead>,
     existing: Vec<TxEntry>,
@@ -398,7 +385,7 @@ pub fn reset_of(
     source: Option<&str>,
 ) -> TxWrite {
     let mut head = head.unwrap_or_default();
-    let through = head.generation.max(read_marker(data_path).map_or(0, |m| m.generation));
+    let through = head.generation.max(read_marker(storage, data_path).map_or(0, |m| m.generation));
     match source {
         None => head.reset_through = head.reset_through.max(through),
         Some(source) => {
@@ -540,7 +527,7 @@ mod tests {
         // Links are followed, to a directory and to a file, as the SDK does.
         std::os::unix::fs::symlink(dir.path().join("sub"), dir.path().join("linked")).unwrap();
         std::os::unix::fs::symlink(dir.path().join("b.csv"), dir.path().join("c.csv")).unwrap();
-        let found = manifest(dir.path()).unwrap();
+        let found = manifest(&crate::storage::LocalDir::new(dir.path()), dir.path()).unwrap();
         let names: Vec<&str> = found.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["b.csv", "c.csv", "linked/a.csv", "sub/a.csv"]);
         assert_eq!(found[1].size, 1, "the link's target, not the link");

@@ -15,6 +15,7 @@ use crate::catalog::{Catalog, Transformation, ViewTypeId};
 use crate::lattice::{self, Lattice, Resolution, ViewId};
 use crate::metastore::{FlagIdentity, SeenFlag, ViewRecord};
 use crate::model::ViewState;
+use crate::storage::Storage;
 
 /// What the scheduler keeps per view between runs.
 #[derive(Debug, Clone, Default)]
@@ -43,17 +44,6 @@ pub(super) struct Standing {
 pub(super) struct Judgement {
     pub settled: Settled,
     pub freshness: Freshness,
-}
-
-/// Which file a done flag is now, if there is one (one `stat`).
-pub(super) fn flag_identity(path: &std::path::Path) -> Option<FlagIdentity> {
-    use std::os::unix::fs::MetadataExt;
-    let metadata = std::fs::metadata(path).ok()?;
-    Some(FlagIdentity {
-        mtime_nanos: metadata.mtime().saturating_mul(1_000_000_000).saturating_add(metadata.mtime_nsec()),
-        size: metadata.len(),
-        inode: metadata.ino(),
-    })
 }
 
 /// An external view's flag as found now, against its record's. A record
@@ -87,6 +77,8 @@ pub(super) struct Views {
     slots: Vec<Slot>,
     /// What a long-lived scheduler remembers of freshness between runs.
     memo: Option<Memo>,
+    /// Where the views' data is kept: what judges a flag or published data.
+    storage: Storage,
     /// The live view for readers, once shared (a service shares it).
     table: Option<SharedTable>,
     /// Types whose schema checksum changed when this scheduler opened.
@@ -100,11 +92,12 @@ pub(super) struct Views {
 }
 
 impl Views {
-    pub(super) fn new(catalog: Arc<Catalog>, schema_changed: HashSet<ViewTypeId>) -> Views {
+    pub(super) fn new(catalog: Arc<Catalog>, schema_changed: HashSet<ViewTypeId>, storage: Storage) -> Views {
         Views {
             lattice: Lattice::new(catalog),
             slots: Vec::new(),
             memo: None,
+            storage,
             table: None,
             schema_changed,
             last_stamp: 0,
@@ -122,7 +115,13 @@ impl Views {
 
     /// Starts the book over under `catalog` (a reload): no view is held, the
     /// table's rows go and the memo is dropped (returned whether it was kept).
-    pub(super) fn reset(&mut self, catalog: Arc<Catalog>, schema_changed: HashSet<ViewTypeId>) -> bool {
+    pub(super) fn reset(
+        &mut self,
+        catalog: Arc<Catalog>,
+        schema_changed: HashSet<ViewTypeId>,
+        storage: Storage,
+    ) -> bool {
+        self.storage = storage;
         let capacity = self.lattice.capacity();
         self.lattice = Lattice::new(catalog);
         self.lattice.set_capacity(capacity);
@@ -130,6 +129,12 @@ impl Views {
         self.schema_changed = schema_changed;
         self.with_table(Table::clear_views);
         self.memo.take().is_some()
+    }
+
+    /// What identifies a view's done flag now (its data directory when it
+    /// has no flag), if there is one: one look in the storage.
+    pub(super) fn flag_identity(&self, id: ViewId) -> Option<FlagIdentity> {
+        self.storage.identity(&self.storage.key(&self.lattice.done_flag_path(id)))
     }
 
     pub(super) fn schema_changed(&self) -> &HashSet<ViewTypeId> {
@@ -272,7 +277,7 @@ impl Views {
             MemoChange::Dirty => memo.dirty(id),
             MemoChange::WatchPublished => {
                 memo.drain();
-                memo.watch_published(id, &self.lattice.done_flag_path(id));
+                memo.watch_published(id, &self.storage.key(&self.lattice.done_flag_path(id)));
             }
             MemoChange::Settled { on_disk } => memo.settled(id, &self.lattice, on_disk),
         }
@@ -281,7 +286,7 @@ impl Views {
     /// Watches an external view's flag, when the scheduler watches.
     pub(super) fn watch(&mut self, id: ViewId, flag: &std::path::Path) {
         if let Some(memo) = &mut self.memo {
-            memo.watch(id, flag);
+            memo.watch(id, &self.storage.key(flag));
         }
     }
 
@@ -446,13 +451,13 @@ impl Views {
     ) -> Judgement {
         let (settled, newest) = self.settled(id, standing);
         let view_type = self.lattice.view_type(id);
-        let external = matches!(view_type.transformation, Transformation::External);
+        let (external, type_id) = (matches!(view_type.transformation, Transformation::External), view_type.id);
         let external_flag = external.then(|| {
             let flag = self.lattice.done_flag_path(id);
             if let Some(memo) = &mut self.memo {
-                memo.watch(id, &flag);
+                memo.watch(id, &self.storage.key(&flag));
             }
-            flag_check(&self.slots[id.0 as usize].record, flag_identity(&flag))
+            flag_check(&self.slots[id.0 as usize].record, self.flag_identity(id))
         });
         // A view recorded as materialized has published its data, done
         // flag inside: one stat says whether it is still there.
@@ -461,14 +466,14 @@ impl Views {
         let data_gone = !external && record.timestamp.is_some() && record.done_flag != Some(SeenFlag::Absent) && {
             let flag = self.lattice.done_flag_path(id);
             if let Some(memo) = &mut self.memo {
-                memo.watch_published(id, &flag);
+                memo.watch_published(id, &self.storage.key(&flag));
             }
-            std::fs::metadata(&flag).is_err()
+            self.flag_identity(id).is_none()
         };
         let slot = &self.slots[id.0 as usize];
         let facts = Facts {
             invalidated: slot.record.invalidated || slot.record.state == ViewState::Invalidated,
-            schema_changed: self.schema_changed.contains(&view_type.id),
+            schema_changed: self.schema_changed.contains(&type_id),
             recorded_version: slot.record.version_checksum.as_deref(),
             recorded_timestamp: slot.record.timestamp,
             current_version: version,

@@ -173,7 +173,7 @@ async fn view(State(state): Shared, Path(url): Path) -> Result<Response, ApiErro
         view.stale_reason = state.handle.stale(vec![id]).await?.remove(&id).map(|outdated| outdated.to_string());
         view.stale = view.stale_reason.is_some();
     }
-    let (files, more_files) = published_files(FsPath::new(&view.data_path));
+    let (files, more_files) = published_files(&state.catalog.settings.storage, FsPath::new(&view.data_path));
     let page = pages::ViewPage {
         version_checksum,
         dependencies,
@@ -198,32 +198,18 @@ async fn view_log(State(state): Shared, Path(url): Path) -> Result<Response, Api
 const FILES_SHOWN: usize = 50;
 
 /// The files under a view's data directory (relative paths and sizes,
-/// sorted, the first `FILES_SHOWN`), and how many more there are.
-fn published_files(root: &FsPath) -> (Vec<(String, u64)>, usize) {
-    let mut files = Vec::new();
-    let mut more = 0;
-    let mut pending = vec![root.to_path_buf()];
-    while let Some(directory) = pending.pop() {
-        let Ok(entries) = std::fs::read_dir(&directory) else { continue };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            match entry.file_type() {
-                Ok(kind) if kind.is_dir() => pending.push(path),
-                Ok(_) if files.len() < FILES_SHOWN * 4 => {
-                    let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
-                    let relative = path.strip_prefix(root).unwrap_or(&path).display().to_string();
-                    files.push((relative, size));
-                }
-                Ok(_) => more += 1,
-                Err(_) => {}
-            }
-        }
-    }
+/// sorted, the first `FILES_SHOWN`), and how many more there are, as the
+/// view storage under `storage` lists them (none when it cannot).
+fn published_files(storage: &FsPath, data: &FsPath) -> (Vec<(String, u64)>, usize) {
+    use crate::storage::{LocalDir, ViewStore, Walk};
+    let storage = LocalDir::new(storage);
+    let walk = Walk { follow_links: false, exact_names: false, keep: &|_| true };
+    let listed = storage.list(&storage.key(data), &walk).unwrap_or_default();
+    let mut files: Vec<(String, u64)> =
+        listed.into_iter().filter(|entry| !entry.is_dir).map(|entry| (entry.name, entry.identity.size)).collect();
     files.sort();
-    if files.len() > FILES_SHOWN {
-        more += files.len() - FILES_SHOWN;
-        files.truncate(FILES_SHOWN);
-    }
+    let more = files.len().saturating_sub(FILES_SHOWN);
+    files.truncate(FILES_SHOWN);
     (files, more)
 }
 
@@ -280,5 +266,27 @@ mod tests {
         for state in crate::model::ViewState::ALL {
             assert!(super::STYLE.contains(&format!(".state-{} ", state.as_str())), "{state:?} has no colour");
         }
+    }
+
+    /// A view's page lists its published files as the storage lists them:
+    /// relative names through its directories, sorted, sizes, the first
+    /// `FILES_SHOWN` and how many more; a view with no data has none.
+    #[test]
+    fn published_files_are_listed_relative_to_the_views_data() {
+        let root = tempfile::tempdir().unwrap();
+        let data = root.path().join("shop/2015/01/01");
+        std::fs::create_dir_all(data.join("sub")).unwrap();
+        std::fs::write(data.join("_SUCCESS"), "").unwrap();
+        std::fs::write(data.join("sub/part-00000.csv"), "v\n1\n").unwrap();
+        let (files, more) = super::published_files(root.path(), &data);
+        assert_eq!(files, [("_SUCCESS".to_string(), 0), ("sub/part-00000.csv".to_string(), 4)]);
+        assert_eq!(more, 0);
+        for n in 0..super::FILES_SHOWN {
+            std::fs::write(data.join(format!("x{n:03}")), "").unwrap();
+        }
+        let (files, more) = super::published_files(root.path(), &data);
+        assert_eq!((files.len(), more), (super::FILES_SHOWN, 2));
+        assert_eq!(files[0].0, "_SUCCESS");
+        assert_eq!(super::published_files(root.path(), &root.path().join("absent")), (Vec::new(), 0));
     }
 }

@@ -16,6 +16,7 @@ mod eventlog;
 mod install;
 mod outcome;
 mod output;
+mod scratch;
 mod submit;
 
 pub use eventlog::Progress;
@@ -30,7 +31,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
 use crate::catalog::{SPARK_RESERVED_CONF, SparkSettings};
-use crate::runtime::{self, Application, Captured, EngineJob, JobField, LogLine, MemoryBudget, OutputLimit};
+use crate::runtime::{self, Captured, EngineJob, JobField, LogLine, MemoryBudget, OutputLimit};
 use outcome::Exit;
 use submit::{Bounded, Group, Scratch};
 
@@ -208,7 +209,7 @@ impl Spark {
             Err(refused) => return refused,
         };
         let scratch = Scratch { dir: submission.staging.join(SCRATCH_DIR) };
-        if let Err(e) = prepare(&scratch, submission) {
+        if let Err(e) = scratch::prepare(&scratch, submission) {
             return Verdict::Host(format!("cannot prepare the job in {}: {e}", scratch.dir.display()));
         }
         let pod = format!("trellis-{}", random_suffix());
@@ -331,64 +332,19 @@ impl Spark {
 /// scratch removed, and checked against the output cap.
 fn publishable(scratch: &Scratch, staging: &Path, limit: OutputLimit) -> Verdict {
     let output = scratch.output();
-    if !output.is_dir() {
+    if !scratch::wrote_output(scratch) {
         return Verdict::Fatal("the job reported data but wrote nothing".into());
     }
     if let Err(e) = output::collect(&output, staging) {
         return Verdict::Host(format!("cannot move the job's data into {}: {e}", staging.display()));
     }
-    if let Err(e) = std::fs::remove_dir_all(&scratch.dir) {
+    if let Err(e) = scratch::remove(scratch) {
         return Verdict::Host(format!("cannot remove {}: {e}", scratch.dir.display()));
     }
     match runtime::check_output(staging, limit) {
         Ok(()) => Verdict::Data,
         Err(failure) => Verdict::Fatal(failure.message),
     }
-}
-
-/// The job's scratch directory: the runner, the module, the application,
-/// the event log's directory, Spark's scratch space, and the job itself.
-fn prepare(scratch: &Scratch, submission: &Submission) -> std::io::Result<()> {
-    let runner = scratch.runner_dir();
-    for dir in [&runner, &scratch.events(), &scratch.local()] {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(runner.join("trellis_spark_runner.py"), RUNNER)?;
-    std::fs::write(runner.join("trellis_spark.py"), MODULE)?;
-    let application = match (&submission.job.application, &submission.application) {
-        (Application::Python(_), Some((name, content))) => {
-            let path = scratch.application(name);
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent)?;
-            }
-            std::fs::write(&path, content)?;
-            serde_json::json!({ "python": path })
-        }
-        (Application::Python(name), None) => {
-            return Err(std::io::Error::other(format!("the application `{name}` was not given")));
-        }
-        (Application::Sql(query), _) => serde_json::json!({ "sql": query }),
-    };
-    let time = |millis: i64| {
-        chrono::DateTime::from_timestamp_millis(millis).map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
-    };
-    let job = serde_json::json!({
-        "view": submission.view,
-        "parameters": submission.parameters.iter().cloned().collect::<std::collections::BTreeMap<String, String>>(),
-        "nominal_time": submission.nominal_time.and_then(time),
-        "actual_time": time(submission.actual_time),
-        "inputs": submission.sources,
-        "output": {
-            "path": scratch.output(),
-            "format": submission.format,
-            "fields": submission.fields,
-            "files": submission.job.output_files,
-        },
-        "application": application,
-        "arguments": submission.job.arguments,
-        "result": scratch.result(),
-    });
-    std::fs::write(scratch.job(), serde_json::to_vec_pretty(&job).map_err(std::io::Error::other)?)
 }
 
 /// Eight lower-case letters and digits: a Kubernetes name may have nothing else.
@@ -462,9 +418,7 @@ fn conclude(
             ("bytes_out".to_string(), seen.bytes_written),
         ]);
     }
-    let result = std::fs::read(scratch.result())
-        .ok()
-        .and_then(|bytes| serde_json::from_slice::<outcome::RunnerResult>(&bytes).ok());
+    let result = scratch::result(scratch);
     let last_line = streams.1.lock().unwrap_or_else(|p| p.into_inner()).last_line();
     let verdict = match outcome::verdict(exit, result.as_ref(), &last_line, seen.application.is_some()) {
         Verdict::Retryable(_) if exit == Exit::DeadlinePassed => Verdict::Timeout(format!(

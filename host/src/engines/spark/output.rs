@@ -7,6 +7,8 @@
 use std::io;
 use std::path::Path;
 
+use crate::storage::grant;
+
 /// Moves what Spark wrote into `output` up into `staging`: its part files
 /// renamed `part-NNNNN<suffix>` in Spark's order (the suffix is what
 /// follows the name's first dot: `.csv`, `.snappy.parquet`), other files
@@ -14,27 +16,21 @@ use std::path::Path;
 /// Spark's bookkeeping (`_SUCCESS`, `.crc` files) stays behind, with the
 /// rest of the scratch directory. Returns how many entries were moved.
 pub fn collect(output: &Path, staging: &Path) -> io::Result<usize> {
-    let mut names: Vec<String> = Vec::new();
-    for entry in std::fs::read_dir(output)? {
-        let name = entry?.file_name().to_string_lossy().into_owned();
-        if !name.starts_with('_') && !name.starts_with('.') {
-            names.push(name);
-        }
-    }
-    names.sort();
+    let entries = grant::entries(output)?;
+    let data: Vec<_> = entries.iter().filter(|e| !e.name.starts_with('_') && !e.name.starts_with('.')).collect();
     let mut parts = 0;
-    for name in &names {
-        let from = output.join(name);
-        let to = if name.starts_with("part-") && from.is_file() {
+    for entry in &data {
+        let name = &entry.name;
+        let new_name = if name.starts_with("part-") && entry.is_file {
             let suffix = name.find('.').map_or("", |dot| &name[dot..]);
             parts += 1;
-            staging.join(format!("part-{:05}{suffix}", parts - 1))
+            format!("part-{:05}{suffix}", parts - 1)
         } else {
-            staging.join(name)
+            name.clone()
         };
-        std::fs::rename(&from, &to)?;
+        grant::move_into(output, name, staging, &new_name)?;
     }
-    Ok(names.len())
+    Ok(data.len())
 }
 
 #[cfg(test)]

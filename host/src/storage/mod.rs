@@ -1,0 +1,188 @@
+//! Where view data lives: one interface for publishing a version
+//! atomically, staging it, identifying a done flag, reading the small
+//! files trellis itself writes (receipts, txlog markers) and listing a
+//! view's files for digests and manifests.
+//!
+//! Invariant: no other module opens, stats, renames or watches a view's
+//! files; they ask a [`ViewStore`] in view-relative [`Key`]s.
+//!
+//! The interface is shaped for an object store as much as for a local
+//! directory: it speaks of keys, listings, identities and one publish of
+//! a staged version, never of renames. The local directory
+//! ([`local::LocalDir`]) publishes with one `renameat2` and resolves every
+//! key relative to its root's descriptor, opened once; an object store
+//! would upload the staged files and then make them current with one
+//! conditional put of a marker. What a plugin writes into is always a
+//! real local directory ([`Staged`]): wasmtime preopens need one, and an
+//! object store would upload it at publish.
+//!
+//! Beside the store: [`watch`] tells what changed since it was last asked
+//! (inotify here; an object store's watcher would list the watched
+//! prefixes and compare), and [`grant`] holds what the runtime and the
+//! engines need of the local directories granted to them (an output's
+//! usage against its cap, where a grant really is, an engine's files
+//! moved into staging), which an object store would materialize.
+
+pub mod grant;
+pub mod local;
+pub mod watch;
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::metastore::FlagIdentity;
+
+pub use local::LocalDir;
+
+/// A view's storage, shared by the scheduler, its tasks and engines.
+pub type Storage = std::sync::Arc<dyn ViewStore>;
+
+/// Staging directories live under the storage root (one filesystem, so a
+/// local publish is one rename), in a directory no view path can use:
+/// view paths never start with a `.` component.
+pub const STAGING_DIR: &str = ".trellis-staging";
+
+/// A name relative to the storage root (`shop/2015/05/01/_SUCCESS`), as
+/// the lattice renders a view's path. A path the lattice rendered outside
+/// the root (an absolute view path) is kept whole and names the same file.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Key(PathBuf);
+
+impl Key {
+    /// The key of `path`, a path the lattice rendered under `root`.
+    pub fn of(root: &Path, path: &Path) -> Key {
+        match path.strip_prefix(root) {
+            Ok(relative) if relative.as_os_str().is_empty() => Key(PathBuf::from(".")),
+            Ok(relative) => Key(relative.to_path_buf()),
+            Err(_) => Key(path.to_path_buf()),
+        }
+    }
+
+    /// The key of `name` inside this one (a flag inside a view's data).
+    pub fn join(&self, name: &str) -> Key {
+        Key(self.0.join(name))
+    }
+
+    /// Whether the key names something under the root (not a view path
+    /// rendered outside it).
+    pub fn is_under_root(&self) -> bool {
+        self.0.components().all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir))
+    }
+
+    pub fn as_path(&self) -> &Path {
+        &self.0
+    }
+}
+
+/// One entry of a listing: its name relative to the listed key (`/`
+/// between components), and what tells it from another version of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub name: String,
+    pub is_dir: bool,
+    pub identity: FlagIdentity,
+}
+
+/// How to list a key's entries, recursively.
+pub struct Walk<'a> {
+    /// Whether links are followed (as the SDK's readers do) or listed as
+    /// themselves.
+    pub follow_links: bool,
+    /// Whether a name that is not UTF-8 is an error (a manifest must name
+    /// files exactly) or is listed lossily (a digest only tells versions apart).
+    pub exact_names: bool,
+    /// Which entries are listed, given their relative name; a directory
+    /// not kept is not entered.
+    pub keep: &'a dyn Fn(&str) -> bool,
+}
+
+/// What a view's data is kept in.
+pub trait ViewStore: Send + Sync + std::fmt::Debug {
+    /// The root every key is relative to, as the user configured it.
+    fn root(&self) -> &Path;
+
+    /// The key of a path the lattice rendered.
+    fn key(&self, path: &Path) -> Key {
+        Key::of(self.root(), path)
+    }
+
+    /// What identifies the object at `key` now (a done flag, or a data
+    /// directory when a view has no flag), links followed; `None` when
+    /// there is nothing there or it cannot be read.
+    fn identity(&self, key: &Key) -> Option<FlagIdentity>;
+
+    /// Whether anything is at `key`.
+    fn exists(&self, key: &Key) -> bool {
+        self.identity(key).is_some()
+    }
+
+    /// Whether `key` holds a version's data that can be read as inputs: a
+    /// directory here (links followed); a prefix holding objects in an
+    /// object store.
+    fn holds_data(&self, key: &Key) -> bool;
+
+    /// A small file's contents (a receipt, a marker); `None` when absent.
+    fn read(&self, key: &Key) -> io::Result<Option<Vec<u8>>>;
+
+    /// Every entry below `key` that `walk` keeps, in no particular order.
+    fn list(&self, key: &Key, walk: &Walk) -> io::Result<Vec<Listed>>;
+
+    /// A new, empty local directory to write a version into.
+    fn stage(&self) -> io::Result<Staged>;
+
+    /// Makes `staged` the data at `key`, replacing what was there in one
+    /// step: readers see the old version or the new, never a mix.
+    fn publish(&self, staged: Staged, key: &Key) -> io::Result<()>;
+
+    /// Removes the staging an interrupted process left behind, and
+    /// nothing it did not make.
+    fn clean_staging(&self) -> io::Result<()>;
+}
+
+/// A staging directory in use: a local directory a transformation writes
+/// into. Dropped without being published (its task aborted by a stop, or
+/// failed), it removes itself, so that a clean stop leaves nothing behind.
+#[derive(Debug)]
+pub struct Staged {
+    path: PathBuf,
+    /// Published: nothing left to remove.
+    gone: bool,
+}
+
+impl Staged {
+    /// The directory, as granted to a plugin or an engine.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes the host's own file `name` at the top of the staged version,
+    /// replacing whatever the plugin left under that name.
+    pub fn put(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        let path = self.path.join(name);
+        match std::fs::write(&path, bytes) {
+            Err(e) if e.kind() == io::ErrorKind::IsADirectory => {
+                std::fs::remove_dir_all(&path)?;
+                std::fs::write(path, bytes)
+            }
+            written => written,
+        }
+    }
+
+    /// Writes an empty file `name` (a done flag) into the staged version.
+    pub fn touch(&self, name: &str) -> io::Result<()> {
+        std::fs::write(self.path.join(name), b"")
+    }
+
+    /// Every entry of the staged version that `walk` keeps.
+    pub fn list(&self, walk: &Walk) -> io::Result<Vec<Listed>> {
+        local::walk(rustix::fs::CWD, &self.path, walk)
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.gone {
+            local::remove_quietly(&self.path);
+        }
+    }
+}
