@@ -264,7 +264,6 @@ pub struct Service {
     closing: Option<tokio::time::Instant>,
     /// Reloads asked for, applied in order once no run executes.
     reloads: Vec<(Box<Project>, Reply<ReloadReport>)>,
-    clock: crate::clock::Clock,
     /// A manual clock's changes (a test moved it): a tick is due.
     clock_moves: Option<watch::Receiver<chrono::DateTime<chrono::Utc>>>,
     /// The project's coordinators, once `run` has opened them.
@@ -305,7 +304,6 @@ impl Service {
             closing: None,
             reloads: Vec::new(),
             clock_moves: clock.follow(),
-            clock,
             coordination: None,
             watches: None,
             next_rescan: None,
@@ -386,7 +384,7 @@ impl Service {
         let grace = self.closing.filter(|_| self.run.as_ref().is_some_and(|run| !run.is_stopping()));
         let closing = self.closing.is_some();
         let coordination = self.coordination.as_ref().filter(|_| !closing);
-        let due = coordination.and_then(Coordination::next_due).and_then(|due| self.clock.until(due));
+        let due = coordination.and_then(Coordination::next_due).and_then(|due| self.scheduler.clock().until(due));
         let due = due.map(|wait| tokio::time::Instant::now() + wait);
         let waits_for_inputs = coordination.is_some_and(Coordination::watches_inputs);
         let poll =
@@ -594,7 +592,8 @@ impl Service {
     /// process left SUBMITTED or RUNNING are queued again under their ids,
     /// and every coordinator catches up to now.
     fn open_coordinators(&mut self) -> Result<(), Error> {
-        let mut coordination = Coordination::open(&mut self.scheduler, self.clock.clone())?;
+        let clock = self.scheduler.clock().clone();
+        let mut coordination = Coordination::open(&mut self.scheduler, clock)?;
         for warning in coordination.warnings() {
             tracing::warn!("{}", warning.trim_start_matches("warning: "));
         }

@@ -239,6 +239,16 @@ impl Scheduler {
         self.run_started = Some(Box::new(announce));
     }
 
+    /// A view's URL path.
+    pub(super) fn url(&self, id: ViewId) -> Arc<str> {
+        self.views.url(id).clone()
+    }
+
+    /// The project's coordinators, as declared.
+    pub(super) fn coordinators(&self) -> &[crate::catalog::coordinator::Coordinator] {
+        &self.catalog.coordinators
+    }
+
     /// The global transformation limit, then each plugin's.
     pub fn permits(&self) -> Vec<Permits> {
         let mut plugins: Vec<Permits> = self.per_plugin.values().cloned().collect();

@@ -9,24 +9,24 @@
 //! Invariants: the metastore holds every action the moment it exists; a
 //! SUBMITTED or RUNNING action's run is recorded, and after a crash that run
 //! is resumed under its id, never started anew. It reads the time only from
-//! its [`Clock`] and the file system only to look for done flags.
+//! its scheduler's [`Clock`] (the one it was opened with), and the views
+//! only through the scheduler's methods.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
 use chrono::{DateTime, TimeZone, Utc};
 
-use super::Error;
 use super::action::{ActionEffect, ActionEvent, transition};
 use super::policy::{self, OpenAction};
-use super::state::Scheduler;
-use super::transition::Mode;
 use crate::catalog::EvaluationTime;
 use crate::catalog::coordinator::{Catchup, Coordinator, LAG_COUNT_CAP, Lag, MANY_DUE, Trigger};
 use crate::clock::Clock;
 use crate::lattice::ViewId;
 use crate::metastore::{ActionChange, ActionRecord, Commit, CoordinatorRecord, NewEvent, RunRecord};
 use crate::model::{ActionState, Termination, ViewState};
+use crate::scheduler::transition::Mode;
+use crate::scheduler::{Error, Scheduler};
 
 /// What `trellis coordinators` shows of one coordinator.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,7 +84,6 @@ pub struct Submission {
 
 /// The coordinators of one project, driven.
 pub struct Coordination {
-    clock: Clock,
     coordinators: Vec<Coordinated>,
     /// The action of each run submitted and not ended: (coordinator index,
     /// nominal time).
@@ -140,7 +139,7 @@ type Resolved = (Vec<ViewId>, Vec<ViewId>, Vec<String>);
 /// flag, each `latest(n)` that found nothing), and how they read.
 fn missing_of(scheduler: &mut Scheduler, inputs: &[ViewId], unfound: &[String]) -> (usize, Vec<String>) {
     let missing: Vec<ViewId> = inputs.iter().copied().filter(|&id| !scheduler.input_present(id)).collect();
-    let mut texts: Vec<String> = missing.iter().map(|&id| scheduler.views.url(id).to_string()).collect();
+    let mut texts: Vec<String> = missing.iter().map(|&id| scheduler.url(id).to_string()).collect();
     texts.extend(unfound.iter().cloned());
     (texts.len(), texts)
 }
@@ -280,12 +279,11 @@ impl Coordination {
     pub fn open(scheduler: &mut Scheduler, clock: Clock) -> Result<Coordination, Error> {
         // One clock: the runs and events of its actions are recorded by the
         // time the coordinators go by.
-        scheduler.set_clock(clock.clone());
+        scheduler.set_clock(clock);
         let store = scheduler.metastore();
         let mut records: HashMap<String, CoordinatorRecord> = store.coordinator_records()?.into_iter().collect();
-        let mut coordination =
-            Coordination { clock, coordinators: Vec::new(), by_run: HashMap::new(), to_resume: Vec::new() };
-        let declarations = scheduler.catalog.coordinators.clone();
+        let mut coordination = Coordination { coordinators: Vec::new(), by_run: HashMap::new(), to_resume: Vec::new() };
+        let declarations = scheduler.coordinators().to_vec();
         for declaration in declarations {
             let record = records.remove(&declaration.name).unwrap_or_default();
             let actions = store.actions(&declaration.name, None, None)?;
@@ -320,7 +318,7 @@ impl Coordination {
             for action in actions.into_iter().filter(|a| !a.state.is_final()) {
                 coordination.take_open(scheduler, index, action)?;
             }
-            let now = coordination.clock.now();
+            let now = scheduler.clock().now();
             coordination.measure_lag(index, now);
         }
         Ok(coordination)
@@ -385,7 +383,8 @@ impl Coordination {
     fn resolve(&self, scheduler: &mut Scheduler, index: usize, action: &mut ActionRecord) -> Result<Resolved, Error> {
         match self.coordinators[index].declaration.evaluation_time {
             EvaluationTime::Present => {
-                let (addressed, inputs, _, unfound) = scheduler.action_inputs(&action.views, self.clock.now(), None)?;
+                let (addressed, inputs, _, unfound) =
+                    scheduler.action_inputs(&action.views, scheduler.clock().now(), None)?;
                 Ok((addressed, inputs, unfound))
             }
             EvaluationTime::Actual => {
@@ -402,10 +401,6 @@ impl Coordination {
                 Ok((addressed, inputs, unfound))
             }
         }
-    }
-
-    pub fn clock(&self) -> &Clock {
-        &self.clock
     }
 
     /// The runs of actions SUBMITTED or RUNNING when the process last
@@ -432,7 +427,7 @@ impl Coordination {
     /// what the policies allow. Returns the runs submitted, in order.
     pub fn tick(&mut self, scheduler: &mut Scheduler) -> Result<Vec<Submission>, Error> {
         let mut submissions = Vec::new();
-        let now = self.clock.now();
+        let now = scheduler.clock().now();
         for index in 0..self.coordinators.len() {
             let coordinated = &self.coordinators[index];
             let due = [coordinated.next_creation, coordinated.next_timeout].into_iter().flatten().any(|t| t <= now);
@@ -473,7 +468,7 @@ impl Coordination {
 
     fn check_inputs_finding(&mut self, scheduler: &mut Scheduler, all: bool) -> Result<(Vec<Submission>, bool), Error> {
         let mut found = false;
-        let now = millis(self.clock.now());
+        let now = millis(scheduler.clock().now());
         for index in 0..self.coordinators.len() {
             // A `latest(n)` that found nothing is evaluated again: no watch
             // stands for the instance it may find.
@@ -620,7 +615,7 @@ impl Coordination {
         index: usize,
         submissions: &mut Vec<Submission>,
     ) -> Result<(), Error> {
-        let now = self.clock.now();
+        let now = scheduler.clock().now();
         let now_ms = millis(now);
         loop {
             let mut commit = Commit::default();
@@ -812,7 +807,7 @@ impl Coordination {
     pub fn run_started(&mut self, scheduler: &mut Scheduler, run: &str) -> Result<(), Error> {
         let Some(&(index, nominal)) = self.by_run.get(run) else { return Ok(()) };
         let mut commit = Commit::default();
-        self.change(index, nominal, ActionEvent::RunStarted, None, millis(self.clock.now()), &mut commit);
+        self.change(index, nominal, ActionEvent::RunStarted, None, millis(scheduler.clock().now()), &mut commit);
         // Not durable on its own: after a crash, SUBMITTED or RUNNING, the
         // run is resumed alike.
         scheduler.defer(commit);
@@ -824,7 +819,7 @@ impl Coordination {
     /// when a shutdown stopped it).
     pub fn run_ended(&mut self, scheduler: &mut Scheduler, run: &str, termination: Termination) -> Result<(), Error> {
         let Some((index, nominal)) = self.by_run.remove(run) else { return Ok(()) };
-        let now = millis(self.clock.now());
+        let now = millis(scheduler.clock().now());
         let (event, reason) = match &termination {
             Termination::Completed => (ActionEvent::RunEnded { succeeded: true }, None),
             Termination::Stopped | Termination::Dequeued => {
@@ -925,7 +920,7 @@ impl Coordination {
         state: Option<ActionState>,
     ) -> Result<Vec<ActionRecord>, Error> {
         self.index_of(name)?;
-        let mut actions = scheduler.store.actions(name, None, None)?;
+        let mut actions = scheduler.metastore().actions(name, None, None)?;
         actions.retain(|a| state.is_none_or(|s| a.state == s));
         Ok(actions)
     }
@@ -961,7 +956,7 @@ impl Coordination {
         to: Option<DateTime<Utc>>,
     ) -> Result<Killed, Error> {
         let index = self.index_of(name)?;
-        let now = millis(self.clock.now());
+        let now = millis(scheduler.clock().now());
         let nominals: Vec<i64> = self.coordinators[index]
             .open
             .keys()
@@ -998,8 +993,8 @@ impl Coordination {
         to: Option<DateTime<Utc>>,
     ) -> Result<Vec<ActionRecord>, Error> {
         let index = self.index_of(name)?;
-        let now = millis(self.clock.now());
-        let actions = scheduler.store.actions(name, from.map(millis), to.map(|t| millis(t) + 1))?;
+        let now = millis(scheduler.clock().now());
+        let actions = scheduler.metastore().actions(name, from.map(millis), to.map(|t| millis(t) + 1))?;
         let mut commit = Commit::default();
         for record in actions.into_iter().filter(|a| a.state.is_final()) {
             self.reopen(scheduler, index, record, ActionEvent::Rerun, now, &mut commit)?;
