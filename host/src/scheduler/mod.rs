@@ -10,7 +10,8 @@
 //! - `plan`: what a run would do to each view, judged as the run judges it, as typed verdicts;
 //! - `step`: the pure step of a run, one event on one view, which `run` folds its queue through;
 //! - `run`: one [`Run`] and the steps that advance it; the embedded driver;
-//! - `engine`: engine-backed views: the job described, run by its driver, published;
+//! - `call`: a view's transformation described for the executor, from the book of views;
+//! - `task`: the executor: plugins, engines, permits, staging, backoff; its tasks' reports;
 //! - `service`: the long-lived [`Service`] and its [`Handle`], for the server;
 //! - `reload`: a server's project loaded again and applied between runs;
 //! - `memo`: freshness remembered between runs, external data watched;
@@ -265,23 +266,6 @@
 //!   invalidates, so refused in flight), resets with every invalidation,
 //!   and has `plan` say what an incremental run would read. Invariant: it
 //!   writes only into a staging directory.
-//! - `engine.rs`: an engine transformation's task (`start_job`): its
-//!   permits (the global one in local mode, where executors use this
-//!   machine's CPUs, the plugin's, the engine's with the driver's memory),
-//!   the job described by the plugin, run by the driver, its data
-//!   published; `Progress` reports update the table's `Running`. A stop
-//!   does not abort it: `JobControl::stop` asks the job to stop unless it
-//!   already published (a `JobGate` both sides take), the run keeps it in
-//!   `draining` and ends only once its task reports `Reaped` (or `Done`,
-//!   for one that published first), so no job outlives its run. A task
-//!   always sends its last report (`LastReport` sends `Reaped` when a panic
-//!   or an abort ends it without one), and a dropped `JobControl` stops its
-//!   job, so a run that ends on an error leaves none to publish after it.
-//!   The engine's permit is taken before the others, so that jobs queued
-//!   behind it hold no transformation permit. `check_engines` refuses, in
-//!   one line, a run whose closure runs on Spark where Spark or Java is
-//!   missing (`Error::EngineUnavailable`; embedded, and when the service
-//!   accepts a run, a 503).
 //! - `publish.rs`: staging directories under `<storage>/.trellis-staging`
 //!   and atomic publish (`renameat2` exchange, done flag inside); a
 //!   `StagingDir` removes itself when dropped unpublished (a task aborted
@@ -297,8 +281,8 @@
 //!   that is exactly as its receipt says. Invariant: it deletes only what
 //!   trellis created.
 
+mod call;
 pub mod coordinators;
-mod engine;
 mod memo;
 mod plan;
 pub mod publish;
@@ -309,6 +293,7 @@ pub mod service;
 mod state;
 mod step;
 pub mod table;
+mod task;
 pub mod transition;
 pub mod txlog;
 mod views;
@@ -318,9 +303,10 @@ pub use coordinate::{Coordination, CoordinatorStatus, Submission};
 pub use coordinators::{action, coordinate, policy};
 pub use plan::{Increment, NoData, Outdated, Verdict, Why};
 pub use reload::{Project, ReloadReport, Reloader, load_project};
-pub use run::{Run, RunSummary, StopReason, TaskReport, check_full_refresh};
+pub use run::{Run, RunSummary, StopReason, check_full_refresh};
 pub use service::{Accepted, CoordinatorAnswer, CoordinatorOperation, Handle, Service, Stopping};
-pub use state::{Invalidation, Permits, Progress, Scheduler, TxLogView, TxReset};
+pub use state::{Invalidation, Progress, Scheduler, TxLogView, TxReset};
+pub use task::{Permits, TaskReport};
 pub use transition::{Action, Event, Facts, Freshness, Mode, Reason, Settled, freshness, transition};
 
 use crate::catalog::pattern;

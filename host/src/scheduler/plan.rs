@@ -182,7 +182,7 @@ impl Scheduler {
             return Some(Increment::NotExported { plugin });
         }
         let inputs = self.inputs_with_data(id, materialized).into_iter().map(|(_, input)| input).collect();
-        Some(match super::txlog::prepare(self.staging.storage(), &self.txlog_spec(id, inputs, false)) {
+        Some(match super::txlog::prepare(self.executor.staging().storage(), &self.txlog_spec(id, inputs, false)) {
             Ok(prepared) => match &prepared.increment.full_reason {
                 Some(reason) => Increment::Everything { reason: reason.to_string() },
                 None => Increment::NewFiles(prepared.new_files()),
@@ -202,7 +202,7 @@ impl Scheduler {
     /// [`Scheduler::plan`] for a run in `mode`: what that run would do to
     /// each view, so that a mode can be tried before it is run.
     pub fn plan_in_mode(&mut self, pattern_text: &str, mode: Mode) -> Result<Vec<(String, Verdict)>, Error> {
-        self.transformations()?;
+        self.check_plugins()?;
         let addressed = self.instantiate(pattern_text)?;
         let plan = match mode {
             Mode::TransformOnly | Mode::SetOnly => self.plan_alone(&addressed, mode),
@@ -233,7 +233,7 @@ impl Scheduler {
     /// materialized that `plan` would rematerialize, with its reason: the
     /// same judgement, so that a view shown stale is one a run rebuilds.
     pub fn stale(&mut self, indexes: &[u32]) -> Result<HashMap<u32, Outdated>, Error> {
-        self.transformations()?;
+        self.check_plugins()?;
         let materialized: Vec<ViewId> = indexes
             .iter()
             .filter(|&&index| self.views.get(index).is_some_and(|slot| slot.record.state == ViewState::Materialized))

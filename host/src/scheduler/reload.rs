@@ -16,8 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::Error;
-use super::publish::Staging;
-use super::state::{Permits, Scheduler, Transformations};
+use super::state::Scheduler;
 use crate::catalog::{self, Catalog, Transformation, ViewTypeId};
 use crate::metastore::SchemaChange;
 use crate::plugins::{self, Plugins};
@@ -130,27 +129,8 @@ impl Scheduler {
                 _ => {}
             }
         }
-        if catalog.settings.storage != self.catalog.settings.storage {
-            let staging = Staging::new(&catalog.settings.storage);
-            staging
-                .clean()
-                .map_err(|e| Error::Io(format!("cannot clean {}: {e}", catalog.settings.storage.display())))?;
-            self.staging = Arc::new(staging);
-        }
-        // Permits whose limit is unchanged are kept: the API shows them.
-        if self.global.limit != catalog.settings.concurrency {
-            self.global = Permits::new("*", catalog.settings.concurrency);
-        }
-        let mut old_permits = std::mem::take(&mut self.per_plugin);
-        self.per_plugin = catalog
-            .plugins
-            .iter()
-            .map(|(name, decl)| {
-                let limit = decl.concurrency.unwrap_or(catalog.settings.concurrency);
-                let permits = old_permits.remove(name).filter(|old| old.limit == limit);
-                (name.clone(), permits.unwrap_or_else(|| Permits::new(name, limit)))
-            })
-            .collect();
+        let storage_moved = catalog.settings.storage != self.catalog.settings.storage;
+        self.executor.reload(&catalog, storage_moved)?;
         // The views held, to hold again under the new catalog.
         let urls: Vec<Arc<str>> = self
             .views
@@ -158,8 +138,8 @@ impl Scheduler {
             .filter(|(id, _)| catalog.find(&self.views.lattice().view_type(*id).name).is_some())
             .map(|(_, slot)| slot.url.clone())
             .collect();
-        let watched = self.views.reset(catalog.clone(), schema_changed, self.staging.shared());
-        self.transformations = Some(Transformations::new(&catalog, plugins, versions));
+        let watched = self.views.reset(catalog.clone(), schema_changed, self.executor.staging().shared());
+        self.executor.set_plugins(&catalog, plugins, versions);
         self.catalog = catalog;
         for url in &urls {
             // A view whose type's parameters or dependencies changed may
@@ -178,7 +158,7 @@ impl Scheduler {
     /// What the new catalog and versions change against the current ones.
     fn changes(&self, catalog: &Catalog, versions: &HashMap<ViewTypeId, String>) -> ReloadReport {
         let mut report = ReloadReport::default();
-        let old_versions = self.transformations.as_ref().map(|t| &t.versions);
+        let old_versions = self.executor.versions();
         for view_type in catalog.types() {
             let Some(old) = self.catalog.find(&view_type.name) else {
                 report.added.push(view_type.name.clone());

@@ -11,29 +11,27 @@
 //! is the other.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::mpsc;
-use tracing::Instrument;
 
 use super::Error;
-use super::engine::JobControl;
-use super::publish::{Receipt, Staging};
+use super::call::Attempt;
+use super::publish::Receipt;
 use super::record::previous_stable;
 use super::state::{Progress, Scheduler};
 use super::step::{self, FlowSoFar, ViewNow};
 use super::table::CurrentRun;
 use super::table::Running;
+use super::task::{self, Stopped, Task, TaskReport};
 use super::transition::{Action, Event, FailureClass, Failures, Freshness, Mode, Reason, Retry, Settled};
 use super::txlog;
 use super::views::{MemoChange, Standing};
 use crate::catalog::Transformation;
 use crate::lattice::ViewId;
 use crate::metastore::{Commit, FlowRecord, RunRecord};
-use crate::model::{Counters, FlowStatus, Termination, ViewState, counters_of};
-use crate::runtime::{self, Plugin, TransformInput, TransformOutcome, TransformRequest};
+use crate::model::{Counters, FlowStatus, Termination, ViewState};
+use crate::runtime;
 
 /// The outcome of one run, for the CLI's summary.
 #[derive(Debug, Clone)]
@@ -90,60 +88,6 @@ pub enum StopReason {
     Requested,
     /// The server shut down and the grace period passed.
     Shutdown,
-}
-
-/// What a task reports back to the run that started it.
-#[derive(Debug)]
-pub enum TaskReport {
-    /// A transformation got its permits and is running.
-    Started {
-        view: ViewId,
-    },
-    Done {
-        view: ViewId,
-        data: bool,
-        timestamp: i64,
-        /// What the transformation returned with its data.
-        counters: Option<Counters>,
-        /// An incremental view's commit, published with its data.
-        txlog: Option<Box<txlog::Marker>>,
-    },
-    Failed {
-        view: ViewId,
-        /// Whether, and how, trying again may help.
-        class: FailureClass,
-        message: String,
-    },
-    RetryDue {
-        view: ViewId,
-    },
-    /// What a transformation logged and printed, sent before its end.
-    Logged {
-        view: ViewId,
-        log: Box<crate::metastore::AttemptLog>,
-    },
-    /// How far an engine's job has come, as its driver says.
-    Progress {
-        view: ViewId,
-        text: String,
-    },
-    /// An engine's job asked to stop is gone, with its staging directory:
-    /// its task's last report after a stop.
-    Reaped {
-        view: ViewId,
-    },
-}
-
-/// A running task: how to abort it, and whether it got past the permits
-/// (a transformation that never started is skipped, not canceled).
-struct Task {
-    handle: tokio::task::JoinHandle<()>,
-    started: Arc<AtomicBool>,
-    /// An engine's job, which a stop asks to stop rather than aborts.
-    job: Option<JobControl>,
-    /// A transformation's attempt (not a retry's wait): one that never got
-    /// its permits before a stop is no attempt.
-    attempt: bool,
 }
 
 /// What a run keeps per view.
@@ -290,7 +234,7 @@ impl Scheduler {
         full_refresh: bool,
         stop: impl std::future::Future<Output = ()>,
     ) -> Result<RunSummary, Error> {
-        self.transformations()?;
+        self.check_plugins()?;
         let addressed = self.instantiate(pattern_text)?;
         if matches!(mode, Mode::Default | Mode::TransformOnly) {
             self.check_engines(&addressed)?;
@@ -661,7 +605,7 @@ impl Scheduler {
             .count();
         // Running is what holds a permit, as `trellis transformations`
         // counts it; the other tasks wait for one (or for a retry).
-        let running = self.global.in_use().min(run.tasks.len());
+        let running = self.executor.running().min(run.tasks.len());
         let waiting = run.tasks.len() - running;
         let progress = Progress { settled, known: run.flows.len(), running, waiting };
         self.with_table(|table| table.current_run_pending = progress.known - progress.settled);
@@ -833,58 +777,62 @@ impl Scheduler {
             .collect()
     }
 
+    /// Asks the view's dependencies (those a full refresh selected, and
+    /// none the memo knows to be up to date), or settles it when none is
+    /// left to wait for.
+    fn ask_dependencies(&mut self, run: &mut Run, id: ViewId) {
+        let mode = run.mode;
+        // Asked now: `latest()` is resolved as of this check.
+        if self.views.lattice().has_latest(id) {
+            self.resolve_latest_at(id, &run.latest_at);
+        }
+        let mut dependencies = self.views.lattice().dependencies(id).to_vec();
+        dependencies.sort();
+        dependencies.dedup();
+        let mut pending = 0;
+        for dependency in dependencies {
+            // A full refresh asks only what it selected (whatever
+            // the memo says) and reads the rest as it stands.
+            if let Some(selected) = &run.full_refresh
+                && !selected.contains(&dependency)
+            {
+                continue;
+            }
+            // A view the memo knows to be up to date is taken as it
+            // is, without asking it or what it depends on; unless
+            // this run has it in flight, when it is waited for.
+            let in_flight = matches!(
+                self.views.record(dependency).state,
+                ViewState::Waiting | ViewState::Transforming | ViewState::Retrying
+            );
+            let known_fresh =
+                mode == Mode::Default && run.full_refresh.is_none() && !in_flight && self.views.is_clean(dependency);
+            let theirs = run.view(dependency);
+            if theirs.settled_in_run || known_fresh {
+                continue;
+            }
+            theirs.waiting.push(id);
+            pending += 1;
+            // One in flight will notify its dependents when it
+            // settles. Asking it again could reach it after it
+            // settled in this very batch and open it again, so that
+            // this view would find it in flight and pass it over.
+            if !in_flight {
+                let once = self.views.lattice().view_type(dependency).materialize_once;
+                run.queue.push_back((dependency, Event::Materialize { mode, materialize_once: once }));
+            }
+        }
+        run.view(id).pending = pending;
+        if pending == 0 {
+            let event = self.settle(run, id);
+            run.queue.push_back((id, event));
+        }
+    }
+
     fn execute_action(&mut self, run: &mut Run, id: ViewId, action: Action) {
         let mode = run.mode;
         match action {
-            Action::AskDependencies => {
-                // Asked now: `latest()` is resolved as of this check.
-                if self.views.lattice().has_latest(id) {
-                    self.resolve_latest_at(id, &run.latest_at);
-                }
-                let mut dependencies = self.views.lattice().dependencies(id).to_vec();
-                dependencies.sort();
-                dependencies.dedup();
-                let mut pending = 0;
-                for dependency in dependencies {
-                    // A full refresh asks only what it selected (whatever
-                    // the memo says) and reads the rest as it stands.
-                    if let Some(selected) = &run.full_refresh
-                        && !selected.contains(&dependency)
-                    {
-                        continue;
-                    }
-                    // A view the memo knows to be up to date is taken as it
-                    // is, without asking it or what it depends on; unless
-                    // this run has it in flight, when it is waited for.
-                    let in_flight = matches!(
-                        self.views.record(dependency).state,
-                        ViewState::Waiting | ViewState::Transforming | ViewState::Retrying
-                    );
-                    let known_fresh = mode == Mode::Default
-                        && run.full_refresh.is_none()
-                        && !in_flight
-                        && self.views.is_clean(dependency);
-                    let theirs = run.view(dependency);
-                    if theirs.settled_in_run || known_fresh {
-                        continue;
-                    }
-                    theirs.waiting.push(id);
-                    pending += 1;
-                    // One in flight will notify its dependents when it
-                    // settles. Asking it again could reach it after it
-                    // settled in this very batch and open it again, so that
-                    // this view would find it in flight and pass it over.
-                    if !in_flight {
-                        let once = self.views.lattice().view_type(dependency).materialize_once;
-                        run.queue.push_back((dependency, Event::Materialize { mode, materialize_once: once }));
-                    }
-                }
-                run.view(id).pending = pending;
-                if pending == 0 {
-                    let event = self.settle(run, id);
-                    run.queue.push_back((id, event));
-                }
-            }
+            Action::AskDependencies => self.ask_dependencies(run, id),
             Action::NotifyDependents => {
                 let view = run.view(id);
                 view.settled_in_run = true;
@@ -910,30 +858,14 @@ impl Scheduler {
                     self.resolve_latest_at(id, &run.latest_at);
                 }
                 run.view(id).attempts += 1;
-                let started = Arc::new(AtomicBool::new(false));
                 let full_refresh = run.full_refresh.as_ref().is_some_and(|selected| selected.contains(&id));
-                let attempt = (run.id.clone(), run.view(id).attempts);
-                let receipt = self.receipt(run, id);
-                let actual = run.latest_at.actual;
-                let (task, job) = self.start_transformation(
-                    id,
-                    run.reports.clone(),
-                    started.clone(),
-                    (full_refresh, actual),
-                    attempt,
-                    receipt,
-                );
-                run.tasks.insert(id, Task { handle: task, started, job, attempt: true });
+                let attempt = Attempt { receipt: self.receipt(run, id), actual: run.latest_at.actual, full_refresh };
+                let task = self.start_transformation(id, attempt, run.reports.clone());
+                run.tasks.insert(id, task);
             }
             Action::ScheduleRetry => {
-                let backoff = run.view(id).retry_in.take().unwrap_or(self.retry_backoff);
-                let reports = run.reports.clone();
-                let task = tokio::spawn(async move {
-                    tokio::time::sleep(backoff).await;
-                    let _ = reports.send(TaskReport::RetryDue { view: id });
-                });
-                let started = Arc::new(AtomicBool::new(false));
-                run.tasks.insert(id, Task { handle: task, started, job: None, attempt: false });
+                let backoff = run.view(id).retry_in.take();
+                run.tasks.insert(id, self.executor.retry_after(id, backoff, run.reports.clone()));
             }
             _ => {}
         }
@@ -946,16 +878,8 @@ impl Scheduler {
     /// state it had before the run. An engine job that published its data
     /// before the stop came is left to report it.
     fn cancel(&mut self, run: &mut Run) {
-        let mut finishing = HashSet::new();
-        for (view, task) in &mut run.tasks {
-            if let Some(job) = &mut task.job {
-                if !job.stop() {
-                    finishing.insert(*view);
-                }
-                run.draining.insert(*view);
-            }
-        }
-        let canceled: Vec<u32> = run.tasks.keys().filter(|view| !finishing.contains(view)).map(|view| view.0).collect();
+        let Stopped { finishing, stopped } = task::stop_all(&mut run.tasks, &mut run.draining, &mut run.aborted);
+        let canceled: Vec<u32> = stopped.iter().map(|(view, ..)| view.0).collect();
         self.with_table(|table| {
             for view in canceled {
                 if table.running.remove(&view).is_some() {
@@ -963,15 +887,7 @@ impl Scheduler {
                 }
             }
         });
-        // Which tasks had started is read before any is aborted: an aborted
-        // task gives its permits back, and one waiting for them could start.
-        let started: Vec<(ViewId, bool, bool)> = run
-            .tasks
-            .iter()
-            .filter(|(view, _)| !finishing.contains(view))
-            .map(|(view, task)| (*view, task.started.load(Ordering::SeqCst), task.attempt))
-            .collect();
-        for (view, started, attempt) in started {
+        for (view, started, attempt) in stopped {
             run.flows.insert(view, if started { FlowStatus::Canceled } else { FlowStatus::Skipped });
             if !started {
                 run.view(view).flow.reason = Some(STOPPED_BEFORE_START.to_string());
@@ -980,15 +896,6 @@ impl Scheduler {
             if attempt && !started {
                 let theirs = run.view(view);
                 theirs.attempts = theirs.attempts.saturating_sub(1);
-            }
-        }
-        // Engine jobs end by themselves, and report it; the rest is aborted.
-        for (view, task) in std::mem::take(&mut run.tasks) {
-            if task.job.is_some() && finishing.contains(&view) {
-                run.tasks.insert(view, task);
-            } else if task.job.is_none() {
-                task.handle.abort();
-                run.aborted.push(task.handle);
             }
         }
         for (id, slot) in self.views.slots() {
@@ -1146,7 +1053,7 @@ impl Scheduler {
         {
             for dependency in group {
                 let dir = self.views.lattice().data_path(dependency);
-                if !materialized(dependency) || !self.staging.holds_data(&dir) {
+                if !materialized(dependency) || !self.executor.staging().holds_data(&dir) {
                     continue;
                 }
                 let path = dir.strip_prefix(&self.catalog.settings.storage).unwrap_or(&dir).to_string_lossy().into();
@@ -1204,299 +1111,10 @@ impl Scheduler {
             inputs,
         }
     }
-
-    /// Starts a view's transformation as a task; an engine's job also
-    /// gives how to stop it.
-    fn start_transformation(
-        &mut self,
-        id: ViewId,
-        results: mpsc::UnboundedSender<TaskReport>,
-        started: Arc<AtomicBool>,
-        (full_refresh, actual): (bool, chrono::DateTime<chrono::Utc>),
-        attempt: (Arc<str>, u32),
-        receipt: Receipt,
-    ) -> (tokio::task::JoinHandle<()>, Option<JobControl>) {
-        let view_type = self.views.lattice().view_type(id);
-        let done_flag = self.views.lattice().done_flag_path(id);
-        let Transformation::Plugin { plugin: plugin_name, .. } = &view_type.transformation else {
-            // External data: its done flag is its transformation.
-            let data = self.staging.exists(&done_flag);
-            let result =
-                TaskReport::Done { view: id, data, timestamp: self.clock.millis(), counters: None, txlog: None };
-            let task = tokio::spawn(async move {
-                let _ = results.send(result);
-            });
-            return (task, None);
-        };
-        let found = self.transformations().map_err(|e| e.to_string()).and_then(|t| {
-            let plugin = t.plugins.get(plugin_name).cloned()?;
-            Ok((plugin, t.spark.clone()))
-        });
-        let (plugin, spark) = match found {
-            Ok(found) => found,
-            Err(message) => return (fail_at_once(id, results, message), None),
-        };
-        if plugin.world() == runtime::World::Engine {
-            let (task, job) = self.start_job(id, plugin, spark, results, (started, actual), receipt);
-            return (task, Some(job));
-        }
-        let own_timestamp = self.views.record(id).timestamp;
-        let with_data =
-            self.inputs_with_data(id, |dependency| self.views.record(dependency).state == ViewState::Materialized);
-        let mut guest_paths: HashMap<ViewId, String> = HashMap::new();
-        let mut inputs = Vec::with_capacity(with_data.len());
-        for (dependency, input) in &with_data {
-            let record = &self.views.record(*dependency);
-            guest_paths.insert(*dependency, runtime::guest_input(inputs.len()));
-            inputs.push(TransformInput {
-                name: input.source.clone(),
-                view: input.input.clone(),
-                dir: input.dir.clone(),
-                timestamp: record.timestamp,
-                changed: record.timestamp > own_timestamp,
-            });
-        }
-        let path_of = |d: ViewId| guest_paths.get(&d).cloned().unwrap_or_default();
-        // `${actualTime()}`: the run's actual time (its action's), not
-        // when this transformation happens to start.
-        let config = match self.views.lattice().config(id, actual, runtime::GUEST_OUTPUT, &path_of) {
-            Ok(config) => config,
-            Err(message) => return (fail_at_once(id, results, message), None),
-        };
-        let request_base = TransformRequest {
-            view: self.views.lattice().url_path(id),
-            parameters: self.parameters(id),
-            nominal_time: self.views.lattice().time(id).map(|t| t.timestamp_millis()),
-            actual_time: actual.timestamp_millis(),
-            config,
-            inputs,
-            output_dir: PathBuf::new(),
-            output_limit: self.output_limit(id),
-        };
-        let data_path = self.views.lattice().data_path(id);
-        // Incremental only where the type says so and the plugin can.
-        let incremental = (self.merges(id) == Some(true))
-            .then(|| self.txlog_spec(id, with_data.into_iter().map(|(_, input)| input).collect(), full_refresh));
-        let flag = view_type.done_flag.clone();
-        let staging = self.staging.clone();
-        // The plugin's lines on the host's log name the view they are for.
-        let span = tracing::info_span!(target: "trellis::plugin", "transform", view = %self.views.url(id));
-        let declared = plugin_name.clone();
-        let global = self.global.semaphore.clone();
-        let local = self.per_plugin[plugin_name].semaphore.clone();
-        let clock = self.clock.clone();
-        let task = tokio::spawn(async move {
-            let (Ok(_global), Ok(_local)) = (global.acquire_owned().await, local.acquire_owned().await) else { return };
-            started.store(true, Ordering::SeqCst);
-            let _ = results.send(TaskReport::Started { view: id });
-            let mut printed = None;
-            let mut receipt = receipt;
-            let published = (&*staging, data_path.as_path(), flag.as_str());
-            let result = run_plugin(&plugin, request_base, incremental, published, &mut receipt, &clock, &mut printed)
-                .instrument(span)
-                .await;
-            if let Some(printed) = printed {
-                let outcome = match &result {
-                    Ok((true, ..)) => "succeeded".to_string(),
-                    Ok((false, ..)) => "no data".to_string(),
-                    Err((_, message)) => format!("failed: {message}"),
-                };
-                let log = attempt_log(&declared, attempt, printed, outcome, clock.millis());
-                let _ = results.send(TaskReport::Logged { view: id, log: Box::new(log) });
-            }
-            // The timestamp its receipt carries, if it published: the record's.
-            let timestamp = match &result {
-                Ok((true, ..)) => receipt.timestamp,
-                _ => clock.millis(),
-            };
-            let _ = results.send(match result {
-                Ok((data, counters, txlog)) => {
-                    TaskReport::Done { view: id, data, timestamp, counters, txlog: txlog.map(Box::new) }
-                }
-                Err((class, message)) => TaskReport::Failed { view: id, class, message },
-            });
-        });
-        (task, None)
-    }
-}
-
-/// A task that reports a fatal failure at once: a view that cannot start.
-fn fail_at_once(
-    view: ViewId,
-    results: mpsc::UnboundedSender<TaskReport>,
-    message: String,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let _ = results.send(TaskReport::Failed { view, class: FailureClass::Fatal, message });
-    })
 }
 
 /// How many of a view's last transformations keep their logs.
 const KEPT_ATTEMPTS: usize = 3;
-/// What one attempt keeps of its log lines, stdout and stderr, each.
-const LOG_LINES_BYTES: usize = 32 << 10;
-const PRINTED_BYTES: usize = 16 << 10;
-
-/// What a call logged and printed.
-pub(super) struct Printed {
-    pub lines: Vec<runtime::LogLine>,
-    pub stdout: runtime::Captured,
-    pub stderr: runtime::Captured,
-}
-
-/// One attempt's log, bounded: the first lines up to their budget, the
-/// beginnings of stdout and stderr, the rest counted; `outcome` says how
-/// it ended ("succeeded", "no data", "failed: ...").
-pub(super) fn attempt_log(
-    plugin: &str,
-    (run, attempt): (Arc<str>, u32),
-    printed: Printed,
-    outcome: String,
-    time: i64,
-) -> crate::metastore::AttemptLog {
-    let mut truncated = printed.stdout.truncated_bytes + printed.stderr.truncated_bytes;
-    let mut budget = LOG_LINES_BYTES;
-    let mut lines = Vec::new();
-    for line in printed.lines {
-        if line.message.len() > budget {
-            truncated += line.message.len() as u64;
-            budget = 0;
-            continue;
-        }
-        budget -= line.message.len();
-        lines.push(crate::metastore::LoggedLine { level: line.level.to_string(), message: line.message });
-    }
-    let mut cut = |mut text: String| {
-        if text.len() > PRINTED_BYTES {
-            let mut end = PRINTED_BYTES;
-            while !text.is_char_boundary(end) {
-                end -= 1;
-            }
-            truncated += (text.len() - end) as u64;
-            text.truncate(end);
-        }
-        text
-    };
-    let (stdout, stderr) = (cut(printed.stdout.text), cut(printed.stderr.text));
-    crate::metastore::AttemptLog {
-        run: run.to_string(),
-        attempt,
-        time,
-        plugin: plugin.to_string(),
-        outcome,
-        lines,
-        stdout,
-        stderr,
-        truncated_bytes: truncated,
-    }
-}
-
-/// What a transformation left: whether it has data, its counters, and an
-/// incremental view's commit.
-type Produced = (bool, Option<Counters>, Option<txlog::Marker>);
-
-/// Runs one transformation into a fresh staging directory and publishes it
-/// on data; any failure leaves the previous data untouched. An incremental
-/// view's call gets what changed since its last commit, and its marker is
-/// published with its data (see `txlog`).
-async fn run_plugin(
-    plugin: &Plugin,
-    mut request: TransformRequest,
-    incremental: Option<txlog::Spec>,
-    (staging, data_path, done_flag): (&Staging, &std::path::Path, &str),
-    receipt: &mut Receipt,
-    clock: &crate::clock::Clock,
-    printed: &mut Option<Printed>,
-) -> Result<Produced, (FailureClass, String)> {
-    // The commit's time: when its transformation began, by the scheduler's
-    // clock, as every time trellis records (not the request's actual time,
-    // which for a coordinator's action is when the action was created).
-    let committed_at = clock.millis();
-    // Staging and publishing are the host's own I/O: trouble there is not
-    // the view's fault, and is retried until it passes. However the call
-    // ends (an abort included), the directory goes unless published.
-    let dir = staging.create().map_err(|e| (FailureClass::Host, format!("cannot create a staging directory: {e}")))?;
-    request.output_dir = dir.path().to_path_buf();
-    let prepared = match incremental {
-        Some(spec) => {
-            let storage = staging.shared();
-            let checked =
-                tokio::task::spawn_blocking(move || txlog::prepare(&*storage, &spec).map(|prepared| (spec, prepared)))
-                    .await
-                    .map_err(|e| format!("the manifest check stopped: {e}"))
-                    .and_then(|checked| {
-                        checked.map_err(|e| format!("cannot list an input for the manifest check: {e}"))
-                    });
-            match checked {
-                Ok(prepared) => Some(prepared),
-                Err(message) => {
-                    staging.discard(dir);
-                    return Err((FailureClass::Host, message));
-                }
-            }
-        }
-        None => None,
-    };
-    let called = match &prepared {
-        Some((_, prepared)) => plugin.transform_incremental(&request, &prepared.increment).await,
-        None => plugin
-            .transform(&request)
-            .await
-            .map(|report| report.map(|outcome| runtime::IncrementalOutcome { outcome, commits: Vec::new() })),
-    };
-    let mut report = match called {
-        Ok(report) => report,
-        Err(e) => {
-            staging.discard(dir);
-            // The host refused the call (its memory cap over the whole
-            // budget, a grant it cannot make): the same every time.
-            return Err((FailureClass::Fatal, e.to_string()));
-        }
-    };
-    *printed = Some(Printed {
-        lines: std::mem::take(&mut report.log),
-        stdout: std::mem::take(&mut report.stdout),
-        stderr: std::mem::take(&mut report.stderr),
-    });
-    match report.result {
-        Ok(runtime::IncrementalOutcome { outcome: TransformOutcome::Data { counters }, commits }) => {
-            // An incremental view's commit goes into the output it describes.
-            let marker = match prepared {
-                Some((spec, prepared)) => match txlog::write_marker(&spec, prepared, &commits, &dir, committed_at) {
-                    Ok(marker) => Some(marker),
-                    Err(e) => {
-                        staging.discard(dir);
-                        return Err((FailureClass::Host, format!("cannot write {}: {e}", txlog::MARKER)));
-                    }
-                },
-                None => None,
-            };
-            // No counters returned is none to keep, not an empty set.
-            let counters = (!counters.is_empty()).then(|| counters_of(&counters));
-            receipt.counters = counters.clone();
-            receipt.timestamp = receipt.timestamp.max(clock.millis());
-            match staging.publish(dir, data_path, done_flag, receipt) {
-                Ok(()) => Ok((true, counters, marker)),
-                Err(e) => Err((FailureClass::Host, format!("cannot publish to {}: {e}", data_path.display()))),
-            }
-        }
-        Ok(runtime::IncrementalOutcome { outcome: TransformOutcome::NoData, .. }) => {
-            staging.discard(dir);
-            Ok((false, None, None))
-        }
-        Err(failure) => {
-            staging.discard(dir);
-            let class = if failure.is_retryable() {
-                FailureClass::Retryable
-            } else if failure.is_crash() {
-                FailureClass::Crash
-            } else {
-                FailureClass::Fatal
-            };
-            Err((class, format!("{} ({:?})", failure.message, failure.kind)))
-        }
-    }
-}
 
 /// Why a flow is SKIPPED when no failed dependency is: the run was
 /// stopped before its transformation started.

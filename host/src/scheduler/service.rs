@@ -21,9 +21,10 @@ use super::Error;
 use super::coordinate::Coordination;
 pub use super::coordinate::{CoordinatorAnswer, CoordinatorOperation};
 use super::reload::{Project, ReloadReport};
-use super::run::{Run, RunSummary, StopReason, TaskReport};
+use super::run::{Run, RunSummary, StopReason};
 use super::state::{Invalidation, Scheduler, TxLogView, TxReset};
 use super::table::SharedTable;
+use super::task::TaskReport;
 use super::transition::Mode;
 use crate::lattice::ViewId;
 use crate::metastore::RunRecord;
@@ -550,7 +551,7 @@ impl Service {
         if self.closing.is_some() {
             return Err(Error::Closing);
         }
-        self.scheduler.transformations()?;
+        self.scheduler.check_plugins()?;
         let addressed = self.scheduler.instantiate(pattern)?;
         if matches!(mode, Mode::Default | Mode::TransformOnly) {
             self.scheduler.check_engines(&addressed)?;

@@ -3,20 +3,16 @@
 //! permits and the staging area. Outside runs it instantiates, invalidates
 //! and plans (in `plan`); runs are in `run`. Invariant: it changes the book only
 //! through its methods, and adopts a record only after committing it.
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Duration;
-
-use tokio::sync::Semaphore;
 
 use super::Error;
 use super::memo::Memo;
-use super::publish::Staging;
 use super::table::{SharedTable, Table};
+use super::task::{Executor, Permits};
 use super::transition::{Action, Event, FlagCheck, transition};
 use super::views::{Judgement, MemoChange, Slot, Standing, Views, flag_check};
-use crate::catalog::{Catalog, Transformation, ViewTypeId, pattern};
-use crate::engines::spark::Spark;
+use crate::catalog::{Catalog, Transformation, pattern};
 use crate::lattice::{self, Lattice, Resolution, ViewId};
 use crate::metastore::{Commit, Metastore, RunRecord, SchemaChange, ViewRecord};
 use crate::model::{Termination, ViewState};
@@ -53,36 +49,14 @@ pub struct TxReset {
     pub refused: Vec<(String, String)>,
 }
 
-/// What transformations need: the plugins and each type's version checksum.
-/// A scheduler opened without them can instantiate and invalidate only.
-pub(super) struct Transformations {
-    pub plugins: Arc<Plugins>,
-    pub versions: HashMap<ViewTypeId, String>,
-    /// The driver of engine-backed types' jobs, with the project's settings.
-    pub spark: Arc<Spark>,
-}
-
-impl Transformations {
-    pub(super) fn new(catalog: &Catalog, plugins: Arc<Plugins>, versions: HashMap<ViewTypeId, String>) -> Self {
-        let spark = Spark::new(
-            catalog.settings.spark.clone(),
-            crate::python::default_tools_dir(),
-            plugins.memory_budget().clone(),
-        );
-        Transformations { plugins, versions, spark: Arc::new(spark) }
-    }
-}
-
 pub struct Scheduler {
     pub(super) catalog: Arc<Catalog>,
     /// The book of views: lattice, slots, memo, table.
     pub(super) views: Views,
     pub(super) store: Arc<Metastore>,
-    pub(super) transformations: Option<Transformations>,
-    pub(super) staging: Arc<Staging>,
-    pub(super) global: Permits,
-    pub(super) per_plugin: HashMap<String, Permits>,
-    pub(super) retry_backoff: Duration,
+    /// What runs transformations: plugins, engines, permits, staging,
+    /// the wait before a retry.
+    pub(super) executor: Executor,
     pub(super) progress: Option<Box<dyn FnMut(Progress) + Send>>,
     pub(super) run_started: Option<Box<Announce>>,
     /// Writes that need not be durable on their own (an action RUNNING, an
@@ -97,25 +71,6 @@ pub struct Scheduler {
     /// its coordinators' actions too): `TRELLIS_NOW` when set, else the
     /// system clock, or the clock a service or `coordinate` gives it.
     pub(super) clock: crate::clock::Clock,
-}
-
-/// A transformation limit and its semaphore, for showing permits in use.
-#[derive(Clone)]
-pub struct Permits {
-    /// A plugin's name, or `*` for the global limit.
-    pub plugin: String,
-    pub limit: usize,
-    pub semaphore: Arc<Semaphore>,
-}
-
-impl Permits {
-    pub(super) fn new(plugin: &str, limit: usize) -> Permits {
-        Permits { plugin: plugin.to_string(), limit, semaphore: Arc::new(Semaphore::new(limit)) }
-    }
-
-    pub fn in_use(&self) -> usize {
-        self.limit.saturating_sub(self.semaphore.available_permits())
-    }
 }
 
 /// How far a run has come: views settled, of views known to the run so far
@@ -158,8 +113,8 @@ impl Scheduler {
     pub async fn open(catalog: Arc<Catalog>, plugins: Arc<Plugins>) -> Result<Scheduler, Error> {
         plugins.ready_for(&catalog)?;
         let versions = plugins.versions(&catalog).await?;
-        let mut scheduler = Scheduler::open_records(catalog)?;
-        scheduler.transformations = Some(Transformations::new(&scheduler.catalog, plugins, versions));
+        let mut scheduler = Scheduler::open_records(catalog.clone())?;
+        scheduler.executor.set_plugins(&catalog, plugins, versions);
         Ok(scheduler)
     }
 
@@ -180,25 +135,13 @@ impl Scheduler {
                 schema_changed.insert(view_type.id);
             }
         }
-        let staging = Staging::new(&catalog.settings.storage);
-        staging.clean().map_err(|e| Error::Io(format!("cannot clean {}: {e}", catalog.settings.storage.display())))?;
-        reconcile_txlog(staging.storage(), &store, clock.millis())?;
-        let per_plugin = catalog
-            .plugins
-            .iter()
-            .map(|(name, decl)| {
-                (name.clone(), Permits::new(name, decl.concurrency.unwrap_or(catalog.settings.concurrency)))
-            })
-            .collect();
+        let executor = Executor::open(&catalog)?;
+        reconcile_txlog(executor.staging().storage(), &store, clock.millis())?;
         Ok(Scheduler {
-            views: Views::new(catalog.clone(), schema_changed, staging.shared()),
+            views: Views::new(catalog.clone(), schema_changed, executor.staging().shared()),
             store,
-            transformations: None,
-            staging: Arc::new(staging),
-            global: Permits::new("*", catalog.settings.concurrency),
-            per_plugin,
+            executor,
             catalog,
-            retry_backoff: Duration::from_millis(100),
             progress: None,
             run_started: None,
             deferred: Commit::default(),
@@ -218,14 +161,15 @@ impl Scheduler {
         &self.clock
     }
 
-    /// The plugins and version checksums, which materializing and planning need.
-    pub(super) fn transformations(&self) -> Result<&Transformations, Error> {
-        self.transformations.as_ref().ok_or(Error::NoPlugins)
+    /// Whether it has the plugins and version checksums, which
+    /// materializing and planning need.
+    pub(super) fn check_plugins(&self) -> Result<(), Error> {
+        self.executor.check_plugins()
     }
 
     /// A type's current version checksum.
     pub(super) fn version(&self, id: ViewId) -> &str {
-        self.transformations.as_ref().map_or("", |t| t.versions[&self.views.lattice().view_type(id).id].as_str())
+        self.executor.version(self.views.lattice().view_type(id).id)
     }
 
     /// Calls `report` after every step of a run, e.g. for a progress bar.
@@ -251,9 +195,7 @@ impl Scheduler {
 
     /// The global transformation limit, then each plugin's.
     pub fn permits(&self) -> Vec<Permits> {
-        let mut plugins: Vec<Permits> = self.per_plugin.values().cloned().collect();
-        plugins.sort_by(|a, b| a.plugin.cmp(&b.plugin));
-        std::iter::once(self.global.clone()).chain(plugins).collect()
+        self.executor.permits()
     }
 
     /// Commits `commit` durably, after the writes deferred so far.
@@ -375,7 +317,7 @@ impl Scheduler {
         evaluation: chrono::DateTime<chrono::Utc>,
     ) -> Result<Vec<ViewId>, Error> {
         let pattern = pattern::parse(pattern_text)?;
-        let storage = self.staging.clone();
+        let storage = self.executor.staging().clone();
         let on_disk = move |l: &Lattice, v: &lattice::ResolvedView<'_>| storage.exists(&l.done_flag_path_of(v));
         let resolution = Resolution { evaluation_time: evaluation, exists: &on_disk };
         let addressed = self.views.instantiate(&pattern, &resolution)?;
@@ -433,7 +375,7 @@ impl Scheduler {
         }
         let data_path = self.views.lattice().data_path(id);
         let Some(found) = super::publish::recognise(
-            self.staging.storage(),
+            self.executor.staging().storage(),
             url,
             &record,
             &data_path,
@@ -494,7 +436,7 @@ impl Scheduler {
         commit.flows.push((receipt.run, url.to_string(), flow));
         // An incremental view's first commit has no log's head yet for the
         // open's reconciliation to find: its log is written from its marker here.
-        if let Some(marker) = super::txlog::read_marker(self.staging.storage(), &data_path)
+        if let Some(marker) = super::txlog::read_marker(self.executor.staging().storage(), &data_path)
             && marker.view == **url
         {
             match (self.store.tx_head(url), self.store.tx_entries(url)) {
@@ -521,7 +463,7 @@ impl Scheduler {
     /// that cannot be made (the lattice is full) keeps the old edges, with
     /// a warning. Returns whether the edges changed.
     pub(super) fn resolve_latest(&mut self, id: ViewId, evaluation: chrono::DateTime<chrono::Utc>) -> bool {
-        let staging = self.staging.clone();
+        let staging = self.executor.staging().clone();
         let on_disk = move |l: &Lattice, v: &lattice::ResolvedView<'_>| staging.exists(&l.done_flag_path_of(v));
         self.resolve_latest_with(id, evaluation, &on_disk)
     }
@@ -670,7 +612,7 @@ impl Scheduler {
         if self.views.lattice().any_latest() {
             let pinned = pinned.map(|flags| self.storage_paths(flags));
             let storage = self.catalog.settings.storage.clone();
-            let staging = self.staging.clone();
+            let staging = self.executor.staging().clone();
             let exists = |l: &Lattice, v: &lattice::ResolvedView<'_>| {
                 let flag = l.done_flag_path_of(v);
                 let there = match &pinned {
@@ -734,7 +676,7 @@ impl Scheduler {
     pub(super) fn input_present(&mut self, id: ViewId) -> bool {
         let flag = self.views.lattice().done_flag_path(id);
         self.views.watch(id, &flag);
-        self.staging.exists(&flag)
+        self.executor.staging().exists(&flag)
     }
 
     /// Whether an external view's done flag is not the one its record
@@ -860,7 +802,7 @@ impl Scheduler {
             return None;
         }
         let plugin = view_type.transformation.plugin()?;
-        Some(self.transformations.as_ref().is_none_or(|t| t.plugins.get(plugin).is_ok_and(|p| p.is_incremental())))
+        Some(self.executor.is_incremental(plugin))
     }
 
     /// The transaction logs of the incremental views `pattern` addresses,
@@ -939,7 +881,7 @@ impl Scheduler {
     ) -> Result<(crate::metastore::TxWrite, crate::metastore::NewEvent), Error> {
         let slot = &self.views.slot(id);
         let write = super::txlog::reset_of(
-            self.staging.storage(),
+            self.executor.staging().storage(),
             &slot.url,
             self.store.tx_head(&slot.url)?,
             self.store.tx_entries(&slot.url)?,
@@ -959,10 +901,7 @@ impl Scheduler {
     /// The one judgement of a view whose dependencies have settled, shared
     /// by `plan` and runs (see [`Views::judge`]), by the type's version now.
     pub(super) fn judge(&mut self, id: ViewId, standing: impl Fn(ViewId, &Slot) -> Standing) -> Judgement {
-        let version = match &self.transformations {
-            Some(t) => t.versions[&self.views.lattice().view_type(id).id].as_str(),
-            None => "",
-        };
+        let version = self.executor.version(self.views.lattice().view_type(id).id);
         self.views.judge(id, version, standing)
     }
 
