@@ -116,7 +116,8 @@ pub(super) async fn bench(args: &BenchArgs, runtime: &Runtime) -> anyhow::Result
         return bench_listeners(args, runtime, &dir, start, last).await;
     }
     if let Some(coordinators) = args.coordinators {
-        return bench_coordinators(args, coordinators, runtime, &dir, start, last).await;
+        let bench = Coordinators { args, count: coordinators, runtime, dir: &dir, start, last };
+        return bench_coordinators(bench).await;
     }
     if args.incremental {
         return bench_incremental(args, runtime, &dir, start, last).await;
@@ -264,17 +265,22 @@ fn cpu_time() -> std::time::Duration {
 /// transformations), then an idle server with `count` coordinators whose
 /// last `--waiting-days` actions wait for their inputs: its CPU time, and
 /// how soon a done flag appearing makes its actions READY.
-async fn bench_coordinators(
-    args: &BenchArgs,
+async fn bench_coordinators(bench: Coordinators<'_>) -> anyhow::Result<Status> {
+    catch_up(bench).await?;
+    idle_server(bench).await?;
+    Ok(Status::Success)
+}
+
+/// What both coordinator benchmarks measure on: `count` coordinators over
+/// the days from `start` to `last`, in projects under `dir`.
+#[derive(Clone, Copy)]
+struct Coordinators<'a> {
+    args: &'a BenchArgs,
     count: usize,
-    runtime: &Runtime,
-    dir: &std::path::Path,
+    runtime: &'a Runtime,
+    dir: &'a std::path::Path,
     start: NaiveDate,
     last: NaiveDate,
-) -> anyhow::Result<Status> {
-    catch_up(args, count, runtime, dir, start, last).await?;
-    idle_server(args, count, runtime, dir, start, last).await?;
-    Ok(Status::Success)
 }
 
 /// Midnight (UTC) of `day`: a coordinator's nominal time.
@@ -284,14 +290,8 @@ fn midnight(day: NaiveDate) -> chrono::DateTime<chrono::Utc> {
 
 /// The catch-up of every day by `count` coordinators, on a lattice built
 /// first: the time per action, the coordinators' own part apart.
-async fn catch_up(
-    args: &BenchArgs,
-    count: usize,
-    runtime: &Runtime,
-    dir: &std::path::Path,
-    start: NaiveDate,
-    last: NaiveDate,
-) -> anyhow::Result<()> {
+async fn catch_up(bench: Coordinators<'_>) -> anyhow::Result<()> {
+    let Coordinators { args, count, runtime, dir, start, last } = bench;
     use crate::clock::Clock;
     use crate::model::ActionState;
     use crate::scheduler::Coordination;
@@ -351,14 +351,8 @@ async fn catch_up(
 /// An idle server with `count` coordinators whose last `--waiting-days`
 /// actions wait for their inputs: its CPU time, and how soon a done flag
 /// appearing makes the first of them READY.
-async fn idle_server(
-    args: &BenchArgs,
-    count: usize,
-    runtime: &Runtime,
-    dir: &std::path::Path,
-    start: NaiveDate,
-    last: NaiveDate,
-) -> anyhow::Result<()> {
+async fn idle_server(bench: Coordinators<'_>) -> anyhow::Result<()> {
+    let Coordinators { args, count, runtime, dir, start, last } = bench;
     use crate::clock::Clock;
     use crate::model::ActionState;
     use crate::scheduler::{CoordinatorAnswer, CoordinatorOperation, Service};
@@ -442,30 +436,7 @@ async fn bench_incremental(
     start: NaiveDate,
     last: NaiveDate,
 ) -> anyhow::Result<Status> {
-    std::fs::create_dir_all(dir.join("plugins"))?;
-    let mut toml = String::from("[project]\nname = \"bench\"\n\n[plugins]\n");
-    for name in ["csv-aggregate", "csv-aggregate-incremental"] {
-        let sample = crate::bundled::sample(name).expect("a sample");
-        std::fs::write(dir.join("plugins").join(sample.file_name), sample.bytes)?;
-        let _ = writeln!(toml, "{name} = \"plugins/{}\"", sample.file_name);
-    }
-    let _ = writeln!(
-        toml,
-        "\n[[view]]\nname = \"bench.raw/Orders\"\ntime = {{ frequency = \"1d\", initial = \"{start}\" }}\n\
-         path = \"raw/${{YEAR}}/${{MONTH}}/${{DAY}}\""
-    );
-    for (name, plugin, incremental) in
-        [("YearToDate", "csv-aggregate-incremental", "incremental = true\n"), ("YearToDateFull", "csv-aggregate", "")]
-    {
-        let _ = writeln!(
-            toml,
-            "\n[[view]]\nname = \"bench.mart/{name}\"\ntime = {{ frequency = \"12M\", initial = \"{start}\" }}\n\
-             {incremental}transformation = {{ plugin = \"{plugin}\", config = {{ group-by = \"shop\", \
-             aggregates = \"orders=count(*),revenue=sum(amount),smallest=min(amount),largest=max(amount)\" }} }}\n\
-             [[view.dependency]]\nview = \"bench.raw/Orders\"\ntime = \"all\""
-        );
-    }
-    std::fs::write(dir.join("trellis.toml"), toml)?;
+    write_incremental_project(dir, start)?;
     let write_day = |index: usize, day: NaiveDate| -> std::io::Result<()> {
         let path = dir.join(format!("data/raw/{}/{:02}/{:02}", day.year(), day.month(), day.day()));
         std::fs::create_dir_all(&path)?;
@@ -505,8 +476,43 @@ async fn bench_incremental(
     anyhow::ensure!(read(&views[0])? == read(&views[1])?, "the incremental and the full outputs differ");
     println!("incremental / full after one new day: {:.2} % (the outputs are identical)", 100.0 * incremental / full);
 
-    // The manifest check: list an input of many files and compare it with
-    // the manifest its last commit recorded.
+    manifest_check(args, dir)?;
+    Ok(Status::Success)
+}
+
+/// The incremental benchmark's project: daily orders, and a year to date
+/// over them built incrementally and in full.
+fn write_incremental_project(dir: &std::path::Path, start: NaiveDate) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir.join("plugins"))?;
+    let mut toml = String::from("[project]\nname = \"bench\"\n\n[plugins]\n");
+    for name in ["csv-aggregate", "csv-aggregate-incremental"] {
+        let sample = crate::bundled::sample(name).expect("a sample");
+        std::fs::write(dir.join("plugins").join(sample.file_name), sample.bytes)?;
+        let _ = writeln!(toml, "{name} = \"plugins/{}\"", sample.file_name);
+    }
+    let _ = writeln!(
+        toml,
+        "\n[[view]]\nname = \"bench.raw/Orders\"\ntime = {{ frequency = \"1d\", initial = \"{start}\" }}\n\
+         path = \"raw/${{YEAR}}/${{MONTH}}/${{DAY}}\""
+    );
+    for (name, plugin, incremental) in
+        [("YearToDate", "csv-aggregate-incremental", "incremental = true\n"), ("YearToDateFull", "csv-aggregate", "")]
+    {
+        let _ = writeln!(
+            toml,
+            "\n[[view]]\nname = \"bench.mart/{name}\"\ntime = {{ frequency = \"12M\", initial = \"{start}\" }}\n\
+             {incremental}transformation = {{ plugin = \"{plugin}\", config = {{ group-by = \"shop\", \
+             aggregates = \"orders=count(*),revenue=sum(amount),smallest=min(amount),largest=max(amount)\" }} }}\n\
+             [[view.dependency]]\nview = \"bench.raw/Orders\"\ntime = \"all\""
+        );
+    }
+    std::fs::write(dir.join("trellis.toml"), toml)?;
+    Ok(())
+}
+
+/// The manifest check: lists an input of `--files` files and compares it
+/// with the manifest its last commit recorded, 200 times.
+fn manifest_check(args: &BenchArgs, dir: &std::path::Path) -> anyhow::Result<()> {
     let input = dir.join("many");
     std::fs::create_dir_all(&input)?;
     for n in 0..args.files {
@@ -530,7 +536,7 @@ async fn bench_incremental(
         times[180].as_secs_f64() * 1e3,
         times[0].as_secs_f64() * 1e3
     );
-    Ok(Status::Success)
+    Ok(())
 }
 
 /// The last of `days` days from `start` (at least one), refused when the
