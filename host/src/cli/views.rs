@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use chrono::Utc;
 use clap::Args;
 
 use super::Status;
@@ -43,7 +42,9 @@ pub(super) async fn views(args: &ViewsArgs, runtime: &crate::runtime::Runtime) -
     let catalog = load(&args.project.project)?;
     let mut lattice = Lattice::new(catalog.clone());
     let storage = crate::storage::LocalDir::new(&catalog.settings.storage);
-    let resolution = Resolution { evaluation_time: Utc::now(), exists: &on_disk(&storage) };
+    // `latest()` resolved as a run would now: by `TRELLIS_NOW` when set.
+    let now = crate::clock::Clock::from_environment().map_err(anyhow::Error::msg)?.now();
+    let resolution = Resolution { evaluation_time: now, exists: &on_disk(&storage) };
     // States come from the metastore when there is one; listing views must
     // not create it.
     let store =
