@@ -493,7 +493,10 @@ mod tests {
         assert!(settings.s3.allows_http());
         // Served by no command yet: refused at load, in one line at its key.
         let refused: Vec<String> = refuse_unserved(&catalog).unwrap_err().iter().map(ToString::to_string).collect();
-        assert_eq!(refused, ["trellis.toml:3: project.storage \"s3://views/proj\": object storage is not served by this build yet"]);
+        assert_eq!(
+            refused,
+            ["trellis.toml:3: project.storage \"s3://views/proj\": object storage is not served by this build yet"]
+        );
         // A local project is what it was, and served.
         let local = load(VIEW, Path::new("/p")).unwrap();
         assert_eq!(local.settings.storage, PathBuf::from("/p/data"));
@@ -530,13 +533,17 @@ mod tests {
         assert!(refused.iter().all(|line| !line.contains(secret)), "a secret is never echoed");
         assert_eq!(
             with("regoin = \"us-east-1\"\n").unwrap_err(),
-            ["trellis.toml:5: project.s3: unknown field `regoin`, expected one of `endpoint`, `region`, `path_style`, \
-              `allow_http`; did you mean `region`?"]
+            [
+                "trellis.toml:5: project.s3: unknown field `regoin`, expected one of `endpoint`, `region`, `path_style`, \
+              `allow_http`; did you mean `region`?"
+            ]
         );
         assert_eq!(
             with("endpoint = \"http://minio:9000\"\nallow_http = false\n").unwrap_err(),
-            ["trellis.toml:6: project.s3.allow_http is false, but endpoint \"http://minio:9000\" is plain HTTP; use an \
-              https:// endpoint, or allow_http = true"]
+            [
+                "trellis.toml:6: project.s3.allow_http is false, but endpoint \"http://minio:9000\" is plain HTTP; use an \
+              https:// endpoint, or allow_http = true"
+            ]
         );
         assert_eq!(
             with("endpoint = \"minio:9000\"\npath_style = \"yes\"\nregion = \"\"\n").unwrap_err(),
@@ -548,7 +555,10 @@ mod tests {
         );
         let with_user = with("endpoint = \"https://me:pw@minio\"\n").unwrap_err();
         assert_eq!(with_user.len(), 1);
-        assert!(with_user[0].starts_with("trellis.toml:5: project.s3.endpoint \"https://me:pw@minio\": may not hold credentials"));
+        assert!(
+            with_user[0]
+                .starts_with("trellis.toml:5: project.s3.endpoint \"https://me:pw@minio\": may not hold credentials")
+        );
         let accepted = with("endpoint = \"https://minio.example:9000\"\nallow_http = false\n").unwrap();
         assert!(!accepted.settings.s3.allows_http());
         // Options for a store no root is on would do nothing: refused; a
@@ -556,8 +566,10 @@ mod tests {
         let local = format!("[project]\nname = \"p\"\n\n[project.s3]\nregion = \"us-east-1\"\n\n{VIEW}");
         assert_eq!(
             load(&local, Path::new("/p")).unwrap_err(),
-            ["trellis.toml:4: project.s3: every storage root is a local directory, so these options would do nothing; \
-              remove [project.s3], or set storage to an s3:// URL"]
+            [
+                "trellis.toml:4: project.s3: every storage root is a local directory, so these options would do nothing; \
+              remove [project.s3], or set storage to an s3:// URL"
+            ]
         );
         let on_type = local.replace(VIEW, &format!("{VIEW}storage = \"s3://raw-deliveries/in\"\n"));
         let catalog = load(&on_type, Path::new("/p")).unwrap();
@@ -632,7 +644,9 @@ mod tests {
         let refused: Vec<String> = refuse_unserved(&catalog).unwrap_err().iter().map(ToString::to_string).collect();
         assert_eq!(
             refused,
-            ["trellis.toml:6: t.raw/In: storage \"s3://raw-deliveries/shop\": object storage is not served by this build yet"]
+            [
+                "trellis.toml:6: t.raw/In: storage \"s3://raw-deliveries/shop\": object storage is not served by this build yet"
+            ]
         );
         let beside = load(&typed("raw"), root).unwrap();
         let refused: Vec<String> = refuse_unserved(&beside).unwrap_err().iter().map(ToString::to_string).collect();
@@ -664,4 +678,3 @@ mod tests {
         assert!(load(apart, Path::new("/p")).is_ok());
     }
 }
-

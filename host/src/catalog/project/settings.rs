@@ -137,7 +137,10 @@ impl Checker<'_> {
                 },
                 ("region", toml::Value::String(region)) => {
                     if region.is_empty() || region.chars().any(|c| c.is_whitespace() || c.is_control()) {
-                        self.error(at, format!("project.s3.region {region:?} must be a region's name, like `us-east-1`"));
+                        self.error(
+                            at,
+                            format!("project.s3.region {region:?} must be a region's name, like `us-east-1`"),
+                        );
                     } else {
                         options.region = Some(region.clone());
                     }
@@ -427,7 +430,9 @@ fn endpoint_problem(endpoint: &str) -> Option<&'static str> {
             "may not hold credentials; trellis takes them from the standard AWS chain (environment, profile, web identity)",
         );
     }
-    if authority.is_empty() || authority.starts_with(':') || endpoint.chars().any(|c| c.is_whitespace() || c.is_control())
+    if authority.is_empty()
+        || authority.starts_with(':')
+        || endpoint.chars().any(|c| c.is_whitespace() || c.is_control())
     {
         return Some("must name a host, like http://127.0.0.1:9000");
     }

@@ -345,7 +345,9 @@ impl Checker<'_> {
             if path.exists() && !path.is_dir() {
                 self.error(
                     at,
-                    format!("{name}: storage {written:?} is a file; a storage root is a directory (created when missing)"),
+                    format!(
+                        "{name}: storage {written:?} is a file; a storage root is a directory (created when missing)"
+                    ),
                 );
             }
             if self.root.starts_with(path) || settings.is_some_and(|s| s.metastore.starts_with(path)) {
