@@ -51,8 +51,10 @@
 //!     header. Otherwise, and on any error, the file is parsed whole, so
 //!     errors are the whole file's. It knows no semantic rule.
 //!   - `settings.rs`: `[project]`, `[defaults]`, `[events]` with their
-//!     defaults (the storage root must hold neither the project nor the
-//!     metastore), `[plugins]`, `[[listener]]`.
+//!     defaults (the storage root typed by `storage.rs`; a local one must
+//!     hold neither the project nor the metastore), `[project.s3]` (each
+//!     key on its line; credentials refused, never echoed; refused when no
+//!     root is on S3), `[plugins]`, `[[listener]]`.
 //!   - `coordinators.rs`: `[[coordinator]]` tables, each value checked on
 //!     its own line (a frequency's mistakes show even when `start` has
 //!     some); `views` may use only the nominal time's fields and must name
@@ -60,7 +62,9 @@
 //!     the fields are digits, so one time stands for all). A coordinator
 //!     that loads can always create its actions.
 //!   - `types.rs`: one `[[view]]` into a `ViewType`: name, parameters,
-//!     fields, time dimension, transformation, done flag, and its
+//!     fields, time dimension, transformation, done flag, its own
+//!     `storage` root (checked as the project's is, and neither holding the
+//!     project's root nor under a `.` name in it), and its
 //!     `RetryPolicy` and `on_dependency_failure` over `[defaults]`'.
 //!   - `dependencies.rs`: one `[[view.dependency]]`: target, a binding per
 //!     target parameter, time selection (`current`, `latest`, `all` and
@@ -68,7 +72,8 @@
 //!     limits on offsets, ranges and fan-out.
 //!   - `paths.rs`: default path templates, and the checks that give every
 //!     view its own directory inside the storage root, within a type and
-//!     between types; a first component starting with `.` is refused, those
+//!     between types (compared under their roots when a type has a root
+//!     of its own); a first component starting with `.` is refused, those
 //!     names being trellis's own (`.trellis-staging`). Overlaps between
 //!     types are found by partitioning the paths component by component
 //!     (a variable component goes with every group), not by comparing every
@@ -86,10 +91,16 @@
 //!     are accepted as Spark writes them.
 //!   - `resources.rs`: a transformation's `resources`, the project's files
 //!     that are part of its logic, read at load (the only I/O of loading
-//!     besides the file and a look at whether `storage` and `metastore`
-//!     name files, in `settings.rs`): refused with their line when absolute, outside the
+//!     besides the file and a look at whether `storage` (the project's or a
+//!     type's) and `metastore` name files, in `settings.rs` and `types.rs`): refused with their line when absolute, outside the
 //!     project (by `..` or a link), not a file or unreadable; each kept with
 //!     its contents and blake3 hash.
+//! - `storage.rs`: storage roots typed (`StorageUrl`: a local directory,
+//!   from a plain path or `file:///`, or `s3://bucket/prefix`, its bucket
+//!   name and prefix checked) and `S3Options` (`[project.s3]`); any other
+//!   scheme, and a `scheme:` without `//`, is refused rather than read as a
+//!   directory. `refuse_unserved` (called by `load`, not `parse`) refuses
+//!   what this build cannot serve yet: S3 roots, a type's root of its own.
 //! - `time.rs`: Oozie dataset time: frequencies, instances by index in O(1)
 //!   across DST, `current`, `latest`, roll-ups, `dateOffset`, `formatTime` (SimpleDateFormat's letters, English locale).
 //! - `pattern.rs`: Schedoscope's view patterns, parsed with error columns
@@ -104,6 +115,7 @@ pub mod coordinator;
 pub mod expression;
 pub mod pattern;
 mod project;
+pub mod storage;
 pub mod template;
 pub mod time;
 
@@ -112,6 +124,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use project::{Diagnostic, LoadError, load, metastore_path, parse};
+pub use storage::{S3Location, S3Options, StorageUrl};
 use template::Template;
 
 /// Names the time dimension gives to path templates, coarsest first.
@@ -171,8 +184,18 @@ pub struct EventSettings {
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub name: String,
-    /// Where views' data lives; every data path is inside it.
+    /// The storage root rendered as a path, which every data path of a type
+    /// without a root of its own is rendered under: the local directory
+    /// itself, or for an S3 root `s3://bucket/prefix` (the URL as a path,
+    /// no trailing `/`), which names no local file: `storage::Key::of`
+    /// strips it, and nothing opens it (only `storage` touches view data).
     pub storage: PathBuf,
+    /// `[project] storage`, typed; `storage` is its [`StorageUrl::root`].
+    pub storage_url: StorageUrl,
+    /// The line of `storage` in trellis.toml, when it is declared.
+    pub storage_line: Option<usize>,
+    /// `[project.s3]`: how to reach the S3 roots, when there are any.
+    pub s3: S3Options,
     pub metastore: PathBuf,
     /// What `latest()` counts back from.
     pub evaluation_time: EvaluationTime,
@@ -460,8 +483,17 @@ pub struct ViewType {
     /// Schedoscope's defineVersion: when set, the version checksum is this.
     pub version: Option<String>,
     pub dependencies: Vec<Dependency>,
-    /// Relative to the storage root.
+    /// Relative to the storage root: the type's own when it has one,
+    /// else the project's ([`Catalog::storage_root`]).
     pub path: Template,
+    /// `storage = "..."` on the `[[view]]`: a root of its own (raw
+    /// deliveries in one bucket, marts in another); `None`: the project's.
+    pub storage: Option<StorageUrl>,
+    /// Its root rendered as a path, as `Settings::storage` is; `None`: the
+    /// project's.
+    pub storage_root: Option<PathBuf>,
+    /// The line of its `storage` key, in the file the type is in.
+    pub storage_line: Option<usize>,
     /// Empty: the directory's existence is enough.
     pub done_flag: String,
     pub format: String,
@@ -675,6 +707,12 @@ impl TimeSelection {
 }
 
 impl Catalog {
+    /// The root a view type's data paths are rendered under: its own, else
+    /// the project's.
+    pub fn storage_root<'a>(&'a self, view_type: &'a ViewType) -> &'a std::path::Path {
+        view_type.storage_root.as_deref().unwrap_or(&self.settings.storage)
+    }
+
     pub fn types(&self) -> &[ViewType] {
         &self.types
     }

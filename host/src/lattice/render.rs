@@ -37,8 +37,8 @@ impl Lattice {
         path
     }
 
-    /// Where the view's data lives: its type's path template under the
-    /// storage root.
+    /// Where the view's data lives: its type's path template under its
+    /// storage root (the type's own, else the project's).
     pub fn data_path(&self, id: ViewId) -> PathBuf {
         let key = self.views[id.0 as usize];
         self.render_data_path(self.view_type(id), self.params(id), key.instance)
@@ -72,7 +72,7 @@ impl Lattice {
             let level = TIME_VARIABLES.iter().position(|v| *v == name)?;
             time_values.get(level).map(String::as_str)
         });
-        self.catalog.settings.storage.join(relative)
+        self.catalog.storage_root(view_type).join(relative)
     }
 
     /// The view's transformation configuration with every `${...}`
@@ -112,5 +112,34 @@ impl Lattice {
                 value.resolve(&context).map(|v| (key.clone(), v)).map_err(|e| format!("config `{key}`: {e}"))
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use chrono::Utc;
+
+    use crate::catalog::{self, pattern};
+    use crate::lattice::{Lattice, Resolution};
+
+    /// Data paths go under the type's root: its own when it has one (here
+    /// on S3, which only renders, never opens), else the project's.
+    #[test]
+    fn data_paths_are_rendered_under_each_types_root() {
+        let project = "[project]\nstorage = \"s3://views/proj\"\n\n[[view]]\nname = \"t.raw/In\"\n\
+                       parameters = [{ name = \"shop\" }]\nstorage = \"s3://raw-deliveries\"\n\n\
+                       [[view]]\nname = \"t.mart/Out\"\nparameters = [{ name = \"shop\" }]\n\n\
+                       [[view.dependency]]\nview = \"t.raw/In\"\n";
+        let catalog = catalog::parse(project, Path::new("/p")).unwrap();
+        let mut lattice = Lattice::new(std::sync::Arc::new(catalog));
+        let resolution = Resolution { evaluation_time: Utc::now(), exists: &|_, _| false };
+        let out = lattice.instantiate(&pattern::parse("t.mart/Out/SHOP10").unwrap(), &resolution).unwrap()[0];
+        let input = lattice.dependencies(out)[0];
+        assert_eq!(lattice.data_path(out), PathBuf::from("s3://views/proj/t/mart/Out/SHOP10"));
+        assert_eq!(lattice.done_flag_path(out), PathBuf::from("s3://views/proj/t/mart/Out/SHOP10/_SUCCESS"));
+        assert_eq!(lattice.data_path(input), PathBuf::from("s3://raw-deliveries/t/raw/In/SHOP10"));
+        assert_eq!(lattice.data_path(out).to_str(), Some("s3://views/proj/t/mart/Out/SHOP10"));
     }
 }

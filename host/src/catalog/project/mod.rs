@@ -9,8 +9,8 @@
 //! directory), `graph` (no cycle between types), `checksum` (what a
 //! type stores), `resources` (the files a transformation's logic
 //! includes, read here, the only I/O of loading besides the file itself
-//! and `settings`' look at whether the storage root and the metastore
-//! name files)
+//! and `settings`' and `types`' look at whether the storage roots and the
+//! metastore name files)
 //! and `engines` (`[engines.spark]`).
 
 mod checksum;
@@ -69,7 +69,10 @@ pub fn load(dir: &Path) -> Result<Catalog, LoadError> {
     let path = dir.join(PROJECT_FILE);
     let text = std::fs::read_to_string(&path).map_err(|source| LoadError::Read { path: path.clone(), source })?;
     let root = std::path::absolute(dir).map_err(|source| LoadError::Read { path, source })?;
-    parse(&text, &root)
+    let catalog = parse(&text, &root)?;
+    // ISSUE-41: remove once the scheduler serves object storage
+    super::storage::refuse_unserved(&catalog).map_err(LoadError::Invalid)?;
+    Ok(catalog)
 }
 
 /// Where the project in `dir` keeps its metastore, from its file alone,
@@ -221,7 +224,7 @@ impl Checker<'_> {
             ),
             |s| (s.retry, s.on_dependency_failure),
         );
-        let project = types::Project { plugins: &plugins, retry, on_dependency_failure };
+        let project = types::Project { plugins: &plugins, retry, on_dependency_failure, settings: settings.as_ref() };
 
         // Names first, so that dependencies can refer to types declared later.
         let mut by_name: HashMap<String, ViewTypeId> = HashMap::new();
@@ -273,9 +276,10 @@ impl Checker<'_> {
             return None;
         }
         self.check_cycles(&types);
-        self.check_distinct_paths(&types);
+        self.check_distinct_paths(&types, settings.as_ref().map(|s| s.storage.as_path()));
         let listeners = self.listeners(&raw.listeners, &plugins);
         let settings = settings?;
+        self.check_s3_used(&raw, &settings, &types);
         // A coordinator evaluates as Oozie does by default (seed 002: the
         // action's actual time), unless the project or it says otherwise.
         let coordinators = self.coordinators(

@@ -2,6 +2,8 @@
 //! directory of its own inside the storage root, both within one view type
 //! and between view types.
 
+use std::path::Path;
+
 use super::{Checker, Diagnostic};
 use crate::catalog::template::Template;
 use crate::catalog::{Parameter, TIME_VARIABLES, ViewType};
@@ -93,10 +95,27 @@ impl Checker<'_> {
     }
 
     /// No two view types may have paths that could meet: equal, or one
-    /// inside the other. Components with variables match anything.
-    pub(super) fn check_distinct_paths(&mut self, types: &[ViewType]) {
-        let shapes: Vec<Shape> = types.iter().map(|t| path_shape(&t.path)).collect();
+    /// inside the other. Components with variables match anything. When a
+    /// type has a storage root of its own, every path is compared under its
+    /// root (`project`'s unless the type has one; `None` when the project's
+    /// is refused already), so that roots inside one another are seen too.
+    pub(super) fn check_distinct_paths(&mut self, types: &[ViewType], project: Option<&Path>) {
+        let own_roots = types.iter().any(|t| t.storage_root.as_deref().is_some_and(|own| Some(own) != project));
+        fn root_of<'a>(t: &'a ViewType, project: Option<&'a Path>) -> Option<&'a Path> {
+            t.storage_root.as_deref().or(project)
+        }
+        let shapes: Vec<Shape> = types
+            .iter()
+            .map(|t| match root_of(t, project) {
+                Some(root) if own_roots => root_shape(root).into_iter().chain(path_shape(&t.path)).collect(),
+                _ => path_shape(&t.path),
+            })
+            .collect();
         let overlaps = overlapping_pairs(&shapes, OVERLAPS_LISTED);
+        let shown = |t: &ViewType| match root_of(t, project) {
+            Some(root) if own_roots => format!("{}/{}", root.display(), t.path),
+            _ => t.path.to_string(),
+        };
         for &(i, j) in &overlaps.listed {
             let (first, second) = (&types[i], &types[j]);
             self.diagnostics.push(Diagnostic {
@@ -104,7 +123,10 @@ impl Checker<'_> {
                 line: Some(second.line),
                 message: format!(
                     "{} and {} could share data: paths `{}` and `{}` overlap; give each its own directory",
-                    first.name, second.name, first.path, second.path
+                    first.name,
+                    second.name,
+                    shown(first),
+                    shown(second)
                 ),
                 plugin: None,
             });
@@ -230,6 +252,12 @@ fn split(
         }
     }
     (variable, fixed)
+}
+
+/// A storage root's components, every one fixed: `/`, `srv`, `views`, or
+/// `s3:`, the bucket and the prefix's components.
+fn root_shape(root: &Path) -> Shape {
+    root.components().map(|c| Some(c.as_os_str().to_string_lossy().into_owned())).collect()
 }
 
 fn path_shape(path: &Template) -> Shape {

@@ -244,6 +244,7 @@ pub(super) fn shifted(view: Spanned<RawViewType>, by: usize) -> Spanned<RawViewT
     raw.path = raw.path.map(|p| moved(p, by));
     raw.done_flag = raw.done_flag.map(|d| moved(d, by));
     raw.incremental = raw.incremental.map(|i| moved(i, by));
+    raw.storage = raw.storage.map(|s| moved(s, by));
     Spanned::new(span.start + by..span.end + by, raw)
 }
 
@@ -424,6 +425,9 @@ pub(super) struct RawSettings {
     pub(super) storage: Option<Spanned<String>>,
     pub(super) metastore: Option<Spanned<String>>,
     pub(super) evaluation_time: Option<EvaluationTime>,
+    /// `[project.s3]`, converted by hand (see `settings`): a credential
+    /// among its keys gets a line of its own, not serde's unknown field.
+    pub(super) s3: Option<Spanned<BTreeMap<String, Spanned<toml::Value>>>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -472,6 +476,8 @@ pub(super) struct RawViewType {
     pub(super) materialize_once: bool,
     pub(super) on_dependency_failure: Option<OnDependencyFailure>,
     pub(super) incremental: Option<Spanned<bool>>,
+    /// A storage root of the type's own, as `[project] storage` is written.
+    pub(super) storage: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]

@@ -2,17 +2,18 @@
 //! `Settings` (with their defaults), `[plugins]` and `[[listener]]`.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use toml::Spanned;
 
 use super::raw::{RawDefaults, RawListener, RawPluginTable, RawProject, RawSettings, with_suggestion};
 use super::{Checker, Diagnostic};
+use crate::catalog::storage::{S3_KEYS, is_credential, is_http, lexical};
 use crate::catalog::template::is_identifier;
 use crate::catalog::{
-    EvaluationTime, EventSettings, ListenerDecl, MONITOR, OutputCap, OwnOutputCap, PluginDecl, RetryPolicy, Settings,
-    did_you_mean,
+    EvaluationTime, EventSettings, ListenerDecl, MONITOR, OutputCap, OwnOutputCap, PluginDecl, RetryPolicy, S3Options,
+    Settings, StorageUrl, did_you_mean,
 };
 
 /// The delay before a first retry when neither `[defaults]` nor the view
@@ -23,26 +24,6 @@ pub(super) const DEFAULT_BACKOFF: Duration = Duration::from_millis(100);
 /// else `.trellis/metastore`.
 pub(super) fn metastore_path(root: &Path, declared: Option<&str>) -> std::path::PathBuf {
     lexical(&root.join(declared.unwrap_or(".trellis/metastore")))
-}
-
-/// `path` with its `.` and `..` resolved by name alone (no link is
-/// followed), so that `metastore = "."` or `storage = ".."` is seen to be
-/// the project directory or one that holds it.
-fn lexical(path: &Path) -> PathBuf {
-    use std::path::Component;
-    let mut resolved = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                if !resolved.pop() {
-                    resolved.push(component);
-                }
-            }
-            other => resolved.push(other),
-        }
-    }
-    resolved
 }
 
 impl Checker<'_> {
@@ -72,13 +53,18 @@ impl Checker<'_> {
         let retries = defaults.retries.unwrap_or(3);
         let retry = RetryPolicy { retries, backoff, retry_panics: defaults.retry_panics.unwrap_or(false) };
         let declared = &raw.project;
+        let storage_url = self.project_storage(declared, root);
+        let s3 = self.s3_options(declared.s3.as_ref());
         let settings = Settings {
             events,
             name: declared
                 .name
                 .clone()
                 .unwrap_or_else(|| root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()),
-            storage: lexical(&root.join(declared.storage.as_ref().map_or("data", |s| s.get_ref().as_str()))),
+            storage: storage_url.as_ref().map_or_else(|| lexical(&root.join("data")), StorageUrl::root),
+            storage_url: storage_url.clone().unwrap_or_else(|| StorageUrl::Local(lexical(&root.join("data")))),
+            storage_line: declared.storage.as_ref().map(|s| self.lines.line(s.span().start)),
+            s3,
             metastore: metastore_path(root, declared.metastore.as_ref().map(|m| m.get_ref().as_str())),
             evaluation_time: declared.evaluation_time.unwrap_or(EvaluationTime::Present),
             retries,
@@ -91,8 +77,11 @@ impl Checker<'_> {
             output,
             spark: self.spark(raw.engines.spark.as_ref(), root),
         };
-        self.check_directories(declared, root, &settings);
-        if root.starts_with(&settings.storage) || settings.metastore.starts_with(&settings.storage) {
+        self.check_directories(declared, root, &settings, storage_url.is_some());
+        if settings.storage_url.is_local()
+            && storage_url.is_some()
+            && (root.starts_with(&settings.storage) || settings.metastore.starts_with(&settings.storage))
+        {
             // Publishing a view replaces its directory: the storage root
             // must never hold the project file, plugins or the metastore.
             self.diagnostics.push(Diagnostic {
@@ -104,7 +93,95 @@ impl Checker<'_> {
                 plugin: None,
             });
         }
-        Some(settings)
+        // A refused storage root (reported) is no root to check a view
+        // type's own against.
+        storage_url.map(|_| settings)
+    }
+
+    /// `[project] storage`, typed; `None` when it is refused (reported).
+    fn project_storage(&mut self, declared: &RawSettings, root: &Path) -> Option<StorageUrl> {
+        let Some(text) = &declared.storage else { return Some(StorageUrl::Local(lexical(&root.join("data")))) };
+        match StorageUrl::parse(text.get_ref(), root) {
+            Ok(url) => Some(url),
+            Err(e) => {
+                self.error(text.span().start, format!("project.storage {:?}: {e}", text.get_ref()));
+                None
+            }
+        }
+    }
+
+    /// `[project.s3]`, each key checked on its line. Credentials are
+    /// refused whatever their spelling, never echoed: they come from the
+    /// standard AWS chain.
+    fn s3_options(&mut self, raw: Option<&Spanned<BTreeMap<String, Spanned<toml::Value>>>>) -> S3Options {
+        let mut options = S3Options::default();
+        let Some(table) = raw else { return options };
+        let mut allow_http_at = None;
+        for (key, value) in table.get_ref() {
+            let at = value.span().start;
+            let value = value.get_ref();
+            if is_credential(key) {
+                self.error(
+                    at,
+                    format!(
+                        "project.s3.{key}: credentials never go in trellis.toml; trellis takes them from the standard AWS chain (environment, profile, web identity)"
+                    ),
+                );
+                continue;
+            }
+            let expected = |kind: &str| format!("project.s3.{key} must be {kind}, not {}", value.type_str());
+            match (key.as_str(), value) {
+                ("endpoint", toml::Value::String(endpoint)) => match endpoint_problem(endpoint) {
+                    Some(problem) => self.error(at, format!("project.s3.endpoint {endpoint:?}: {problem}")),
+                    None => options.endpoint = Some(endpoint.clone()),
+                },
+                ("region", toml::Value::String(region)) => {
+                    if region.is_empty() || region.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                        self.error(
+                            at,
+                            format!("project.s3.region {region:?} must be a region's name, like `us-east-1`"),
+                        );
+                    } else {
+                        options.region = Some(region.clone());
+                    }
+                }
+                ("path_style", toml::Value::Boolean(b)) => options.path_style = Some(*b),
+                ("allow_http", toml::Value::Boolean(b)) => {
+                    options.allow_http = Some(*b);
+                    allow_http_at = Some(at);
+                }
+                ("endpoint" | "region", _) => self.error(at, expected("a string")),
+                ("path_style" | "allow_http", _) => self.error(at, expected("true or false")),
+                _ => {
+                    let known: Vec<String> = S3_KEYS.iter().map(|k| format!("`{k}`")).collect();
+                    let message = format!("unknown field `{key}`, expected one of {}", known.join(", "));
+                    self.error(at, format!("project.s3: {}", with_suggestion(&message)));
+                }
+            }
+        }
+        if let (Some(false), Some(endpoint), Some(at)) = (options.allow_http, &options.endpoint, allow_http_at)
+            && is_http(endpoint)
+        {
+            self.error(
+                at,
+                format!(
+                    "project.s3.allow_http is false, but endpoint {endpoint:?} is plain HTTP; use an https:// endpoint, or allow_http = true"
+                ),
+            );
+        }
+        options
+    }
+
+    /// `[project.s3]` when no storage root is on S3 would do nothing: refused.
+    pub(super) fn check_s3_used(&mut self, raw: &RawProject, settings: &Settings, types: &[crate::catalog::ViewType]) {
+        let Some(table) = &raw.project.s3 else { return };
+        let on_s3 = |url: &StorageUrl| matches!(url, StorageUrl::S3(_));
+        if !on_s3(&settings.storage_url) && !types.iter().any(|t| t.storage.as_ref().is_some_and(on_s3)) {
+            self.error(
+                table.span().start,
+                "project.s3: every storage root is a local directory, so these options would do nothing; remove [project.s3], or set storage to an s3:// URL",
+            );
+        }
     }
 
     /// `[events]`: what the monitor keeps, and how long a shutdown waits for listeners.
@@ -151,8 +228,10 @@ impl Checker<'_> {
     /// The storage root and the metastore are directories: a setting that
     /// names a file (every view would be found without data) or puts the
     /// metastore's files among the project's is refused, at its line.
-    fn check_directories(&mut self, declared: &RawSettings, root: &Path, settings: &Settings) {
+    fn check_directories(&mut self, declared: &RawSettings, root: &Path, settings: &Settings, storage_parsed: bool) {
         if let Some(storage) = &declared.storage
+            && storage_parsed
+            && settings.storage_url.is_local()
             && settings.storage.exists()
             && !settings.storage.is_dir()
         {
@@ -336,6 +415,31 @@ impl Checker<'_> {
         }
         allow_http
     }
+}
+
+/// What is wrong with an `[project.s3] endpoint`, if anything: it is an
+/// `http://` or `https://` URL with a host, and no credentials in it.
+fn endpoint_problem(endpoint: &str) -> Option<&'static str> {
+    let lower = endpoint.to_ascii_lowercase();
+    let Some(rest) = lower.strip_prefix("https://").or_else(|| lower.strip_prefix("http://")) else {
+        return Some("must be an http:// or https:// URL");
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.contains('@') {
+        return Some(
+            "may not hold credentials; trellis takes them from the standard AWS chain (environment, profile, web identity)",
+        );
+    }
+    if authority.is_empty()
+        || authority.starts_with(':')
+        || endpoint.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Some("must name a host, like http://127.0.0.1:9000");
+    }
+    if rest.contains(['?', '#']) {
+        return Some("takes no `?query` or `#fragment`");
+    }
+    None
 }
 
 /// The cap that `output_mib` (in MiB) and `output_entries` give, or the

@@ -17,8 +17,8 @@ use crate::catalog::expression::ConfigValue;
 use crate::catalog::template::{Template, is_identifier};
 use crate::catalog::time::Dataset;
 use crate::catalog::{
-    Dependency, Field, OnDependencyFailure, Parameter, PluginDecl, RetryPolicy, TIME_VARIABLES, Transformation,
-    ViewType, ViewTypeId, did_you_mean,
+    Dependency, Field, OnDependencyFailure, Parameter, PluginDecl, RetryPolicy, Settings, StorageUrl, TIME_VARIABLES,
+    Transformation, ViewType, ViewTypeId, did_you_mean,
 };
 
 /// The field types a schema may use.
@@ -31,6 +31,9 @@ pub(super) struct Project<'a> {
     pub(super) plugins: &'a BTreeMap<String, PluginDecl>,
     pub(super) retry: RetryPolicy,
     pub(super) on_dependency_failure: OnDependencyFailure,
+    /// The project's settings, which a type's own storage root is checked
+    /// against; `None` when they have problems (reported).
+    pub(super) settings: Option<&'a Settings>,
 }
 
 impl Checker<'_> {
@@ -43,7 +46,7 @@ impl Checker<'_> {
         all: &[Spanned<RawViewType>],
         project: Project<'_>,
     ) -> Option<ViewType> {
-        let Project { plugins, retry: defaults, on_dependency_failure: on_failure } = project;
+        let Project { plugins, retry: defaults, on_dependency_failure: on_failure, settings } = project;
         let name = raw.name.get_ref().clone();
         let at = raw.name.span().start;
         let errors_before = self.diagnostics.len();
@@ -62,6 +65,7 @@ impl Checker<'_> {
         let known_depth = (!time_invalid).then_some(depth);
         let path = self.view_path(&name, raw, &parameters, depth, known_depth);
         let done_flag = self.done_flag(&name, raw);
+        let storage = self.storage(&name, raw, settings);
         if raw.dependencies.len() > DEPENDENCY_LIMIT {
             self.error(at, format!("{name}: {} dependencies, more than {DEPENDENCY_LIMIT}", raw.dependencies.len()));
         }
@@ -98,6 +102,9 @@ impl Checker<'_> {
             version: raw.version.clone(),
             dependencies,
             path,
+            storage_root: storage.as_ref().map(StorageUrl::root),
+            storage,
+            storage_line: raw.storage.as_ref().map(|s| self.lines.line(s.span().start)),
             done_flag,
             format,
             materialize_once: raw.materialize_once,
@@ -318,6 +325,64 @@ impl Checker<'_> {
                 None
             }
         }
+    }
+
+    /// The type's `storage`, a root of its own, typed as `[project] storage`
+    /// is; a local one is a directory of its own as the project's is, and no
+    /// root of a type holds the project's or sits in trellis's names in it.
+    fn storage(&mut self, name: &str, raw: &RawViewType, settings: Option<&Settings>) -> Option<StorageUrl> {
+        let text = raw.storage.as_ref()?;
+        let (written, at) = (text.get_ref(), text.span().start);
+        let url = match StorageUrl::parse(written, self.root) {
+            Ok(url) => url,
+            Err(e) => {
+                self.error(at, format!("{name}: storage {written:?}: {e}"));
+                return None;
+            }
+        };
+        let reported = self.diagnostics.len();
+        if let StorageUrl::Local(path) = &url {
+            if path.exists() && !path.is_dir() {
+                self.error(
+                    at,
+                    format!(
+                        "{name}: storage {written:?} is a file; a storage root is a directory (created when missing)"
+                    ),
+                );
+            }
+            if self.root.starts_with(path) || settings.is_some_and(|s| s.metastore.starts_with(path)) {
+                self.error(
+                    at,
+                    format!(
+                        "{name}: storage {written:?} must be a directory of its own, holding neither the project nor the metastore"
+                    ),
+                );
+            }
+        }
+        let own = url.root();
+        // One line for a root: holding the project holds its storage too.
+        if let Some(project) = settings.map(|s| s.storage.as_path()).filter(|_| self.diagnostics.len() == reported) {
+            let reserved = own.strip_prefix(project).ok().and_then(|inside| {
+                let first = inside.components().next()?.as_os_str().to_string_lossy().into_owned();
+                first.starts_with('.').then_some(first)
+            });
+            if own != project && project.starts_with(&own) {
+                self.error(
+                    at,
+                    format!(
+                        "{name}: storage {written:?} holds project.storage; give the type a root beside it, or leave storage out for the project's"
+                    ),
+                );
+            } else if let Some(first) = reserved {
+                self.error(
+                    at,
+                    format!(
+                        "{name}: storage {written:?} is under `{first}` in project.storage: names starting with `.` at the top of a storage root are reserved for trellis"
+                    ),
+                );
+            }
+        }
+        Some(url)
     }
 
     /// The done flag's file name, `_SUCCESS` unless declared; a plain name.
