@@ -138,6 +138,7 @@
 //! turns a hang into a failure.
 
 mod inprocess;
+mod moto;
 mod support;
 
 mod accounts;
@@ -156,6 +157,7 @@ mod python;
 mod readme;
 mod remote;
 mod runtime;
+mod s3;
 mod sandbox;
 mod scenarios;
 mod scheduler;
