@@ -93,6 +93,9 @@ pub enum StopReason {
 /// What a run keeps per view.
 #[derive(Debug, Clone, Default)]
 struct RunView {
+    /// The view as the events of the batch being folded left it, until it
+    /// is adopted after the batch's commit.
+    stepped: Option<ViewNow>,
     /// Dependencies not settled yet.
     pending: usize,
     /// Views waiting for this one to settle.
@@ -208,8 +211,11 @@ type Stepped = (ViewId, Vec<MemoChange>, Vec<Action>);
 #[derive(Default)]
 struct Batch {
     commit: Commit,
-    /// Each view as the last of its events left it, to adopt once committed.
-    views: HashMap<ViewId, ViewNow>,
+    /// The views its events touched, in order, each once: each as the
+    /// last of its events left it is in its `RunView::stepped`, to adopt
+    /// once committed (indexed by view, not hashed: a batch of an
+    /// unchanged run touches every view it asks).
+    touched: Vec<ViewId>,
     /// The newest timestamp recorded.
     stamp: i64,
     applied: Vec<Stepped>,
@@ -473,10 +479,12 @@ impl Scheduler {
     /// of the store.
     fn apply_queue(&mut self, run: &mut Run) -> Result<(), Error> {
         let batch = self.fold_queue(run);
+        let stepped: Vec<(ViewId, ViewNow)> =
+            batch.touched.iter().filter_map(|&id| run.view(id).stepped.take().map(|view| (id, view))).collect();
         if !batch.commit.views.is_empty() || !batch.commit.events.is_empty() {
             self.commit(batch.commit)?;
         }
-        for (id, view) in batch.views {
+        for (id, view) in stepped {
             self.views.adopt(id, view.record, view.stored_state, view.network_retry);
         }
         self.views.note_stamp(batch.stamp);
@@ -505,9 +513,10 @@ impl Scheduler {
         let mut batch = Batch::default();
         let now = self.clock.millis();
         while let Some((id, event)) = run.queue.pop_front() {
-            let view = match batch.views.remove(&id) {
+            let view = match run.view(id).stepped.take() {
                 Some(view) => view,
                 None => {
+                    batch.touched.push(id);
                     let slot = self.views.slot(id);
                     let record = slot.record.clone();
                     ViewNow { record, stored_state: slot.stored_state, network_retry: slot.network_retry.clone() }
@@ -538,7 +547,7 @@ impl Scheduler {
             if applied.stamp {
                 batch.stamp = batch.stamp.max(applied.view.record.timestamp.unwrap_or(i64::MIN));
             }
-            batch.views.insert(id, applied.view);
+            run.view(id).stepped = Some(applied.view);
             batch.applied.push((id, applied.memo, applied.actions));
         }
         batch
