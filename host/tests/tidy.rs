@@ -34,6 +34,8 @@ const CRATE_OWNERS: &[(&str, &str)] = &[
     ("utoipa", "api"),
     ("maud", "api"),
     ("rust_sugiyama", "api"),
+    // The storage room is the one place that knows view data may be in an object store.
+    ("object_store", "storage"),
     // The terminal (prompts, progress bars) and the remote client are the CLI's.
     ("reqwest", "cli"),
     ("rustyline", "cli"),

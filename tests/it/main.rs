@@ -114,7 +114,12 @@
 //!   content types, malformed headers) over raw TCP and asserts no 5xx and a
 //!   one-line JSON body on every error; `storage.rs` proves that paths under
 //!   trellis's own names are refused and that the staging cleanup deletes
-//!   only what trellis created; `cli.rs` the commands' output and exit codes
+//!   only what trellis created; `s3.rs` drives the object-store storage
+//!   against moto (`moto.rs`: `moto[server]` pip-installed into the tools
+//!   directory on first use, one server per test binary, a bucket per
+//!   test): a publish read through its pointer, a republish, 20 races of
+//!   two writers with exactly one winner, ABA, external data, empty flags
+//!   rewritten; `cli.rs` the commands' output and exit codes
 //!   (flags and a pending invalidation shown, attempts per flow);
 //!   `browser.rs` drives the web UI in Debian's headless Chromium over
 //!   WebDriver (fantoccini and chromedriver, installed by the test itself
@@ -138,6 +143,7 @@
 //! turns a hang into a failure.
 
 mod inprocess;
+mod moto;
 mod support;
 
 mod accounts;
@@ -156,6 +162,7 @@ mod python;
 mod readme;
 mod remote;
 mod runtime;
+mod s3;
 mod sandbox;
 mod scenarios;
 mod scheduler;

@@ -12,6 +12,7 @@ use trellis::model::{FlowStatus, ViewState};
 use crate::support::{Daily, Server, demo, eventually, flows, gated_project, open_gates, run, trellis};
 
 fn client() -> reqwest::Client {
+    trellis::storage::object::install_crypto_provider();
     reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap()
 }
 

@@ -237,7 +237,7 @@ impl Staging {
         receipt.contents = contents(&staging.list(&CONTENTS)?);
         // Whatever the plugin left under this name is replaced: the receipt is the host's.
         staging.put(RECEIPT, &serde_json::to_vec(receipt).map_err(io::Error::other)?)?;
-        self.storage.publish(staging, &self.storage.key(data_path))
+        self.storage.publish(staging, &self.storage.key(data_path), done_flag)
     }
 
     pub fn discard(&self, staging: StagingDir) {

@@ -166,7 +166,8 @@ impl ViewStore for LocalDir {
     /// where there was none (one call when its parent exists, as it nearly
     /// always does: the parents are made only when the kernel says they
     /// are missing), else exchanged with the old version.
-    fn publish(&self, mut staged: Staged, key: &Key) -> io::Result<()> {
+    /// The done flag is in the staged directory: the rename publishes it.
+    fn publish(&self, mut staged: Staged, key: &Key, _done_flag: &str) -> io::Result<()> {
         // The staged directory is under the root: named relative to it
         // when the data is too.
         let staged_key = self.key(&staged.path);
@@ -338,7 +339,7 @@ mod tests {
             }
             let staged_inode = store.identity(&store.key(staged.path())).unwrap().inode;
             let path = staged.path().to_path_buf();
-            store.publish(staged, &data).unwrap();
+            store.publish(staged, &data, "_SUCCESS").unwrap();
             assert_eq!(store.identity(&data).unwrap().inode, staged_inode, "renamed, not copied");
             let file = data.join("sub/part");
             assert_eq!(store.read(&file).unwrap().as_deref(), Some(content.as_bytes()));
@@ -410,7 +411,7 @@ mod tests {
         let store = LocalDir::new(&parent.path().join("data"));
         let data = key(&store, "v/1");
         assert!(!store.exists(&data));
-        store.publish(staged_with(&store, "rows"), &data).unwrap();
+        store.publish(staged_with(&store, "rows"), &data, "_SUCCESS").unwrap();
         assert!(store.exists(&data.join("_SUCCESS")));
         assert_eq!(store.read(&data.join("sub/part")).unwrap().as_deref(), Some(&b"rows"[..]));
     }
@@ -423,7 +424,7 @@ mod tests {
         let (dir, store) = store();
         let data = key(&store, "v/1");
         assert!(!store.holds_data(&data));
-        store.publish(staged_with(&store, "rows"), &data).unwrap();
+        store.publish(staged_with(&store, "rows"), &data, "_SUCCESS").unwrap();
         assert!(store.holds_data(&data));
         assert!(!store.holds_data(&data.join("_SUCCESS")));
         std::os::unix::fs::symlink(dir.path().join("v/1"), dir.path().join("linked")).unwrap();

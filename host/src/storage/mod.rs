@@ -10,11 +10,27 @@
 //! directory: it speaks of keys, listings, identities and one publish of
 //! a staged version, never of renames. The local directory
 //! ([`local::LocalDir`]) publishes with one `renameat2` and resolves every
-//! key relative to its root's descriptor, opened once; an object store
-//! would upload the staged files and then make them current with one
-//! conditional put of a marker. What a plugin writes into is always a
-//! real local directory ([`Staged`]): wasmtime preopens need one, and an
-//! object store would upload it at publish.
+//! key relative to its root's descriptor, opened once. What a plugin
+//! writes into is always a real local directory ([`Staged`]): wasmtime
+//! preopens need one, and an object store uploads it at publish.
+//!
+//! The object store ([`object::ObjectDir`], S3 and S3-compatible stores
+//! through the `object_store` crate) cannot rename, so a publish of the
+//! view at `K` uploads the staged files under a prefix no other publish
+//! uses, `K/_v/<version>/`, then commits them with ONE conditional PUT of
+//! the pointer `K/_CURRENT` (`If-None-Match: *` for the first version,
+//! `If-Match` the ETag read before the upload after that), whose JSON
+//! body names the version (unique per commit, so that two commits of the
+//! same bytes never share an ETag), then writes the done flag `K/<flag>`,
+//! its body the version's id, and deletes the version it replaced. Of two
+//! writers racing on one view, one commits and the other gets
+//! `AlreadyExists` and removes its upload. trellis reads a view through
+//! its pointer only; data without a pointer (delivered by others) is read
+//! where it lies. An outside reader (Spark, Trino, Athena) waits for the
+//! done flag and reads the prefix its body names, `K/_v/<body>/`; the
+//! flag is rewritten only after the commit, and the version it names is
+//! kept until a later publish replaces it (`trellis gc` with a grace
+//! period is to come). No project setting chooses the object store yet.
 //!
 //! Beside the store: [`watch`] tells what changed since it was last asked
 //! (inotify here; an object store's watcher would list the watched
@@ -25,6 +41,7 @@
 
 pub mod grant;
 pub mod local;
+pub mod object;
 pub mod watch;
 
 use std::io;
@@ -33,6 +50,7 @@ use std::path::{Path, PathBuf};
 use crate::metastore::FlagIdentity;
 
 pub use local::LocalDir;
+pub use object::{ObjectDir, S3Config};
 
 /// A view's storage, shared by the scheduler, its tasks and engines.
 pub type Storage = std::sync::Arc<dyn ViewStore>;
@@ -132,7 +150,10 @@ pub trait ViewStore: Send + Sync + std::fmt::Debug {
 
     /// Makes `staged` the data at `key`, replacing what was there in one
     /// step: readers see the old version or the new, never a mix.
-    fn publish(&self, staged: Staged, key: &Key) -> io::Result<()>;
+    /// `done_flag` is the type's flag (`""` when it has none), already in
+    /// `staged`: a store whose readers cannot see a commit as one step
+    /// writes it again after the commit, for them.
+    fn publish(&self, staged: Staged, key: &Key, done_flag: &str) -> io::Result<()>;
 
     /// Removes the staging an interrupted process left behind, and
     /// nothing it did not make.

@@ -1,0 +1,851 @@
+//! An object store (S3 and S3-compatible stores, or any `object_store`
+//! implementation) as a [`ViewStore`]: publishing without a rename, by a
+//! version written under a prefix of its own and committed with one
+//! conditional write of a pointer.
+//!
+//! A view's data key `K` holds, in the bucket:
+//!
+//! - `K/_v/<version>/...`: each published version's files, under a prefix
+//!   no other publish uses (`<version>` is the commit's millisecond and 64
+//!   random bits);
+//! - `K/_CURRENT`: the pointer, a small JSON object naming the current
+//!   version. It is written by one conditional PUT: `If-None-Match: *` for
+//!   the first version, `If-Match` the ETag read before the upload for the
+//!   next. Its body names the version, so it differs on every commit: a
+//!   single-part ETag is the MD5 of the body, and two commits of identical
+//!   bytes would otherwise both pass `If-Match` (ABA);
+//! - `K/<flag>` (the type's done flag, `_SUCCESS`): written after the
+//!   commit for outside readers, its body the version's id. An empty flag
+//!   rewritten keeps its ETag, and Last-Modified has one-second resolution:
+//!   the id makes every flag written a new object.
+//!
+//! Invariant: trellis reads a view through its pointer only, so a reader
+//! sees a whole version or the one before, never a mix; of two writers
+//! publishing one key from the same pointer, exactly one commits, and the
+//! other gets an `AlreadyExists` error and leaves nothing of its version.
+//! A conditional write answered 409 (as AWS may under contention) or
+//! refused is settled by reading the pointer again: it names our version
+//! (we won) or another's (we lost). A key without a pointer (external data
+//! delivered by others) is read and listed as it is.
+//!
+//! The trait is synchronous and called from tokio workers and blocking
+//! threads alike: every request runs on the store's own small runtime and
+//! is waited for on a channel (`Runtime::block_on` inside a runtime panics).
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::hash::{BuildHasher, Hasher};
+use std::io;
+use std::path::{Component, Path as LocalPath, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use futures_util::{StreamExt, TryStreamExt};
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey, S3ConditionalPut};
+use object_store::path::Path;
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, UpdateVersion, WriteMultipart};
+use serde::{Deserialize, Serialize};
+use tokio::io::AsyncReadExt;
+
+use super::{Key, Listed, LocalDir, Staged, ViewStore, Walk};
+use crate::metastore::FlagIdentity;
+
+/// The pointer's name inside a view's data key.
+pub const POINTER: &str = "_CURRENT";
+/// The directory of versions inside a view's data key.
+pub const VERSIONS: &str = "_v";
+const POINTER_FORMAT: u32 = 1;
+
+/// Files above this size are uploaded in parts of this size.
+const MULTIPART_CHUNK: usize = 8 * 1024 * 1024;
+/// Files uploaded at once by a publish, and parts of one file in flight.
+const UPLOADS_IN_FLIGHT: usize = 8;
+const PARTS_IN_FLIGHT: usize = 4;
+
+/// Where a project's views live on S3 or an S3-compatible store.
+/// Credentials are never here: they come from the standard AWS chain
+/// (`AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`/`AWS_SESSION_TOKEN`, web
+/// identity, the container's or the instance's credentials).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct S3Config {
+    pub bucket: String,
+    /// The key prefix every view's key is under (`proj/marts`), or empty.
+    pub prefix: String,
+    /// An S3-compatible store's endpoint (`http://127.0.0.1:9000`); AWS's
+    /// own when unset (or `AWS_ENDPOINT`).
+    pub endpoint: Option<String>,
+    pub region: Option<String>,
+    /// Requests name the bucket in the path (`endpoint/bucket/key`), as
+    /// most S3-compatible stores want, rather than in the host name.
+    pub path_style: bool,
+    /// Plain `http://` endpoints are allowed (a store on loopback).
+    pub allow_http: bool,
+}
+
+impl S3Config {
+    /// `s3://bucket/prefix`, as the user wrote the root.
+    pub fn url(&self) -> String {
+        let prefix = self.prefix.trim_matches('/');
+        if prefix.is_empty() { format!("s3://{}", self.bucket) } else { format!("s3://{}/{prefix}", self.bucket) }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{root}: {reason}")]
+    Open { root: String, reason: String },
+}
+
+/// The view storage in an object store, with a local directory for staging.
+pub struct ObjectDir {
+    store: Arc<dyn ObjectStore>,
+    /// The root as configured (`s3://bucket/prefix`): what keys are relative to.
+    root: PathBuf,
+    /// The bucket as messages name it (`s3://bucket`).
+    bucket: String,
+    /// Where in the bucket the root is.
+    prefix: Path,
+    /// Where `stage` makes its local directories (a plugin writes into a
+    /// real local directory), cleaned as a local root's staging is.
+    local: LocalDir,
+    /// The store's own runtime, shut down without waiting when dropped
+    /// (a drop may happen inside another runtime, where waiting panics).
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl std::fmt::Debug for ObjectDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectDir").field("root", &self.root).field("store", &self.store.to_string()).finish()
+    }
+}
+
+impl Drop for ObjectDir {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// Installs ring as rustls's process-wide crypto provider, once. reqwest
+/// is built with TLS but no provider of its own (so that no second crypto
+/// stack is compiled in): every reqwest client in the process needs this
+/// done before it is built, the object store's and the CLI's alike.
+pub fn install_crypto_provider() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        // Another provider installed first (by an embedding program) serves as well.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// What a pointer says: the version that is current.
+#[derive(Debug, Serialize, Deserialize)]
+struct PointerBody {
+    format: u32,
+    version: String,
+}
+
+/// A pointer as read: the version it names, and what a conditional write
+/// over it must match.
+#[derive(Debug, Clone)]
+struct Current {
+    version: String,
+    e_tag: Option<String>,
+    object_version: Option<String>,
+}
+
+/// A version uploaded and not committed yet ([`ObjectDir::upload`]).
+#[derive(Debug)]
+pub struct Pending {
+    data: Path,
+    version: String,
+    /// The pointer the upload started from: the commit must replace exactly it.
+    base: Option<Current>,
+    uploaded: Vec<Path>,
+}
+
+impl Pending {
+    /// The version's id, the name of its prefix under `<key>/_v/`.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+}
+
+impl ObjectDir {
+    /// The view storage in the S3 bucket `config` names, with the AWS
+    /// credential chain read from this process's environment (`AWS_*`).
+    pub fn s3(config: &S3Config, local: &LocalPath) -> Result<ObjectDir, Error> {
+        ObjectDir::s3_from(config, local, std::env::vars())
+    }
+
+    /// The same, with the credential chain (and any other `AWS_*`
+    /// setting) read from `environment` instead, as a child process
+    /// given it would: `config`'s own options win over it.
+    pub fn s3_from(
+        config: &S3Config,
+        local: &LocalPath,
+        environment: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<ObjectDir, Error> {
+        let root = config.url();
+        if config.bucket.is_empty() {
+            return Err(Error::Open { root, reason: "no bucket named".into() });
+        }
+        install_crypto_provider();
+        let mut builder = AmazonS3Builder::new();
+        for (name, value) in environment {
+            if name.starts_with("AWS_")
+                && let Ok(key) = name.to_ascii_lowercase().parse::<AmazonS3ConfigKey>()
+            {
+                builder = builder.with_config(key, value);
+            }
+        }
+        builder = builder
+            .with_bucket_name(&config.bucket)
+            .with_virtual_hosted_style_request(!config.path_style)
+            .with_allow_http(config.allow_http)
+            .with_conditional_put(S3ConditionalPut::ETagMatch);
+        if let Some(endpoint) = &config.endpoint {
+            builder = builder.with_endpoint(endpoint);
+        }
+        if let Some(region) = &config.region {
+            builder = builder.with_region(region);
+        }
+        let store = builder.build().map_err(|e| Error::Open { root: root.clone(), reason: one_line(&e) })?;
+        ObjectDir::new(Arc::new(store), &format!("s3://{}", config.bucket), &config.prefix, local)
+    }
+
+    /// The view storage in `store`, whose objects messages name as under
+    /// `bucket` (`s3://name`, `memory://test`), its root `prefix` there.
+    pub fn new(store: Arc<dyn ObjectStore>, bucket: &str, prefix: &str, local: &LocalPath) -> Result<ObjectDir, Error> {
+        let prefix = prefix.trim_matches('/');
+        let root = if prefix.is_empty() { bucket.to_string() } else { format!("{bucket}/{prefix}") };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("trellis-object-store")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Open { root: root.clone(), reason: format!("cannot start its runtime: {e}") })?;
+        Ok(ObjectDir {
+            store,
+            root: PathBuf::from(root),
+            bucket: bucket.trim_end_matches('/').to_string(),
+            prefix: Path::from_iter(prefix.split('/').filter(|part| !part.is_empty())),
+            local: LocalDir::new(local),
+            runtime: Some(runtime),
+        })
+    }
+
+    /// Runs `work` on the store's runtime and waits for it on this thread.
+    fn run<T: Send + 'static>(&self, work: impl Future<Output = io::Result<T>> + Send + 'static) -> io::Result<T> {
+        let (sender, receiver) = std::sync::mpsc::sync_channel(1);
+        let runtime = self.runtime.as_ref().expect("only a drop takes the runtime");
+        runtime.spawn(async move {
+            let _ = sender.send(work.await);
+        });
+        receiver.recv().map_err(|_| io::Error::other(format!("{}: the object store's runtime stopped", self.bucket)))?
+    }
+
+    /// Where `key` is in the bucket; a key outside the root has no place.
+    fn location(&self, key: &Key) -> io::Result<Path> {
+        let mut location = self.prefix.clone();
+        for component in key.as_path().components() {
+            match component {
+                Component::CurDir => {}
+                Component::Normal(part) => {
+                    let part = part.to_str().ok_or_else(|| {
+                        invalid(format!("{}: {} is not UTF-8", self.root.display(), key.as_path().display()))
+                    })?;
+                    location = location.join(part);
+                }
+                _ => {
+                    return Err(invalid(format!(
+                        "{} is outside the object store's root {}",
+                        key.as_path().display(),
+                        self.root.display()
+                    )));
+                }
+            }
+        }
+        Ok(location)
+    }
+
+    fn context(&self) -> Context {
+        Context { store: self.store.clone(), bucket: self.bucket.clone() }
+    }
+
+    /// The version the pointer at `key` names, if it has one.
+    pub fn current_version(&self, key: &Key) -> io::Result<Option<String>> {
+        let data = self.location(key)?;
+        let context = self.context();
+        Ok(self.run(async move { context.pointer(&data).await })?.map(|current| current.version))
+    }
+
+    /// The first half of a publish: reads the pointer at `key`, then
+    /// uploads every file of `staged` under a new version's prefix. The
+    /// local directory is removed once uploaded (or on an error, with what
+    /// was uploaded of it).
+    pub fn upload(&self, staged: Staged, key: &Key) -> io::Result<Pending> {
+        let data = self.location(key)?;
+        let files = staged_files(staged.path())?;
+        let context = self.context();
+        let pending = self.run(async move {
+            let base = context.pointer(&data).await?;
+            let version = new_version();
+            let prefix = data.clone().join(VERSIONS).join(version.as_str());
+            let uploaded = context.upload_all(&prefix, files).await?;
+            Ok(Pending { data, version, base, uploaded })
+        });
+        drop(staged);
+        pending
+    }
+
+    /// The second half: makes `pending` current with one conditional
+    /// write of the pointer, then writes `done_flag` (unless empty) and
+    /// removes the version it replaced. Another writer's commit since the
+    /// upload began is an `AlreadyExists` error, and nothing of this
+    /// version is left.
+    pub fn commit(&self, pending: Pending, done_flag: &str) -> io::Result<()> {
+        let context = self.context();
+        let flag = if done_flag.is_empty() { None } else { Some(pending.data.clone().join(done_flag)) };
+        self.run(async move { context.commit(pending, flag).await })
+    }
+}
+
+/// What the async half needs of the store, owned, for its tasks.
+#[derive(Clone)]
+struct Context {
+    store: Arc<dyn ObjectStore>,
+    bucket: String,
+}
+
+impl Context {
+    /// A one-line error naming what was done to which object, and why it failed.
+    fn failed(&self, what: &str, location: &Path, e: &object_store::Error) -> io::Error {
+        let kind = match e {
+            object_store::Error::NotFound { .. } => io::ErrorKind::NotFound,
+            object_store::Error::AlreadyExists { .. } => io::ErrorKind::AlreadyExists,
+            object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. } => {
+                io::ErrorKind::PermissionDenied
+            }
+            _ => io::ErrorKind::Other,
+        };
+        io::Error::new(kind, format!("cannot {what} {}/{location}: {}", self.bucket, one_line(e)))
+    }
+
+    /// The pointer at `data`, if there is one.
+    async fn pointer(&self, data: &Path) -> io::Result<Option<Current>> {
+        let location = data.clone().join(POINTER);
+        let got = match self.store.get(&location).await {
+            Ok(got) => got,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(self.failed("read", &location, &e)),
+        };
+        let (e_tag, object_version) = (got.meta.e_tag.clone(), got.meta.version.clone());
+        let bytes = got.bytes().await.map_err(|e| self.failed("read", &location, &e))?;
+        match serde_json::from_slice::<PointerBody>(&bytes) {
+            Ok(body) if body.format == POINTER_FORMAT && is_version(&body.version) => {
+                Ok(Some(Current { version: body.version, e_tag, object_version }))
+            }
+            _ => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}/{location} is not a trellis version pointer", self.bucket),
+            )),
+        }
+    }
+
+    /// Uploads `files` under `prefix`, a few at once; on an error, removes
+    /// what was uploaded.
+    async fn upload_all(&self, prefix: &Path, files: Vec<StagedFile>) -> io::Result<Vec<Path>> {
+        let uploads = files.into_iter().map(|file| {
+            let location = file.name.split('/').fold(prefix.clone(), |location, part| location.join(part));
+            let context = self.clone();
+            async move { context.upload_one(&file, &location).await.map(|()| location) }
+        });
+        let results: Vec<io::Result<Path>> =
+            futures_util::stream::iter(uploads).buffer_unordered(UPLOADS_IN_FLIGHT).collect().await;
+        let mut uploaded = Vec::with_capacity(results.len());
+        let mut first_error = None;
+        for result in results {
+            match result {
+                Ok(location) => uploaded.push(location),
+                Err(e) => first_error = first_error.or(Some(e)),
+            }
+        }
+        match first_error {
+            None => Ok(uploaded),
+            Some(e) => {
+                self.delete_quietly(uploaded).await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn upload_one(&self, file: &StagedFile, location: &Path) -> io::Result<()> {
+        let read_failed = |e: io::Error| io::Error::new(e.kind(), format!("cannot read {}: {e}", file.path.display()));
+        if file.size <= MULTIPART_CHUNK as u64 {
+            let bytes = tokio::fs::read(&file.path).await.map_err(read_failed)?;
+            self.store.put(location, bytes.into()).await.map_err(|e| self.failed("write", location, &e))?;
+            return Ok(());
+        }
+        let upload = self.store.put_multipart(location).await.map_err(|e| self.failed("write", location, &e))?;
+        let mut parts = WriteMultipart::new_with_chunk_size(upload, MULTIPART_CHUNK);
+        let mut source = tokio::fs::File::open(&file.path).await.map_err(read_failed)?;
+        let mut chunk = vec![0; MULTIPART_CHUNK];
+        loop {
+            let read = match source.read(&mut chunk).await {
+                Ok(0) => break,
+                Ok(read) => read,
+                Err(e) => {
+                    let _ = parts.abort().await;
+                    return Err(read_failed(e));
+                }
+            };
+            if let Err(e) = parts.wait_for_capacity(PARTS_IN_FLIGHT).await {
+                let _ = parts.abort().await;
+                return Err(self.failed("write", location, &e));
+            }
+            parts.write(&chunk[..read]);
+        }
+        parts.finish().await.map_err(|e| self.failed("write", location, &e))?;
+        Ok(())
+    }
+
+    async fn commit(&self, pending: Pending, flag: Option<Path>) -> io::Result<()> {
+        let pointer = pending.data.clone().join(POINTER);
+        let body = serde_json::to_vec(&PointerBody { format: POINTER_FORMAT, version: pending.version.clone() })
+            .map_err(io::Error::other)?;
+        let mode = match &pending.base {
+            None => PutMode::Create,
+            Some(base) => {
+                PutMode::Update(UpdateVersion { e_tag: base.e_tag.clone(), version: base.object_version.clone() })
+            }
+        };
+        let options = PutOptions { mode, ..PutOptions::default() };
+        if let Err(e) = self.store.put_opts(&pointer, body.into(), options).await {
+            // Refused, answered 409, or lost on the way: only the pointer
+            // says whether this commit is the one that happened.
+            let now = self.pointer(&pending.data).await;
+            match now {
+                Ok(Some(now)) if now.version == pending.version => {}
+                Ok(now) => {
+                    self.delete_quietly(pending.uploaded).await;
+                    let contended = matches!(
+                        e,
+                        object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }
+                    );
+                    let base = pending.base.as_ref().map(|base| &base.version);
+                    return Err(match now {
+                        Some(now) if contended && Some(&now.version) != base => io::Error::new(
+                            io::ErrorKind::AlreadyExists,
+                            format!(
+                                "{}/{}: another writer committed this view first (version {}); version {} is withdrawn",
+                                self.bucket, pending.data, now.version, pending.version
+                            ),
+                        ),
+                        _ => self.failed("commit", &pointer, &e),
+                    });
+                }
+                // Not known whether it committed: the version is left for `trellis gc`.
+                Err(_) => return Err(self.failed("commit", &pointer, &e)),
+            }
+        }
+        if let Some(flag) = flag {
+            // The version's id as the flag's body: every flag written is a
+            // new object to an outside reader, and names what it should read.
+            let id = Bytes::from(pending.version.clone());
+            self.store.put(&flag, id.into()).await.map_err(|e| {
+                let e = self.failed("write the done flag", &flag, &e);
+                io::Error::new(e.kind(), format!("version {} is committed, but {e}", pending.version))
+            })?;
+        }
+        // The version replaced goes now. A reader still listing it is cut
+        // off: `trellis gc` (to come) will remove old versions after a
+        // grace period instead, with the orphans of crashed publishes.
+        if let Some(old) = pending.base.filter(|base| base.version != pending.version) {
+            let prefix = pending.data.clone().join(VERSIONS).join(old.version.as_str());
+            match self.store.list(Some(&prefix)).map_ok(|meta| meta.location).try_collect::<Vec<_>>().await {
+                Ok(old_files) => self.delete_quietly(old_files).await,
+                Err(e) => tracing::warn!("{}", self.failed("list the replaced version", &prefix, &e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes `locations`, warning about what could not be deleted (gc
+    /// removes it later).
+    async fn delete_quietly(&self, locations: Vec<Path>) {
+        if locations.is_empty() {
+            return;
+        }
+        let stream = futures_util::stream::iter(locations.into_iter().map(Ok)).boxed();
+        let mut results = self.store.delete_stream(stream);
+        while let Some(result) = results.next().await {
+            match result {
+                Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => tracing::warn!("cannot delete from {}: {}; `trellis gc` will", self.bucket, one_line(&e)),
+            }
+        }
+    }
+
+    async fn head(&self, location: &Path) -> io::Result<Option<ObjectMeta>> {
+        match self.store.head(location).await {
+            Ok(meta) => Ok(Some(meta)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.failed("read", location, &e)),
+        }
+    }
+
+    /// Where `data`'s files are read: its current version's prefix, or
+    /// `data` itself when it has no pointer.
+    async fn readable(&self, data: &Path) -> io::Result<(Path, bool)> {
+        Ok(match self.pointer(data).await? {
+            Some(current) => (data.clone().join(VERSIONS).join(current.version.as_str()), true),
+            None => (data.clone(), false),
+        })
+    }
+
+    async fn get(&self, location: &Path) -> io::Result<Option<Vec<u8>>> {
+        let got = match self.store.get(location).await {
+            Ok(got) => got,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(self.failed("read", location, &e)),
+        };
+        Ok(Some(got.bytes().await.map_err(|e| self.failed("read", location, &e))?.to_vec()))
+    }
+}
+
+impl ViewStore for ObjectDir {
+    fn root(&self) -> &LocalPath {
+        &self.root
+    }
+
+    /// The object at `key` (a done flag), else the pointer of the view
+    /// whose data `key` is (a view without a flag): one HEAD when the flag
+    /// is there, two when it is not.
+    fn identity(&self, key: &Key) -> Option<FlagIdentity> {
+        let location = self.location(key).ok()?;
+        let context = self.context();
+        let found = self.run(async move {
+            match context.head(&location).await? {
+                Some(meta) => Ok(Some(meta)),
+                None => context.head(&location.clone().join(POINTER)).await,
+            }
+        });
+        match found {
+            Ok(meta) => meta.map(|meta| identity_of(&meta)),
+            Err(e) => {
+                tracing::warn!("{e}");
+                None
+            }
+        }
+    }
+
+    fn holds_data(&self, key: &Key) -> bool {
+        let Ok(data) = self.location(key) else { return false };
+        let context = self.context();
+        let found = self.run(async move {
+            if context.head(&data.clone().join(POINTER)).await?.is_some() {
+                return Ok(true);
+            }
+            match context.store.list(Some(&data)).next().await {
+                None => Ok(false),
+                Some(Ok(_)) => Ok(true),
+                Some(Err(e)) => Err(context.failed("list", &data, &e)),
+            }
+        });
+        found.unwrap_or_else(|e| {
+            tracing::warn!("{e}");
+            false
+        })
+    }
+
+    /// A file at the top of a view's data (`<key>/<name>`: a receipt, a
+    /// txlog marker) is read in its current version; where the view has no
+    /// pointer, the object is read where it is.
+    fn read(&self, key: &Key) -> io::Result<Option<Vec<u8>>> {
+        let location = self.location(key)?;
+        let context = self.context();
+        self.run(async move {
+            let target = match (location.parent(), location.filename()) {
+                (Some(data), Some(name)) if !data.is_root() => match context.pointer(&data).await? {
+                    // The name is a part already encoded: parsed, not encoded again.
+                    Some(current) => Path::parse(format!("{data}/{VERSIONS}/{}/{name}", current.version))
+                        .map_err(|e| invalid(format!("{}/{location}: {e}", context.bucket)))?,
+                    None => location,
+                },
+                _ => location,
+            };
+            context.get(&target).await
+        })
+    }
+
+    /// The current version's files (names relative to it), or, where there
+    /// is no pointer, the objects under `key` but the versions and the
+    /// pointer of a view published there. Directories are not objects:
+    /// each one a file's name passes through is listed once, with no
+    /// identity of its own.
+    fn list(&self, key: &Key, walk: &Walk) -> io::Result<Vec<Listed>> {
+        let data = self.location(key)?;
+        let context = self.context();
+        let (base, objects, published) = self.run(async move {
+            let (base, published) = context.readable(&data).await?;
+            let objects: Vec<ObjectMeta> =
+                context.store.list(Some(&base)).try_collect().await.map_err(|e| context.failed("list", &base, &e))?;
+            Ok((base, objects, published))
+        })?;
+        if objects.is_empty() && !published {
+            return Err(io::Error::new(io::ErrorKind::NotFound, format!("{}/{base}: no objects there", self.bucket)));
+        }
+        let mut found = Vec::new();
+        let mut directories = HashSet::new();
+        'objects: for meta in &objects {
+            let Some(parts) = meta.location.prefix_match(&base) else { continue };
+            let mut names = Vec::new();
+            for part in parts {
+                let decoded = percent_encoding::percent_decode_str(part.as_ref());
+                names.push(match decoded.clone().decode_utf8() {
+                    Ok(name) => name.into_owned(),
+                    Err(_) if walk.exact_names => {
+                        return Err(io::Error::other(format!(
+                            "{}/{} has a name that is not UTF-8",
+                            self.bucket, meta.location
+                        )));
+                    }
+                    Err(_) => decoded.decode_utf8_lossy().into_owned(),
+                });
+            }
+            if !published && (names.first().is_some_and(|first| first == VERSIONS) || names == [POINTER]) {
+                continue;
+            }
+            let mut name = String::new();
+            for (depth, part) in names.iter().enumerate() {
+                if depth > 0 {
+                    name.push('/');
+                }
+                name.push_str(part);
+                if !(walk.keep)(&name) {
+                    continue 'objects;
+                }
+                if depth + 1 < names.len() && directories.insert(name.clone()) {
+                    let identity = FlagIdentity { mtime_nanos: 0, size: 0, inode: 0 };
+                    found.push(Listed { name: name.clone(), is_dir: true, identity });
+                }
+            }
+            found.push(Listed { name, is_dir: false, identity: identity_of(meta) });
+        }
+        Ok(found)
+    }
+
+    fn stage(&self) -> io::Result<Staged> {
+        self.local.stage()
+    }
+
+    /// [`ObjectDir::upload`], then [`ObjectDir::commit`].
+    fn publish(&self, staged: Staged, key: &Key, done_flag: &str) -> io::Result<()> {
+        let pending = self.upload(staged, key)?;
+        self.commit(pending, done_flag)
+    }
+
+    /// The local staging directory, as a local root's is cleaned. What a
+    /// crashed publish left in the bucket is for `trellis gc` (to come).
+    fn clean_staging(&self) -> io::Result<()> {
+        self.local.clean_staging()
+    }
+}
+
+/// An object's identity in the metastore's format, unchanged: its
+/// Last-Modified as the mtime, its size, and in place of an inode a 64-bit
+/// fingerprint of its ETag and version id (the version id changes on every
+/// write where the bucket keeps versions, even when the ETag does not).
+fn identity_of(meta: &ObjectMeta) -> FlagIdentity {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(meta.e_tag.as_deref().unwrap_or_default().as_bytes());
+    hasher.update(&[0]);
+    hasher.update(meta.version.as_deref().unwrap_or_default().as_bytes());
+    let fingerprint = hasher.finalize();
+    let mut inode = [0; 8];
+    inode.copy_from_slice(&fingerprint.as_bytes()[..8]);
+    FlagIdentity {
+        mtime_nanos: meta.last_modified.timestamp_nanos_opt().unwrap_or(i64::MAX),
+        size: meta.size,
+        inode: u64::from_le_bytes(inode),
+    }
+}
+
+/// A file of a staged version: its name relative to the version (`/`
+/// between components), where it is, and its size.
+#[derive(Debug)]
+struct StagedFile {
+    name: String,
+    path: PathBuf,
+    size: u64,
+}
+
+/// Every file below `dir`. A link is refused rather than followed (what
+/// it points to is not the plugin's to publish), and so is a name that is
+/// not UTF-8 (an object's key is); an empty directory is not kept (an
+/// object store has none).
+fn staged_files(dir: &LocalPath) -> io::Result<Vec<StagedFile>> {
+    let mut files = Vec::new();
+    let mut pending = vec![(dir.to_path_buf(), String::new())];
+    while let Some((path, prefix)) = pending.pop() {
+        for entry in std::fs::read_dir(&path)? {
+            let entry = entry?;
+            let file_name = entry.file_name();
+            let Some(file_name) = file_name.to_str() else {
+                return Err(invalid(format!("{} has a name that is not UTF-8", entry.path().display())));
+            };
+            let name = format!("{prefix}{file_name}");
+            let kind = entry.file_type()?;
+            if kind.is_dir() {
+                pending.push((entry.path(), format!("{name}/")));
+            } else if kind.is_file() {
+                files.push(StagedFile { name, path: entry.path(), size: entry.metadata()?.len() });
+            } else {
+                return Err(invalid(format!(
+                    "{} is not a file or a directory: an object store holds only files",
+                    entry.path().display()
+                )));
+            }
+        }
+    }
+    Ok(files)
+}
+
+/// A version id: the millisecond, then 64 random bits (unique per publish
+/// without coordination), so that versions also sort by time.
+fn new_version() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let millis = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_millis());
+    // RandomState's keys are random per process; the counter and the
+    // clock make every call's hash another.
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    hasher.write_u128(SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_nanos()));
+    hasher.write_u32(std::process::id());
+    format!("{millis:013}-{:016x}", hasher.finish())
+}
+
+/// Whether `version` has the shape [`new_version`] gives: a pointer naming
+/// anything else (a path, `..`) is not followed.
+fn is_version(version: &str) -> bool {
+    version.split_once('-').is_some_and(|(millis, random)| {
+        !millis.is_empty()
+            && millis.bytes().all(|b| b.is_ascii_digit())
+            && random.len() == 16
+            && random.bytes().all(|b| b.is_ascii_hexdigit())
+    })
+}
+
+fn invalid(message: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, message)
+}
+
+/// An error's message on one line (a store's may span several).
+fn one_line(e: &dyn std::fmt::Display) -> String {
+    e.to_string().split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object_store::memory::InMemory;
+
+    fn store() -> (tempfile::TempDir, Arc<InMemory>, ObjectDir) {
+        let local = tempfile::tempdir().unwrap();
+        let memory = Arc::new(InMemory::new());
+        let dir = ObjectDir::new(memory.clone(), "memory://test", "proj", local.path()).unwrap();
+        (local, memory, dir)
+    }
+
+    fn key(dir: &ObjectDir, relative: &str) -> Key {
+        dir.key(&dir.root().join(relative))
+    }
+
+    fn staged(dir: &ObjectDir, files: &[(&str, &str)]) -> Staged {
+        let staged = dir.stage().unwrap();
+        for (name, content) in files {
+            let path = staged.path().join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, content).unwrap();
+        }
+        staged
+    }
+
+    /// Keys are the root's prefix plus the key's components, each encoded
+    /// as one part; a key outside the root is refused, not guessed at.
+    #[test]
+    fn keys_are_placed_under_the_prefix() {
+        let (_local, _memory, dir) = store();
+        assert_eq!(dir.location(&key(&dir, "v/2015/05/01")).unwrap().as_ref(), "proj/v/2015/05/01");
+        assert_eq!(dir.root(), LocalPath::new("memory://test/proj"));
+        let outside = dir.key(LocalPath::new("/elsewhere/v"));
+        let refused = dir.location(&outside).unwrap_err();
+        assert_eq!(refused.to_string(), "/elsewhere/v is outside the object store's root memory://test/proj");
+    }
+
+    /// Names with characters an object key must not carry raw come back
+    /// from a listing as they were written.
+    #[test]
+    fn odd_names_survive_a_publish() {
+        let (_local, _memory, dir) = store();
+        let data = key(&dir, "v/1");
+        dir.publish(staged(&dir, &[("a b%c#d", "1"), ("sub/x?y", "2")]), &data, "").unwrap();
+        let walk = Walk { follow_links: true, exact_names: true, keep: &|_| true };
+        let mut names: Vec<_> = dir.list(&data, &walk).unwrap().into_iter().map(|e| e.name).collect();
+        names.sort();
+        assert_eq!(names, ["a b%c#d", "sub", "sub/x?y"]);
+        assert_eq!(dir.read(&data.join("a b%c#d")).unwrap().as_deref(), Some(&b"1"[..]));
+    }
+
+    /// A link in the staged version is refused, not followed, and nothing is committed.
+    #[test]
+    fn a_link_is_not_uploaded() {
+        let (_local, _memory, dir) = store();
+        let data = key(&dir, "v/1");
+        let staged = staged(&dir, &[("part", "rows")]);
+        std::os::unix::fs::symlink("/etc/passwd", staged.path().join("secret")).unwrap();
+        let refused = dir.publish(staged, &data, "_SUCCESS").unwrap_err();
+        assert!(refused.to_string().contains("secret is not a file or a directory"), "{refused}");
+        assert_eq!(dir.current_version(&data).unwrap(), None);
+        assert!(!dir.holds_data(&data));
+    }
+
+    /// A pointer whose body names no version is an error saying so, never
+    /// a path followed.
+    #[test]
+    fn a_foreign_pointer_is_not_followed() {
+        let (_local, memory, dir) = store();
+        let data = key(&dir, "v/1");
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let pointer = Path::from("proj/v/1/_CURRENT");
+        runtime.block_on(memory.put(&pointer, r#"{"format":1,"version":"../../x"}"#.into())).unwrap();
+        let error = dir.read(&data.join("part")).unwrap_err();
+        assert_eq!(error.to_string(), "memory://test/proj/v/1/_CURRENT is not a trellis version pointer");
+    }
+
+    /// The trait's calls work from inside a tokio runtime (as from the
+    /// scheduler's workers), and dropping the store there does not panic.
+    #[test]
+    fn callable_and_droppable_inside_a_runtime() {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(async {
+            let (_local, _memory, dir) = store();
+            let data = key(&dir, "v/1");
+            dir.publish(staged(&dir, &[("part", "rows")]), &data, "_SUCCESS").unwrap();
+            assert!(dir.exists(&data.join("_SUCCESS")));
+            drop(dir);
+        });
+    }
+
+    #[test]
+    fn versions_have_one_shape_and_differ() {
+        let (a, b) = (new_version(), new_version());
+        assert_ne!(a, b);
+        assert!(is_version(&a) && is_version(&b), "{a} {b}");
+        assert!(!is_version("../x") && !is_version("1-abc") && !is_version("-0123456789abcdef"));
+    }
+}

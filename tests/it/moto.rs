@@ -1,0 +1,211 @@
+//! A real S3 protocol server for the tests that need one: moto
+//! (`moto[server]` from the package registry, pip-installed into
+//! trellis's tools directory the first time, as PySpark and schemathesis
+//! are, so that a second run installs nothing), one per test binary run on
+//! a free loopback port, each test in buckets of its own. moto honours
+//! `If-None-Match` and `If-Match` on PutObject atomically, which is what
+//! the commit protocol's tests need; it ignores SIGTERM, so it is killed
+//! with SIGKILL when the test binary exits.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+
+use object_store::ObjectStore;
+use object_store::aws::AmazonS3Builder;
+use trellis::storage::{ObjectDir, S3Config};
+
+use crate::support::eventually_blocking;
+
+/// The moto the tests run.
+pub const MOTO: &str = "5.2.5";
+
+/// The credentials the tests' clients sign with: moto takes any.
+pub const ENVIRONMENT: &[(&str, &str)] =
+    &[("AWS_ACCESS_KEY_ID", "trellis-test"), ("AWS_SECRET_ACCESS_KEY", "trellis-test"), ("AWS_REGION", "us-east-1")];
+
+/// Runs moto's server from the directory given first, as `moto_server` would.
+const LAUNCHER: &str = "import sys; sys.path.insert(0, sys.argv.pop(1)); sys.argv[0] = 'moto_server'; \
+                        from moto.server import main; sys.exit(main())";
+
+/// The running server.
+pub struct Moto {
+    child: Child,
+    port: u16,
+    pub endpoint: String,
+    /// Where moto logs each request it answers (one line a request).
+    pub log: PathBuf,
+    /// For the outside writer's requests ([`Moto::client`]).
+    runtime: tokio::runtime::Runtime,
+}
+
+/// The server of this test binary, started (and installed) at first use.
+pub fn moto() -> &'static Moto {
+    static MOTO_SERVER: OnceLock<Moto> = OnceLock::new();
+    static PID: AtomicI32 = AtomicI32::new(0);
+    // A static is never dropped: the server is killed at exit instead.
+    extern "C" fn kill() {
+        let pid = PID.load(Ordering::SeqCst);
+        if pid > 0 {
+            // SAFETY: kill(2) on the server this process started.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+    MOTO_SERVER.get_or_init(|| {
+        let packages = installed().unwrap_or_else(|reason| panic!("the S3 test server: {reason}"));
+        let moto = Moto::start(&packages);
+        PID.store(moto.child.id() as i32, Ordering::SeqCst);
+        // SAFETY: registers a function that takes nothing and returns nothing.
+        assert_eq!(unsafe { libc::atexit(kill) }, 0, "atexit");
+        moto
+    })
+}
+
+/// Where moto is installed, installing it first if it is not: a machine
+/// without Python and pip fails the test saying what to install.
+fn installed() -> Result<PathBuf, String> {
+    let tools = trellis::python::default_tools_dir()
+        .ok_or("no tools directory: set TRELLIS_TOOLS_DIR, XDG_CACHE_HOME or HOME")?;
+    let python = python()?;
+    let packages = tools.join(format!("moto-{MOTO}"));
+    if !packages.join("moto").join("server.py").is_file() {
+        eprintln!("installing moto[server] {MOTO} into {} (once)", packages.display());
+        trellis::python::pip_install(&python, &tools, &packages, &format!("moto[server]=={MOTO}"), "moto")
+            .map_err(|reason| format!("cannot install moto[server] {MOTO} into {}: {reason}", packages.display()))?;
+    }
+    Ok(packages)
+}
+
+fn python() -> Result<PathBuf, String> {
+    trellis::python::interpreter((3, 9)).map_err(|e| {
+        format!(
+            "it needs Python 3.9 or newer with pip to install and run moto (Debian: apt-get install python3 \
+             python3-pip; or name an interpreter with TRELLIS_PYTHON): {e}"
+        )
+    })
+}
+
+impl Moto {
+    /// Starts moto on a free loopback port (another, should that one be
+    /// taken meanwhile) and waits until it answers a request.
+    fn start(packages: &Path) -> Moto {
+        let python = python().unwrap_or_else(|reason| panic!("the S3 test server: {reason}"));
+        // Its logs beside the compile cache, removed with it at exit.
+        let dir = crate::support::compile_cache().join("moto");
+        std::fs::create_dir_all(&dir).unwrap();
+        for attempt in 0..3 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            let log = dir.join(format!("moto-{attempt}.log"));
+            let output = std::fs::File::create(&log).unwrap();
+            let mut child = Command::new(&python)
+                .args(["-I", "-c", LAUNCHER])
+                .arg(packages)
+                .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+                .stdin(Stdio::null())
+                .stdout(output.try_clone().unwrap())
+                .stderr(output)
+                .spawn()
+                .expect("python starts");
+            let mut exited = None;
+            eventually_blocking("moto to answer", || {
+                if let Some(status) = child.try_wait().unwrap() {
+                    exited = Some(status);
+                    return true;
+                }
+                status(port, "GET", "/", "").is_ok()
+            });
+            if let Some(status) = exited {
+                eprintln!("moto on port {port} ended with {status}: {}", std::fs::read_to_string(&log).unwrap());
+                continue;
+            }
+            let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+            return Moto { child, port, endpoint: format!("http://127.0.0.1:{port}"), log, runtime };
+        }
+        panic!("moto did not start (its logs are in {})", dir.display());
+    }
+
+    /// A new, empty bucket of this test's own; with versioning, every
+    /// object written gets a version id.
+    pub fn bucket(&self, versioned: bool) -> String {
+        static MADE: AtomicUsize = AtomicUsize::new(0);
+        let name = format!("trellis-test-{}-{}", std::process::id(), MADE.fetch_add(1, Ordering::SeqCst));
+        // moto checks no signature: plain requests make and configure buckets.
+        let made = status(self.port, "PUT", &format!("/{name}"), "");
+        assert!(matches!(made, Ok(200)), "bucket {name}: {made:?} (moto's log: {})", self.log.display());
+        if versioned {
+            let body = "<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>";
+            assert_eq!(status(self.port, "PUT", &format!("/{name}?versioning"), body).unwrap(), 200);
+        }
+        name
+    }
+
+    /// How a project would name `bucket` on this server.
+    pub fn config(&self, bucket: &str) -> S3Config {
+        S3Config {
+            bucket: bucket.to_string(),
+            prefix: "proj".into(),
+            endpoint: Some(self.endpoint.clone()),
+            region: None,
+            path_style: true,
+            allow_http: true,
+        }
+    }
+
+    /// The view storage in `bucket`, staging in `local`, its credentials
+    /// from [`ENVIRONMENT`] as a process would read them.
+    pub fn dir(&self, bucket: &str, local: &Path) -> ObjectDir {
+        let environment = ENVIRONMENT.iter().map(|(key, value)| (key.to_string(), value.to_string()));
+        ObjectDir::s3_from(&self.config(bucket), local, environment).expect("the S3 storage opens")
+    }
+
+    /// A client of `bucket` as another party writing and reading it
+    /// directly (a producer delivering external data, an outside reader).
+    pub fn client(&self, bucket: &str) -> Arc<dyn ObjectStore> {
+        trellis::storage::object::install_crypto_provider();
+        let store = AmazonS3Builder::new()
+            .with_bucket_name(bucket)
+            .with_endpoint(&self.endpoint)
+            .with_allow_http(true)
+            .with_region("us-east-1")
+            .with_access_key_id("trellis-test")
+            .with_secret_access_key("trellis-test")
+            .build()
+            .unwrap();
+        Arc::new(store)
+    }
+
+    /// Runs an outside client's request to its end.
+    pub fn block_on<T>(&self, work: impl Future<Output = T>) -> T {
+        self.runtime.block_on(work)
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        // moto ignores SIGTERM.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A plain HTTP/1.1 request to moto, and the status it answered.
+fn status(port: u16, method: &str, path: &str, body: &str) -> std::io::Result<u16> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(30)))?;
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("not an HTTP answer: {response:?}")))
+}

@@ -1,0 +1,280 @@
+//! The object-store view storage (`storage::object`) against a real S3
+//! protocol server (moto, see `moto.rs`): a publish read back through its
+//! pointer, a republish replacing the version and removing the old one,
+//! writers racing on one view with exactly one winner and nothing left of
+//! the loser, commits of identical bytes telling apart (ABA), external
+//! data read as it lies, and what identifies a rewritten empty flag. Each
+//! test has buckets of its own and a handful of small files: moto answers
+//! in a few milliseconds a request.
+
+use std::io;
+use std::sync::{Arc, Barrier};
+
+use futures_util::TryStreamExt;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt};
+use trellis::storage::{Key, ObjectDir, Staged, ViewStore, Walk};
+
+use crate::moto::moto;
+
+const ALL: Walk<'static> = Walk { follow_links: true, exact_names: true, keep: &|_| true };
+
+fn key(dir: &ObjectDir, relative: &str) -> Key {
+    dir.key(&dir.root().join(relative))
+}
+
+/// A staged version holding `files` and the done flag, as a transformation
+/// and `Staging::publish` leave it.
+fn staged(dir: &ObjectDir, files: &[(&str, &str)]) -> Staged {
+    let staged = dir.stage().unwrap();
+    for (name, content) in files {
+        let path = staged.path().join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    }
+    staged.touch("_SUCCESS").unwrap();
+    staged
+}
+
+fn names(dir: &ObjectDir, key: &Key) -> Vec<String> {
+    let mut listed: Vec<_> = dir
+        .list(key, &ALL)
+        .unwrap()
+        .into_iter()
+        .map(|entry| format!("{}{}", entry.name, if entry.is_dir { "/" } else { "" }))
+        .collect();
+    listed.sort();
+    listed
+}
+
+/// What an outside client finds under `prefix` (full keys, sorted).
+fn objects(client: &Arc<dyn ObjectStore>, prefix: &str) -> Vec<String> {
+    let prefix = ObjectPath::from(prefix);
+    let found: Vec<_> = moto().block_on(client.list(Some(&prefix)).try_collect::<Vec<_>>()).unwrap();
+    let mut found: Vec<_> = found.into_iter().map(|meta| meta.location.to_string()).collect();
+    found.sort();
+    found
+}
+
+fn body(client: &Arc<dyn ObjectStore>, location: &str) -> String {
+    let got = moto().block_on(async { client.get(&ObjectPath::from(location)).await.unwrap().bytes().await });
+    String::from_utf8(got.unwrap().to_vec()).unwrap()
+}
+
+#[test]
+fn a_publish_is_read_through_its_pointer() {
+    let moto = moto();
+    let bucket = moto.bucket(false);
+    let local = tempfile::tempdir().unwrap();
+    let dir = moto.dir(&bucket, local.path());
+    let client = moto.client(&bucket);
+    let data = key(&dir, "v/2015/05/01");
+    assert!(!dir.holds_data(&data));
+    assert!(!dir.exists(&data.join("_SUCCESS")));
+
+    let files = [("part-0", "a,1\n"), ("sub/part-1", "b,2\n"), (".trellis-publish.json", "{}")];
+    dir.publish(staged(&dir, &files), &data, "_SUCCESS").unwrap();
+    let version = dir.current_version(&data).unwrap().expect("a pointer");
+    assert_eq!(names(&dir, &data), [".trellis-publish.json", "_SUCCESS", "part-0", "sub/", "sub/part-1"]);
+    assert_eq!(dir.read(&data.join("part-0")).unwrap().as_deref(), Some(&b"a,1\n"[..]));
+    assert_eq!(dir.read(&data.join(".trellis-publish.json")).unwrap().as_deref(), Some(&b"{}"[..]));
+    assert_eq!(dir.read(&data.join("absent")).unwrap(), None);
+    assert!(dir.holds_data(&data));
+    // The done flag for outside readers names the version to read.
+    let flag = dir.identity(&data.join("_SUCCESS")).expect("the flag");
+    assert_eq!(flag.size, version.len() as u64);
+    assert_eq!(body(&client, "proj/v/2015/05/01/_SUCCESS"), version);
+    assert_eq!(
+        objects(&client, "proj/v/2015/05/01"),
+        [
+            "proj/v/2015/05/01/_CURRENT".to_string(),
+            "proj/v/2015/05/01/_SUCCESS".to_string(),
+            format!("proj/v/2015/05/01/_v/{version}/.trellis-publish.json"),
+            format!("proj/v/2015/05/01/_v/{version}/_SUCCESS"),
+            format!("proj/v/2015/05/01/_v/{version}/part-0"),
+            format!("proj/v/2015/05/01/_v/{version}/sub/part-1"),
+        ]
+    );
+    assert!(std::fs::read_dir(local.path().join(".trellis-staging")).unwrap().next().is_none(), "staging removed");
+}
+
+#[test]
+fn a_republish_replaces_the_version_and_removes_the_old_one() {
+    let moto = moto();
+    let bucket = moto.bucket(false);
+    let local = tempfile::tempdir().unwrap();
+    let dir = moto.dir(&bucket, local.path());
+    let client = moto.client(&bucket);
+    let data = key(&dir, "v/1");
+    dir.publish(staged(&dir, &[("part", "first"), ("only-in-first", "x")]), &data, "_SUCCESS").unwrap();
+    let first = dir.current_version(&data).unwrap().unwrap();
+    dir.publish(staged(&dir, &[("part", "second")]), &data, "_SUCCESS").unwrap();
+    let second = dir.current_version(&data).unwrap().unwrap();
+    assert_ne!(first, second);
+    assert_eq!(names(&dir, &data), ["_SUCCESS", "part"]);
+    assert_eq!(dir.read(&data.join("part")).unwrap().as_deref(), Some(&b"second"[..]));
+    assert_eq!(dir.read(&data.join("only-in-first")).unwrap(), None);
+    assert_eq!(objects(&client, &format!("proj/v/1/_v/{first}")), Vec::<String>::new(), "the old version is gone");
+    assert_eq!(body(&client, "proj/v/1/_SUCCESS"), second);
+}
+
+/// Two stores (two servers on one bucket by mistake) upload a version of
+/// one view from the same pointer, then commit at once: every time exactly
+/// one commits, and the other is told so and leaves nothing of its version.
+/// The first race is over no pointer (`If-None-Match: *`), the others over
+/// the winner's (`If-Match`).
+#[test]
+fn of_two_writers_racing_on_one_view_exactly_one_wins() {
+    let moto = moto();
+    let bucket = moto.bucket(false);
+    let (local_a, local_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let writers = [moto.dir(&bucket, local_a.path()), moto.dir(&bucket, local_b.path())];
+    let client = moto.client(&bucket);
+    let data = key(&writers[0], "v/1");
+    for race in 0..20 {
+        let pending: Vec<_> = writers
+            .iter()
+            .map(|dir| dir.upload(staged(dir, &[("part", &format!("{race}"))]), &data).unwrap())
+            .collect();
+        let versions: Vec<String> = pending.iter().map(|p| p.version().to_string()).collect();
+        let start = Barrier::new(2);
+        let results: Vec<io::Result<()>> = std::thread::scope(|scope| {
+            let commits: Vec<_> = writers
+                .iter()
+                .zip(pending)
+                .map(|(dir, pending)| {
+                    let start = &start;
+                    scope.spawn(move || {
+                        start.wait();
+                        dir.commit(pending, "_SUCCESS")
+                    })
+                })
+                .collect();
+            commits.into_iter().map(|commit| commit.join().unwrap()).collect()
+        });
+        let winners: Vec<usize> = (0..2).filter(|&i| results[i].is_ok()).collect();
+        assert_eq!(winners.len(), 1, "race {race}: {results:?}");
+        let (winner, loser) = (winners[0], 1 - winners[0]);
+        let lost = results[loser].as_ref().unwrap_err();
+        assert_eq!(lost.kind(), io::ErrorKind::AlreadyExists, "race {race}: {lost}");
+        assert!(lost.to_string().contains("another writer committed this view first"), "{lost}");
+        assert_eq!(writers[loser].current_version(&data).unwrap().as_deref(), Some(versions[winner].as_str()));
+        assert_eq!(objects(&client, &format!("proj/v/1/_v/{}", versions[loser])), Vec::<String>::new());
+        assert_eq!(body(&client, "proj/v/1/_SUCCESS"), versions[winner]);
+        assert_eq!(writers[loser].read(&data.join("part")).unwrap().as_deref(), Some(race.to_string().as_bytes()));
+    }
+    // Only the last winner's version is left.
+    let left = objects(&client, "proj/v/1/_v");
+    assert_eq!(left.len(), 2, "{left:?}");
+}
+
+/// Two commits of identical bytes: a pointer whose body were the same
+/// would keep its ETag and let a stale `If-Match` through. Here each names
+/// its version, and the flag and the data's identity change with it.
+#[test]
+fn commits_of_identical_bytes_are_told_apart() {
+    let moto = moto();
+    let bucket = moto.bucket(false);
+    let local = tempfile::tempdir().unwrap();
+    let dir = moto.dir(&bucket, local.path());
+    let client = moto.client(&bucket);
+    let data = key(&dir, "v/1");
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        dir.publish(staged(&dir, &[("part", "same rows")]), &data, "_SUCCESS").unwrap();
+        let pointer = moto.block_on(client.head(&ObjectPath::from("proj/v/1/_CURRENT"))).unwrap();
+        seen.push((
+            body(&client, "proj/v/1/_CURRENT"),
+            pointer.e_tag,
+            dir.identity(&data.join("_SUCCESS")).unwrap(),
+            dir.identity(&data).unwrap(),
+        ));
+    }
+    let (first, second) = (&seen[0], &seen[1]);
+    assert_ne!(first.0, second.0, "pointer bodies");
+    assert_ne!(first.1, second.1, "pointer ETags");
+    assert_ne!(first.2, second.2, "flag identities");
+    assert_ne!(first.3, second.3, "the data's identity (its pointer's)");
+    assert_eq!(first.2.size, second.2.size, "the same size: the ETag tells them apart");
+}
+
+/// Data delivered by others, with no pointer: listed and read where it
+/// lies; a prefix with nothing under it holds no data.
+#[test]
+fn external_data_without_a_pointer_is_read_as_it_lies() {
+    let moto = moto();
+    let bucket = moto.bucket(false);
+    let local = tempfile::tempdir().unwrap();
+    let dir = moto.dir(&bucket, local.path());
+    let client = moto.client(&bucket);
+    moto.block_on(async {
+        for (name, content) in [("part-0", "a"), ("sub/part-1", "bb"), ("_SUCCESS", "")] {
+            let location = ObjectPath::from(format!("proj/raw/2015/05/01/{name}"));
+            client.put(&location, content.into()).await.unwrap();
+        }
+    });
+    let data = key(&dir, "raw/2015/05/01");
+    assert!(dir.holds_data(&data));
+    assert_eq!(dir.current_version(&data).unwrap(), None);
+    assert_eq!(names(&dir, &data), ["_SUCCESS", "part-0", "sub/", "sub/part-1"]);
+    let sizes: Vec<u64> =
+        dir.list(&data, &ALL).unwrap().iter().filter(|e| !e.is_dir).map(|e| e.identity.size).collect();
+    assert_eq!(sizes.iter().sum::<u64>(), 3);
+    assert_eq!(dir.read(&data.join("sub/part-1")).unwrap().as_deref(), Some(&b"bb"[..]));
+    assert_eq!(dir.identity(&data.join("_SUCCESS")).unwrap().size, 0);
+    // What a walk does not keep is not listed, nor is what is below it.
+    let keep = |name: &str| !name.starts_with('_') && name != "sub";
+    let kept = dir.list(&data, &Walk { follow_links: true, exact_names: true, keep: &keep }).unwrap();
+    assert_eq!(kept.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["part-0"]);
+    let empty = key(&dir, "raw/2015/05/02");
+    assert!(!dir.holds_data(&empty));
+    assert!(!dir.exists(&empty.join("_SUCCESS")));
+    assert_eq!(dir.list(&empty, &ALL).unwrap_err().kind(), io::ErrorKind::NotFound);
+    assert_eq!(dir.read(&empty.join("part-0")).unwrap(), None);
+}
+
+/// An empty flag rewritten keeps its ETag, and Last-Modified has
+/// one-second resolution: where the bucket keeps versions, the version id
+/// tells the rewrite at once; where it does not, the identity changes as
+/// soon as Last-Modified does, and not before.
+#[test]
+fn a_rewritten_empty_flag_changes_identity_with_its_version_or_last_modified() {
+    let moto = moto();
+    let local = tempfile::tempdir().unwrap();
+    for versioned in [true, false] {
+        let bucket = moto.bucket(versioned);
+        let dir = moto.dir(&bucket, local.path());
+        let client = moto.client(&bucket);
+        let location = ObjectPath::from("proj/raw/1/_SUCCESS");
+        let flag = key(&dir, "raw/1/_SUCCESS");
+        let deliver = || {
+            moto.block_on(async {
+                client.put(&location, "".into()).await.unwrap();
+                client.head(&location).await.unwrap()
+            })
+        };
+        let first = deliver();
+        let identity = dir.identity(&flag).unwrap();
+        assert_eq!(dir.identity(&flag), Some(identity), "unchanged, the same");
+        if versioned {
+            let again = deliver();
+            assert_eq!(again.e_tag, first.e_tag, "an empty object's ETag does not change");
+            assert_ne!(again.version, first.version);
+            assert_ne!(dir.identity(&flag).unwrap(), identity, "told apart by its version id");
+            continue;
+        }
+        assert_eq!(first.version, None);
+        crate::support::eventually_blocking("a rewrite in the next second", || {
+            let again = deliver();
+            assert_eq!(again.e_tag, first.e_tag);
+            let now = dir.identity(&flag).unwrap();
+            if again.last_modified == first.last_modified {
+                assert_eq!(now, identity, "within the second, nothing tells a rewrite");
+                false
+            } else {
+                assert_ne!(now, identity);
+                true
+            }
+        });
+    }
+}
