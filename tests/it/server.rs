@@ -652,6 +652,7 @@ async fn stalled_clients_never_lock_out_health_or_the_token_holder() {
     let args = ["--header-timeout", "600s"];
     let server = Server::start_with_file_limit(&project, &args, &[("TRELLIS_TOKEN", "t")], 800);
     // A new connection for every probe: each one is admitted as the attack goes on.
+    trellis::storage::object::install_crypto_provider();
     let health = reqwest::Client::builder().timeout(Duration::from_secs(5)).pool_max_idle_per_host(0).build().unwrap();
     let mut clients = Vec::new();
     let mut latencies = Vec::new();
