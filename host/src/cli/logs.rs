@@ -2,7 +2,6 @@
 //! printed, from the metastore or from a server.
 
 use anyhow::Context;
-use chrono::Utc;
 use clap::Args;
 
 use super::Status;
@@ -35,8 +34,9 @@ fn here(args: &LogsArgs) -> anyhow::Result<wire::ViewLog> {
     let catalog = load(&args.project.project)?;
     // The view's URL path as trellis writes it (values made canonical).
     let mut lattice = Lattice::new(catalog.clone());
-    let storage = crate::storage::LocalDir::new(&catalog.settings.storage);
-    let resolution = Resolution { evaluation_time: Utc::now(), exists: &crate::lattice::on_disk(&storage) };
+    let storage = crate::storage::open(&catalog.settings)?;
+    let now = crate::clock::Clock::from_environment().map_err(anyhow::Error::msg)?.now();
+    let resolution = Resolution { evaluation_time: now, exists: &crate::lattice::on_disk(&*storage) };
     let id = lattice.view(args.view.get(), &resolution)?;
     let url = lattice.url_path(id);
     let log = match catalog.settings.metastore.exists() {

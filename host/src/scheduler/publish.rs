@@ -182,7 +182,12 @@ fn contents(listed: &[crate::storage::Listed]) -> String {
 impl Staging {
     /// Staging in the local directory `storage`.
     pub fn new(storage: &Path) -> Self {
-        Staging { storage: std::sync::Arc::new(LocalDir::new(storage)) }
+        Staging::over(std::sync::Arc::new(LocalDir::new(storage)))
+    }
+
+    /// Staging in `storage`, whichever store it is.
+    pub fn over(storage: Storage) -> Self {
+        Staging { storage }
     }
 
     /// The view storage it stages and publishes in.

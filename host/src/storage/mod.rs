@@ -55,6 +55,33 @@ pub use object::{ObjectDir, S3Config};
 /// A view's storage, shared by the scheduler, its tasks and engines.
 pub type Storage = std::sync::Arc<dyn ViewStore>;
 
+/// The store of the project's storage root, as its settings declare it:
+/// the local directory, or an object store with a local directory beside
+/// the metastore to stage versions in (a plugin writes into a real
+/// directory). The one place a root becomes a store, so that every
+/// command and the scheduler read the same data the same way.
+pub fn open(settings: &crate::catalog::Settings) -> Result<Storage, object::Error> {
+    use crate::catalog::StorageUrl;
+    match &settings.storage_url {
+        StorageUrl::Local(_) => Ok(std::sync::Arc::new(LocalDir::new(&settings.storage))),
+        StorageUrl::S3(location) => {
+            let options = &settings.s3;
+            let config = S3Config {
+                bucket: location.bucket.clone(),
+                prefix: location.prefix.clone(),
+                endpoint: options.endpoint.clone(),
+                region: options.region.clone(),
+                // AWS's own endpoint takes virtual hosts; an S3-compatible
+                // store's (MinIO, Ceph, a test server) mostly paths.
+                path_style: options.path_style.unwrap_or(options.endpoint.is_some()),
+                allow_http: options.allows_http(),
+            };
+            let local = settings.metastore.with_file_name("staging");
+            Ok(std::sync::Arc::new(ObjectDir::s3(&config, &local)?))
+        }
+    }
+}
+
 /// Staging directories live under the storage root (one filesystem, so a
 /// local publish is one rename), in a directory no view path can use:
 /// view paths never start with a `.` component.
@@ -204,6 +231,34 @@ impl Drop for Staged {
     fn drop(&mut self) {
         if !self.gone {
             local::remove_quietly(&self.path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(storage: &str) -> (tempfile::TempDir, crate::catalog::Settings) {
+        let dir = tempfile::tempdir().unwrap();
+        let s3 = if storage.starts_with("s3://") { "\n[project.s3]\nendpoint = \"http://127.0.0.1:9\"\n" } else { "" };
+        let text = format!("[project]\nname = \"p\"\nstorage = \"{storage}\"\n{s3}\n[[view]]\nname = \"a.raw/Day\"\n");
+        let catalog = crate::catalog::parse(&text, dir.path()).expect("the test project parses");
+        (dir, catalog.settings.clone())
+    }
+
+    /// The catalog renders an S3 root's data paths under the root's URL as
+    /// a path; the store opened for it must strip exactly that, or every
+    /// key would name the wrong object.
+    #[test]
+    fn each_root_opens_a_store_whose_keys_are_the_lattices_paths_under_it() {
+        for storage in ["data", "s3://views/proj", "s3://views"] {
+            let (_dir, settings) = settings(storage);
+            let store = open(&settings).unwrap();
+            assert_eq!(store.root(), settings.storage, "{storage}");
+            let data = settings.storage.join("a/raw/2015/05/01");
+            assert_eq!(store.key(&data).as_path(), Path::new("a/raw/2015/05/01"), "{storage}");
+            assert!(store.key(&data).is_under_root(), "{storage}");
         }
     }
 }
