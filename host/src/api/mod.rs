@@ -220,6 +220,9 @@ pub struct Settings {
 pub struct AppState {
     pub handle: Handle,
     pub store: Arc<Metastore>,
+    /// The view storage of the project the server started with: the
+    /// scheduler's own store.
+    pub storage: crate::storage::Storage,
     pub catalog: Arc<Catalog>,
     /// Restarted when a listener is re-enabled.
     pub listeners: tokio::sync::Mutex<Option<Listeners>>,

@@ -49,12 +49,14 @@ impl AppState {
         let Parts { catalog, plugins, scheduler, listeners, settings, reloader } = parts;
         let permits = scheduler.permits();
         let store = scheduler.metastore();
+        let storage = scheduler.storage();
         let plugin_statuses = plugin_statuses(&catalog, &plugins);
         let (service, handle) = Service::new(scheduler);
         let (shutdown_sender, shutdown) = tokio::sync::watch::channel(false);
         let state = Arc::new(AppState {
             handle,
             store,
+            storage,
             catalog,
             listeners: tokio::sync::Mutex::new(listeners),
             plugins,

@@ -229,6 +229,12 @@ impl Scheduler {
         self.store.clone()
     }
 
+    /// The view storage it reads and publishes in, shared with the API's
+    /// pages that list a view's files.
+    pub fn storage(&self) -> crate::storage::Storage {
+        self.executor.staging().shared()
+    }
+
     pub fn lattice(&self) -> &Lattice {
         self.views.lattice()
     }

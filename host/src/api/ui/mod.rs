@@ -173,7 +173,7 @@ async fn view(State(state): Shared, Path(url): Path) -> Result<Response, ApiErro
         view.stale_reason = state.handle.stale(vec![id]).await?.remove(&id).map(|outdated| outdated.to_string());
         view.stale = view.stale_reason.is_some();
     }
-    let (files, more_files) = published_files(&state.catalog.settings.storage, FsPath::new(&view.data_path));
+    let (files, more_files) = published_files(&*state.storage, FsPath::new(&view.data_path));
     let page = pages::ViewPage {
         version_checksum,
         dependencies,
@@ -199,10 +199,9 @@ const FILES_SHOWN: usize = 50;
 
 /// The files under a view's data directory (relative paths and sizes,
 /// sorted, the first `FILES_SHOWN`), and how many more there are, as the
-/// view storage under `storage` lists them (none when it cannot).
-fn published_files(storage: &FsPath, data: &FsPath) -> (Vec<(String, u64)>, usize) {
-    use crate::storage::{LocalDir, ViewStore, Walk};
-    let storage = LocalDir::new(storage);
+/// view storage lists them (none when it cannot).
+fn published_files(storage: &dyn crate::storage::ViewStore, data: &FsPath) -> (Vec<(String, u64)>, usize) {
+    use crate::storage::Walk;
     let walk = Walk { follow_links: false, exact_names: false, keep: &|_| true };
     let listed = storage.list(&storage.key(data), &walk).unwrap_or_default();
     let mut files: Vec<(String, u64)> =
@@ -274,19 +273,20 @@ mod tests {
     #[test]
     fn published_files_are_listed_relative_to_the_views_data() {
         let root = tempfile::tempdir().unwrap();
+        let storage = crate::storage::LocalDir::new(root.path());
         let data = root.path().join("shop/2015/01/01");
         std::fs::create_dir_all(data.join("sub")).unwrap();
         std::fs::write(data.join("_SUCCESS"), "").unwrap();
         std::fs::write(data.join("sub/part-00000.csv"), "v\n1\n").unwrap();
-        let (files, more) = super::published_files(root.path(), &data);
+        let (files, more) = super::published_files(&storage, &data);
         assert_eq!(files, [("_SUCCESS".to_string(), 0), ("sub/part-00000.csv".to_string(), 4)]);
         assert_eq!(more, 0);
         for n in 0..super::FILES_SHOWN {
             std::fs::write(data.join(format!("x{n:03}")), "").unwrap();
         }
-        let (files, more) = super::published_files(root.path(), &data);
+        let (files, more) = super::published_files(&storage, &data);
         assert_eq!((files.len(), more), (super::FILES_SHOWN, 2));
         assert_eq!(files[0].0, "_SUCCESS");
-        assert_eq!(super::published_files(root.path(), &root.path().join("absent")), (Vec::new(), 0));
+        assert_eq!(super::published_files(&storage, &root.path().join("absent")), (Vec::new(), 0));
     }
 }
