@@ -96,6 +96,17 @@ fn no_import_circles_within_a_room() {
     assert_none("import circles within a room", import_circles(&repository().join("host/src"), CIRCLES_PENDING));
 }
 
+/// Where an HTTP client may be built: reqwest has TLS without a crypto
+/// provider of its own, so a client built before the provider is installed
+/// panics, and only these builders install it first.
+const HTTP_CLIENT_BUILDERS: &[&str] = &["host/src/cli/remote.rs", "tests/it/support.rs"];
+
+#[test]
+fn http_clients_are_built_where_the_tls_provider_is_installed() {
+    let root = repository();
+    assert_none("an HTTP client built outside the builders", http_clients(&root, HTTP_CLIENT_BUILDERS));
+}
+
 #[test]
 fn every_file_starts_with_its_doc_line() {
     let root = repository();
@@ -193,6 +204,27 @@ fn import_circles(src: &Path, pending: &[&[&str]]) -> Vec<String> {
             write!(text, "\n  host/src/{}:{line} uses {}", pair[0], pair[1]).unwrap();
         }
         problems.push(text);
+    }
+    problems
+}
+
+/// Rule f: reqwest clients are built only in `allowed` files (see
+/// `HTTP_CLIENT_BUILDERS`).
+fn http_clients(root: &Path, allowed: &[&str]) -> Vec<String> {
+    const BUILDING: [&str; 3] = ["reqwest::get(", "reqwest::Client::new(", "reqwest::Client::builder("];
+    let mut problems = Vec::new();
+    for tree in ["host/src", "tests/it"] {
+        for file in rust_files(&root.join(tree)) {
+            let name = relative(root, &file);
+            if allowed.contains(&name.as_str()) {
+                continue;
+            }
+            for (index, line) in read(&file).lines().enumerate() {
+                if let Some(call) = BUILDING.iter().find(|call| line.contains(*call)) {
+                    problems.push(format!("{name}:{}: {call} builds a client without the TLS provider", index + 1));
+                }
+            }
+        }
     }
     problems
 }
@@ -642,4 +674,21 @@ fn a_room_missing_from_the_code_map_is_caught() {
     let map = tree.path().join("ARCHITECTURE.md");
     let problems = rooms_named(&tree.path().join("src"), &map);
     assert_eq!(problems, [format!("{}:1: names no room `storage/` (host/src/storage)", map.display())]);
+}
+
+#[test]
+fn a_client_built_outside_the_builders_is_caught() {
+    let tree = fake_tree(&[
+        ("host/src/cli/remote.rs", "//! Remote.\nfn f() { reqwest::Client::builder(); }\n"),
+        ("host/src/api/x.rs", "//! X.\nfn f() {\n    reqwest::Client::new();\n}\n"),
+        ("tests/it/support.rs", "//! Support.\nfn f() { reqwest::Client::builder(); }\n"),
+        ("tests/it/a.rs", "//! A.\nasync fn f() { reqwest::get(\"http://x\").await; }\n"),
+    ]);
+    assert_eq!(
+        http_clients(tree.path(), HTTP_CLIENT_BUILDERS),
+        [
+            "host/src/api/x.rs:3: reqwest::Client::new( builds a client without the TLS provider",
+            "tests/it/a.rs:2: reqwest::get( builds a client without the TLS provider",
+        ]
+    );
 }

@@ -34,7 +34,8 @@ fn run_ids(project: &Path) -> Vec<String> {
 }
 
 async fn get(url: &str) -> Value {
-    let response = reqwest::get(url).await.unwrap_or_else(|e| panic!("{url}: {e}"));
+    let client = crate::support::http().build().unwrap();
+    let response = client.get(url).send().await.unwrap_or_else(|e| panic!("{url}: {e}"));
     let text = response.text().await.unwrap();
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{url}: {e}: {text}"))
 }

@@ -69,8 +69,7 @@ impl Browser {
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
         let driver = command.spawn().expect("chromedriver starts");
         let url = format!("http://127.0.0.1:{port}");
-        trellis::storage::object::install_crypto_provider();
-        let status = reqwest::Client::new();
+        let status = crate::support::http().build().unwrap();
         let deadline = Instant::now() + Duration::from_secs(30);
         while !status.get(format!("{url}/status")).send().await.is_ok_and(|r| r.status().is_success()) {
             assert!(Instant::now() < deadline, "chromedriver did not answer on {url} within 30 s");
@@ -184,8 +183,7 @@ path = "shops/${shop}/${YEAR}/${MONTH}/${DAY}"
 }
 
 async fn api(method: reqwest::Method, url: &str, token: Option<&str>) -> (u16, Value) {
-    trellis::storage::object::install_crypto_provider();
-    let mut request = reqwest::Client::new().request(method, url);
+    let mut request = crate::support::http().build().unwrap().request(method, url);
     if let Some(token) = token {
         request = request.bearer_auth(token);
     }

@@ -12,8 +12,7 @@ use trellis::model::{FlowStatus, ViewState};
 use crate::support::{Daily, Server, demo, eventually, flows, gated_project, open_gates, run, trellis};
 
 fn client() -> reqwest::Client {
-    trellis::storage::object::install_crypto_provider();
-    reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap()
+    crate::support::http().timeout(Duration::from_secs(60)).build().unwrap()
 }
 
 /// Status and JSON body (or the text, as a JSON string, when it is not JSON).
@@ -652,8 +651,7 @@ async fn stalled_clients_never_lock_out_health_or_the_token_holder() {
     let args = ["--header-timeout", "600s"];
     let server = Server::start_with_file_limit(&project, &args, &[("TRELLIS_TOKEN", "t")], 800);
     // A new connection for every probe: each one is admitted as the attack goes on.
-    trellis::storage::object::install_crypto_provider();
-    let health = reqwest::Client::builder().timeout(Duration::from_secs(5)).pool_max_idle_per_host(0).build().unwrap();
+    let health = crate::support::http().timeout(Duration::from_secs(5)).pool_max_idle_per_host(0).build().unwrap();
     let mut clients = Vec::new();
     let mut latencies = Vec::new();
     for round in 0..20 {

@@ -76,6 +76,15 @@ pub fn request(inputs: &[(&str, &Path)], output: &Path, config: &[(&str, &str)])
     }
 }
 
+/// An HTTP client's builder, after the one thing every reqwest client of
+/// this process needs first: the TLS crypto provider (reqwest is built
+/// without one of its own; a client built before it is installed panics).
+/// Every test builds its clients here (the tidy test checks that).
+pub fn http() -> reqwest::ClientBuilder {
+    trellis::storage::object::install_crypto_provider();
+    reqwest::Client::builder()
+}
+
 /// The `trellis` binary with the test binary's compile cache.
 pub fn trellis() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_trellis"));
