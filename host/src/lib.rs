@@ -19,3 +19,4 @@ pub mod runtime;
 pub mod scheduler;
 pub mod session;
 pub mod storage;
+pub mod tls;

@@ -165,7 +165,7 @@ impl Moto {
     /// A client of `bucket` as another party writing and reading it
     /// directly (a producer delivering external data, an outside reader).
     pub fn client(&self, bucket: &str) -> Arc<dyn ObjectStore> {
-        trellis::storage::object::install_crypto_provider();
+        trellis::tls::install_crypto_provider();
         let store = AmazonS3Builder::new()
             .with_bucket_name(bucket)
             .with_endpoint(&self.endpoint)

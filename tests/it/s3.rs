@@ -19,6 +19,16 @@ use crate::moto::moto;
 
 const ALL: Walk<'static> = Walk { follow_links: true, exact_names: true, keep: &|_| true };
 
+/// A bucket of the test's own, the store over it staging in a temporary
+/// directory (kept alive by the first element), and an outside client of it.
+fn fixture() -> (tempfile::TempDir, ObjectDir, Arc<dyn ObjectStore>) {
+    let moto = moto();
+    let bucket = moto.bucket(false);
+    let local = tempfile::tempdir().unwrap();
+    let dir = moto.dir(&bucket, local.path());
+    (local, dir, moto.client(&bucket))
+}
+
 fn key(dir: &ObjectDir, relative: &str) -> Key {
     dir.key(&dir.root().join(relative))
 }
@@ -63,11 +73,7 @@ fn body(client: &Arc<dyn ObjectStore>, location: &str) -> String {
 
 #[test]
 fn a_publish_is_read_through_its_pointer() {
-    let moto = moto();
-    let bucket = moto.bucket(false);
-    let local = tempfile::tempdir().unwrap();
-    let dir = moto.dir(&bucket, local.path());
-    let client = moto.client(&bucket);
+    let (local, dir, client) = fixture();
     let data = key(&dir, "v/2015/05/01");
     assert!(!dir.holds_data(&data));
     assert!(!dir.exists(&data.join("_SUCCESS")));
@@ -100,11 +106,7 @@ fn a_publish_is_read_through_its_pointer() {
 
 #[test]
 fn a_republish_replaces_the_version_and_removes_the_old_one() {
-    let moto = moto();
-    let bucket = moto.bucket(false);
-    let local = tempfile::tempdir().unwrap();
-    let dir = moto.dir(&bucket, local.path());
-    let client = moto.client(&bucket);
+    let (_local, dir, client) = fixture();
     let data = key(&dir, "v/1");
     dir.publish(staged(&dir, &[("part", "first"), ("only-in-first", "x")]), &data, "_SUCCESS").unwrap();
     let first = dir.current_version(&data).unwrap().unwrap();
@@ -173,16 +175,12 @@ fn of_two_writers_racing_on_one_view_exactly_one_wins() {
 /// its version, and the flag and the data's identity change with it.
 #[test]
 fn commits_of_identical_bytes_are_told_apart() {
-    let moto = moto();
-    let bucket = moto.bucket(false);
-    let local = tempfile::tempdir().unwrap();
-    let dir = moto.dir(&bucket, local.path());
-    let client = moto.client(&bucket);
+    let (_local, dir, client) = fixture();
     let data = key(&dir, "v/1");
     let mut seen = Vec::new();
     for _ in 0..2 {
         dir.publish(staged(&dir, &[("part", "same rows")]), &data, "_SUCCESS").unwrap();
-        let pointer = moto.block_on(client.head(&ObjectPath::from("proj/v/1/_CURRENT"))).unwrap();
+        let pointer = moto().block_on(client.head(&ObjectPath::from("proj/v/1/_CURRENT"))).unwrap();
         seen.push((
             body(&client, "proj/v/1/_CURRENT"),
             pointer.e_tag,
@@ -202,12 +200,8 @@ fn commits_of_identical_bytes_are_told_apart() {
 /// lies; a prefix with nothing under it holds no data.
 #[test]
 fn external_data_without_a_pointer_is_read_as_it_lies() {
-    let moto = moto();
-    let bucket = moto.bucket(false);
-    let local = tempfile::tempdir().unwrap();
-    let dir = moto.dir(&bucket, local.path());
-    let client = moto.client(&bucket);
-    moto.block_on(async {
+    let (_local, dir, client) = fixture();
+    moto().block_on(async {
         for (name, content) in [("part-0", "a"), ("sub/part-1", "bb"), ("_SUCCESS", "")] {
             let location = ObjectPath::from(format!("proj/raw/2015/05/01/{name}"));
             client.put(&location, content.into()).await.unwrap();

@@ -81,7 +81,7 @@ pub fn request(inputs: &[(&str, &Path)], output: &Path, config: &[(&str, &str)])
 /// without one of its own; a client built before it is installed panics).
 /// Every test builds its clients here (the tidy test checks that).
 pub fn http() -> reqwest::ClientBuilder {
-    trellis::storage::object::install_crypto_provider();
+    trellis::tls::install_crypto_provider();
     reqwest::Client::builder()
 }
 

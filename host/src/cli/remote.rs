@@ -101,7 +101,7 @@ impl Server {
             bail!("--server {url}: trellis speaks plain http:// (put a TLS proxy on the client's side for https)");
         }
         // reqwest's TLS has no crypto provider of its own (see storage::object).
-        crate::storage::object::install_crypto_provider();
+        crate::tls::install_crypto_provider();
         let client = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .read_timeout(READ_TIMEOUT)

@@ -129,18 +129,6 @@ impl Drop for ObjectDir {
     }
 }
 
-/// Installs ring as rustls's process-wide crypto provider, once. reqwest
-/// is built with TLS but no provider of its own (so that no second crypto
-/// stack is compiled in): every reqwest client in the process needs this
-/// done before it is built, the object store's and the CLI's alike.
-pub fn install_crypto_provider() {
-    static INSTALLED: std::sync::Once = std::sync::Once::new();
-    INSTALLED.call_once(|| {
-        // Another provider installed first (by an embedding program) serves as well.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-}
-
 /// What a pointer says: the version that is current.
 #[derive(Debug, Serialize, Deserialize)]
 struct PointerBody {
@@ -193,7 +181,7 @@ impl ObjectDir {
         if config.bucket.is_empty() {
             return Err(Error::Open { root, reason: "no bucket named".into() });
         }
-        install_crypto_provider();
+        crate::tls::install_crypto_provider();
         let mut builder = AmazonS3Builder::new();
         for (name, value) in environment {
             if name.starts_with("AWS_")
