@@ -19,6 +19,7 @@
 
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
 
 use super::{Catalog, Diagnostic};
 
@@ -54,7 +55,14 @@ pub struct S3Options {
     pub path_style: Option<bool>,
     /// Whether plain HTTP may be used (see [`S3Options::allows_http`]).
     pub allow_http: Option<bool>,
+    /// How long a replaced version (and a crashed publish's orphan) is
+    /// kept for outside readers still listing it (see [`S3Options::grace`]).
+    pub grace: Option<Duration>,
 }
+
+/// How long a replaced version is kept when `[project.s3] grace` is not set:
+/// long enough for an outside reader's query that listed it to finish.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(60 * 60);
 
 impl S3Options {
     /// Whether plain HTTP is allowed: as declared, else exactly when the
@@ -62,6 +70,12 @@ impl S3Options {
     /// refused at load).
     pub fn allows_http(&self) -> bool {
         self.allow_http.unwrap_or_else(|| self.endpoint.as_deref().is_some_and(is_http))
+    }
+
+    /// How long a version stays removable-but-kept: as declared, else
+    /// [`DEFAULT_GRACE`].
+    pub fn grace(&self) -> Duration {
+        self.grace.unwrap_or(DEFAULT_GRACE)
     }
 }
 
@@ -267,7 +281,7 @@ pub(crate) fn lexical(path: &Path) -> PathBuf {
 }
 
 /// The keys `[project.s3]` takes.
-pub(crate) const S3_KEYS: [&str; 4] = ["endpoint", "region", "path_style", "allow_http"];
+pub(crate) const S3_KEYS: [&str; 5] = ["endpoint", "region", "path_style", "allow_http", "grace"];
 
 /// Whether a key of `[project.s3]` would hold a credential, which never
 /// goes in the project file.
@@ -277,24 +291,13 @@ pub(crate) fn is_credential(key: &str) -> bool {
 }
 
 // ISSUE-41: remove once the scheduler serves object storage
-/// The project's storage roots that this build cannot serve: an S3 root
-/// (project-wide or a view type's), or a view type's local root other than
-/// the project's. Every command that reads or writes view data loads the
+/// The project's storage roots that this build cannot serve: a view
+/// type's S3 root, or a view type's local root other than the project's
+/// (the project's own S3 root is served). Every command that reads or writes view data loads the
 /// project through `catalog::load`, which refuses them with these lines.
 pub fn refuse_unserved(catalog: &Catalog) -> Result<(), Vec<Diagnostic>> {
     let settings = &catalog.settings;
     let mut refused = Vec::new();
-    if let StorageUrl::S3(location) = &settings.storage_url {
-        refused.push(Diagnostic {
-            file: None,
-            line: settings.storage_line,
-            message: format!(
-                "project.storage {:?}: object storage is not served by this build yet",
-                location.to_string()
-            ),
-            plugin: None,
-        });
-    }
     for view_type in catalog.types() {
         let Some(url) = &view_type.storage else { continue };
         let why = match url {
@@ -488,15 +491,13 @@ mod tests {
                 region: Some("eu-west-1".into()),
                 path_style: Some(true),
                 allow_http: None,
+                grace: None,
             }
         );
         assert!(settings.s3.allows_http());
-        // Served by no command yet: refused at load, in one line at its key.
-        let refused: Vec<String> = refuse_unserved(&catalog).unwrap_err().iter().map(ToString::to_string).collect();
-        assert_eq!(
-            refused,
-            ["trellis.toml:3: project.storage \"s3://views/proj\": object storage is not served by this build yet"]
-        );
+        assert_eq!(settings.s3.grace(), DEFAULT_GRACE);
+        // The project's own S3 root is served.
+        assert_eq!(refuse_unserved(&catalog), Ok(()));
         // A local project is what it was, and served.
         let local = load(VIEW, Path::new("/p")).unwrap();
         assert_eq!(local.settings.storage, PathBuf::from("/p/data"));
@@ -535,7 +536,7 @@ mod tests {
             with("regoin = \"us-east-1\"\n").unwrap_err(),
             [
                 "trellis.toml:5: project.s3: unknown field `regoin`, expected one of `endpoint`, `region`, `path_style`, \
-              `allow_http`; did you mean `region`?"
+              `allow_http`, `grace`; did you mean `region`?"
             ]
         );
         assert_eq!(
@@ -559,8 +560,18 @@ mod tests {
             with_user[0]
                 .starts_with("trellis.toml:5: project.s3.endpoint \"https://me:pw@minio\": may not hold credentials")
         );
-        let accepted = with("endpoint = \"https://minio.example:9000\"\nallow_http = false\n").unwrap();
+        assert_eq!(
+            with("grace = \"soon\"\n").unwrap_err(),
+            ["trellis.toml:5: project.s3.grace \"soon\": not a duration (like `1h` or `30min`): expected number at 0"]
+        );
+        assert_eq!(
+            with("grace = 60\n").unwrap_err(),
+            ["trellis.toml:5: project.s3.grace must be a string, not integer"]
+        );
+        let accepted =
+            with("endpoint = \"https://minio.example:9000\"\nallow_http = false\ngrace = \"90min\"\n").unwrap();
         assert!(!accepted.settings.s3.allows_http());
+        assert_eq!(accepted.settings.s3.grace(), Duration::from_secs(90 * 60));
         // Options for a store no root is on would do nothing: refused; a
         // view type's S3 root is one they serve.
         let local = format!("[project]\nname = \"p\"\n\n[project.s3]\nregion = \"us-east-1\"\n\n{VIEW}");

@@ -150,7 +150,13 @@ impl Checker<'_> {
                     options.allow_http = Some(*b);
                     allow_http_at = Some(at);
                 }
-                ("endpoint" | "region", _) => self.error(at, expected("a string")),
+                ("grace", toml::Value::String(text)) => match humantime::parse_duration(text) {
+                    Ok(grace) => options.grace = Some(grace),
+                    Err(e) => {
+                        self.error(at, format!("project.s3.grace {text:?}: not a duration (like `1h` or `30min`): {e}"))
+                    }
+                },
+                ("endpoint" | "region" | "grace", _) => self.error(at, expected("a string")),
                 ("path_style" | "allow_http", _) => self.error(at, expected("true or false")),
                 _ => {
                     let known: Vec<String> = S3_KEYS.iter().map(|k| format!("`{k}`")).collect();
