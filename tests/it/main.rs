@@ -119,7 +119,11 @@
 //!   directory on first use, one server per test binary, a bucket per
 //!   test): a publish read through its pointer, a republish, 20 races of
 //!   two writers with exactly one winner, ABA, external data, empty flags
-//!   rewritten; `cli.rs` the commands' output and exit codes
+//!   rewritten, old versions and orphans kept for the grace and collected
+//!   after it, a root's probe; `s3_commands.rs` the commands on an S3 root
+//!   (`validate`/`serve` refusing an unreachable endpoint or a missing
+//!   bucket in one line, `gc`, `views --json` and the API's current
+//!   prefix); `cli.rs` the commands' output and exit codes
 //!   (flags and a pending invalidation shown, attempts per flow);
 //!   `browser.rs` drives the web UI in Debian's headless Chromium over
 //!   WebDriver (fantoccini and chromedriver, installed by the test itself
@@ -163,6 +167,7 @@ mod readme;
 mod remote;
 mod runtime;
 mod s3;
+mod s3_commands;
 mod sandbox;
 mod scenarios;
 mod scheduler;

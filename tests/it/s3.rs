@@ -1,6 +1,9 @@
 //! The object-store view storage (`storage::object`) against a real S3
 //! protocol server (moto, see `moto.rs`): a publish read back through its
-//! pointer, a republish replacing the version and removing the old one,
+//! pointer, a republish replacing the version and keeping the old one for
+//! the grace period, old versions and crashed uploads' orphans collected
+//! after it (time driven by version ids in the past and by the collection's
+//! `now`, never by sleeping), the probe of a root,
 //! writers racing on one view with exactly one winner and nothing left of
 //! the loser, commits of identical bytes telling apart (ABA), external
 //! data read as it lies, and what identifies a rewritten empty flag. Each
@@ -9,11 +12,13 @@
 
 use std::io;
 use std::sync::{Arc, Barrier};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::TryStreamExt;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
-use trellis::storage::{Key, ObjectDir, Staged, ViewStore, Walk};
+use trellis::storage::object::Tally;
+use trellis::storage::{Key, ObjectDir, S3Config, Staged, ViewStore, Walk};
 
 use crate::moto::moto;
 
@@ -104,8 +109,11 @@ fn a_publish_is_read_through_its_pointer() {
     assert!(std::fs::read_dir(local.path().join(".trellis-staging")).unwrap().next().is_none(), "staging removed");
 }
 
+/// A republish makes the new version current at once, and keeps the one
+/// it replaced for the grace period (an outside reader may still be
+/// listing it); a collection after the grace removes it, never the current.
 #[test]
-fn a_republish_replaces_the_version_and_removes_the_old_one() {
+fn a_republish_keeps_the_old_version_for_the_grace_and_gc_removes_it_after() {
     let (_local, dir, client) = fixture();
     let data = key(&dir, "v/1");
     dir.publish(staged(&dir, &[("part", "first"), ("only-in-first", "x")]), &data, "_SUCCESS").unwrap();
@@ -116,8 +124,122 @@ fn a_republish_replaces_the_version_and_removes_the_old_one() {
     assert_eq!(names(&dir, &data), ["_SUCCESS", "part"]);
     assert_eq!(dir.read(&data.join("part")).unwrap().as_deref(), Some(&b"second"[..]));
     assert_eq!(dir.read(&data.join("only-in-first")).unwrap(), None);
-    assert_eq!(objects(&client, &format!("proj/v/1/_v/{first}")), Vec::<String>::new(), "the old version is gone");
     assert_eq!(body(&client, "proj/v/1/_SUCCESS"), second);
+    let first_objects = objects(&client, &format!("proj/v/1/_v/{first}"));
+    assert_eq!(first_objects.len(), 3, "the replaced version is kept: {first_objects:?}");
+
+    let grace = Duration::from_secs(3600);
+    let now = SystemTime::now();
+    // Within the grace: nothing is removable.
+    let within = dir.collect_at(now + Duration::from_secs(30 * 60), grace, false).unwrap();
+    assert_eq!(within.totals().0, Tally::default(), "{within:?}");
+    assert_eq!(within.totals().1.versions, 2);
+    // After it, a dry run says what would go and removes nothing.
+    let later = now + Duration::from_secs(2 * 3600);
+    let dry = dir.collect_at(later, grace, true).unwrap();
+    assert_eq!(dry.totals().0, Tally { versions: 1, objects: 3, bytes: 6 }, "{dry:?}");
+    assert_eq!(objects(&client, &format!("proj/v/1/_v/{first}")), first_objects);
+    let collected = dir.collect_at(later, grace, false).unwrap();
+    assert_eq!(collected.views.len(), 1);
+    let view = &collected.views[0];
+    assert_eq!((view.key.as_str(), view.current.as_deref()), ("v/1", Some(second.as_str())));
+    assert_eq!(view.removed, Tally { versions: 1, objects: 3, bytes: 6 });
+    assert_eq!(view.kept, Tally { versions: 1, objects: 2, bytes: 6 });
+    assert_eq!(objects(&client, &format!("proj/v/1/_v/{first}")), Vec::<String>::new(), "removed after the grace");
+    // The current version is never removable, however late and short the grace.
+    let decade = now + Duration::from_secs(10 * 365 * 24 * 3600);
+    assert_eq!(dir.collect_at(decade, Duration::ZERO, false).unwrap().totals().0, Tally::default());
+    assert_eq!(dir.read(&data.join("part")).unwrap().as_deref(), Some(&b"second"[..]));
+}
+
+/// A version id as a publish at `millis` would have made it.
+fn version_at(millis: u128, n: u64) -> String {
+    format!("{millis:013}-{n:016x}")
+}
+
+fn millis_ago(ago: Duration) -> u128 {
+    (SystemTime::now() - ago).duration_since(UNIX_EPOCH).unwrap().as_millis()
+}
+
+fn put(client: &Arc<dyn ObjectStore>, location: &str, content: &str) {
+    moto().block_on(client.put(&ObjectPath::from(location), content.to_string().into())).unwrap();
+}
+
+/// Versions written long ago by publishes of their own (ids in the past),
+/// as an outside client can lay them out: a crashed upload's orphan older
+/// than the grace goes, one younger (an upload that may be in progress)
+/// stays; the version replaced just now stays for the grace, even though a
+/// crashed upload's orphan sits between it and the new one in id order.
+#[test]
+fn orphans_are_collected_after_the_grace_and_an_upload_in_progress_is_not_cut() {
+    let (_local, dir, client) = fixture();
+    let hour = Duration::from_secs(3600);
+    // A view no publish ever committed: two uploads, one crashed 2 h ago, one 1 min old.
+    let crashed = version_at(millis_ago(2 * hour), 1);
+    let uploading = version_at(millis_ago(Duration::from_secs(60)), 2);
+    put(&client, &format!("proj/never/_v/{crashed}/part"), "lost");
+    put(&client, &format!("proj/never/_v/{uploading}/part"), "coming");
+    // A view current since 3 h ago, with a crash's orphan from 2 h ago.
+    let old = version_at(millis_ago(3 * hour), 3);
+    let orphan = version_at(millis_ago(2 * hour), 4);
+    put(&client, &format!("proj/v/2/_v/{old}/part"), "old");
+    put(&client, &format!("proj/v/2/_v/{orphan}/part"), "orphan");
+    put(&client, "proj/v/2/_CURRENT", &format!(r#"{{"format":1,"version":"{old}"}}"#));
+    let data = key(&dir, "v/2");
+    assert_eq!(dir.read(&data.join("part")).unwrap().as_deref(), Some(&b"old"[..]));
+
+    // A publish now sweeps its view: the orphan is not removable yet (it
+    // precedes the new current, which is younger than the grace), and the
+    // version it replaced is kept for the grace from now.
+    dir.publish(staged(&dir, &[("part", "new")]), &data, "_SUCCESS").unwrap();
+    let new = dir.current_version(&data).unwrap().unwrap();
+    assert_eq!(objects(&client, &format!("proj/v/2/_v/{old}")).len(), 1, "replaced just now: kept");
+    assert_eq!(objects(&client, &format!("proj/v/2/_v/{orphan}")).len(), 1);
+
+    // `trellis gc` now: the never-committed view's old orphan goes, the
+    // upload in progress and everything of v/2 stay.
+    let collected = dir.collect_at(SystemTime::now(), hour, false).unwrap();
+    let keys: Vec<&str> = collected.views.iter().map(|view| view.key.as_str()).collect();
+    assert_eq!(keys, ["never", "v/2"]);
+    assert_eq!(collected.views[0].current, None);
+    assert_eq!(collected.views[0].removed.versions, 1);
+    assert_eq!(objects(&client, "proj/never/_v"), [format!("proj/never/_v/{uploading}/part")]);
+    assert_eq!(collected.views[1].removed, Tally::default());
+    assert_eq!(collected.views[1].kept.versions, 3);
+
+    // After the grace: both old versions of v/2 go, the current stays.
+    let later = dir.collect_at(SystemTime::now() + 2 * hour, hour, false).unwrap();
+    assert_eq!(later.views[1].removed.versions, 2, "{later:?}");
+    assert_eq!(
+        objects(&client, "proj/v/2/_v"),
+        [format!("proj/v/2/_v/{new}/_SUCCESS"), format!("proj/v/2/_v/{new}/part")]
+    );
+    assert_eq!(dir.read(&data.join("part")).unwrap().as_deref(), Some(&b"new"[..]));
+}
+
+/// The probe `validate` and `serve` start with: a root that is there and
+/// writable passes and leaves nothing; a missing bucket and an endpoint
+/// nobody listens on are each one line saying so.
+#[test]
+fn a_probe_says_in_one_line_why_a_root_cannot_be_written() {
+    let moto = moto();
+    let local = tempfile::tempdir().unwrap();
+    let bucket = moto.bucket(false);
+    let dir = moto.dir(&bucket, local.path());
+    dir.probe().unwrap();
+    assert_eq!(objects(&moto.client(&bucket), ""), Vec::<String>::new(), "the probe object is deleted");
+
+    let missing = moto.dir("trellis-no-such-bucket", local.path());
+    let cause = missing.probe().unwrap_err();
+    assert!(cause.starts_with("no such bucket"), "{cause}");
+    assert!(!cause.contains('\n'), "{cause}");
+
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let environment = crate::moto::ENVIRONMENT.iter().map(|(key, value)| (key.to_string(), value.to_string()));
+    let config = S3Config { endpoint: Some(format!("http://127.0.0.1:{closed}")), ..moto.config(&bucket) };
+    let dead = ObjectDir::s3_from(&config, local.path(), environment).unwrap();
+    let cause = dead.probe().unwrap_err();
+    assert_eq!(cause, format!("endpoint unreachable: cannot connect to http://127.0.0.1:{closed}"));
 }
 
 /// Two stores (two servers on one bucket by mistake) upload a version of
@@ -165,9 +287,9 @@ fn of_two_writers_racing_on_one_view_exactly_one_wins() {
         assert_eq!(body(&client, "proj/v/1/_SUCCESS"), versions[winner]);
         assert_eq!(writers[loser].read(&data.join("part")).unwrap().as_deref(), Some(race.to_string().as_bytes()));
     }
-    // Only the last winner's version is left.
+    // Every winner's version is left (its part and flag), within the grace.
     let left = objects(&client, "proj/v/1/_v");
-    assert_eq!(left.len(), 2, "{left:?}");
+    assert_eq!(left.len(), 2 * 20, "{left:?}");
 }
 
 /// Two commits of identical bytes: a pointer whose body were the same

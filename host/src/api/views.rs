@@ -92,9 +92,28 @@ const MAX_PAGE: usize = 10_000;
 
 async fn views_of(state: &AppState, pattern: Option<String>, query: wire::ViewsQuery) -> Result<Response, ApiError> {
     Ok(match listing(state, pattern, query).await? {
-        Listing::Page(page) => Json(page).into_response(),
+        Listing::Page(mut page) => {
+            with_current_prefixes(state, &mut page.views).await;
+            Json(page).into_response()
+        }
         Listing::Overview(overview) => Json(overview).into_response(),
     })
+}
+
+/// The page's views with the prefix of their current version, where the
+/// store publishes under prefixes (an object root: a pointer read per view,
+/// on a blocking thread, since the store waits for its answers).
+async fn with_current_prefixes(state: &AppState, views: &mut [wire::View]) {
+    let storage = state.storage.clone();
+    let keys: Vec<_> = views.iter().map(|view| storage.key(std::path::Path::new(&view.data_path))).collect();
+    match tokio::task::spawn_blocking(move || storage.current_prefixes(&keys)).await {
+        Ok(prefixes) => {
+            for (view, prefix) in views.iter_mut().zip(prefixes) {
+                view.current_prefix = prefix;
+            }
+        }
+        Err(e) => tracing::warn!("the views' current versions were not read: {e}"),
+    }
 }
 
 /// What a views request answers: a page, or the counts per state.
@@ -232,6 +251,7 @@ pub(super) fn view_of(table: &Table, index: usize, dependencies: bool, dependent
         network_error: row.network_retry.clone(),
         counters: row.counters.clone(),
         data_path: row.data_path.display().to_string(),
+        current_prefix: None,
         dependencies: dependencies.then(|| urls(&row.dependencies)),
         dependents: dependents.then(|| urls(table.dependents(index as u32))),
     }

@@ -90,6 +90,11 @@ pub struct View {
     #[schema(value_type = Option<BTreeMap<String, u64>>)]
     pub counters: Option<Counters>,
     pub data_path: String,
+    /// On an object root: the prefix of its current version, what an
+    /// outside reader reads (`s3://bucket/prefix/<view>/_v/<id>/`); absent
+    /// where it has none, or its data is read where it lies (a local root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_prefix: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dependencies: Option<Vec<String>>,
     /// With `dependents=true`: the views held that depend on it directly.

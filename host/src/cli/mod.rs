@@ -96,6 +96,7 @@ mod coordinators;
 mod demo;
 mod deps;
 mod engines;
+mod gc;
 mod listeners;
 mod logs;
 mod metastore;
@@ -239,6 +240,8 @@ enum Command {
     Listeners(listeners::ListenersArgs),
     /// Check the metastore, back it up to a file, or restore it from one
     Metastore(metastore::MetastoreArgs),
+    /// Remove from an object root the versions replaced longer ago than the grace period, and crashed publishes' orphans
+    Gc(gc::GcArgs),
     /// Run the scheduler, the listeners and the HTTP API until SIGINT or SIGTERM
     Serve(serve::ServeArgs),
     /// Have a running server load trellis.toml and its plugins again, and say what changed
@@ -270,8 +273,8 @@ impl From<Status> for ExitCode {
 
 /// The commands that have no remote form: `--server` after them is
 /// refused rather than listed in their help and ignored.
-const LOCAL_ONLY: [&str; 9] =
-    ["validate", "deps", "demo", "plugins", "bench", "metastore", "coordinate", "serve", "engines"];
+const LOCAL_ONLY: [&str; 10] =
+    ["validate", "deps", "demo", "plugins", "bench", "metastore", "coordinate", "serve", "engines", "gc"];
 
 /// Refuses `--server` typed before a command that has no remote form
 /// (`trellis --server URL validate`), as the command's own hidden option
@@ -416,6 +419,7 @@ impl Cli {
                 .await
             }
             Command::Metastore(args) => metastore::run(&args),
+            Command::Gc(args) => gc::gc(&args),
             Command::Serve(args) => serve::serve(&args, token()?, &runtime()?).await,
             Command::Reload(args) => {
                 dispatch(
@@ -503,7 +507,9 @@ impl Cli {
     /// on a terminal, and never with `NO_COLOR` set (no-color.org).
     pub fn init_logging(&self) {
         let (json, default) = match &self.command {
-            Command::Serve(args) => (args.log_format == "json", "info,trellis::monitor=warn"),
+            // object_store says each retry at info: a failure is the
+            // store's error line, once.
+            Command::Serve(args) => (args.log_format == "json", "info,trellis::monitor=warn,object_store=warn"),
             Command::Plugins(_) => (false, "warn,trellis::plugin=info"),
             Command::Materialize(args) if args.verbose => (false, "warn,trellis::plugin=info"),
             _ => (false, "warn"),

@@ -66,6 +66,9 @@ pub(super) async fn serve(args: &ServeArgs, token: Option<String>, runtime: &Run
     if let Some(server) = announce::server(&catalog) {
         anyhow::bail!("{}", announce::held_by_server(&args.project.project, &server, "serve"));
     }
+    // A root that cannot be reached or written fails the start in one
+    // line, before the server says it listens.
+    super::validate::check_roots(&catalog)?;
     // Bound before anything starts: a port in use fails the command with
     // nothing to shut down.
     let listener = std::net::TcpListener::bind(args.bind).with_context(|| format!("binding {}", args.bind))?;

@@ -12,6 +12,7 @@ use crate::metastore::Metastore;
 
 pub(super) async fn validate(args: &ProjectArgs, runtime: &crate::runtime::Runtime) -> anyhow::Result<Status> {
     let catalog = load(&args.project)?;
+    check_roots(&catalog)?;
     check_plugins(args, &catalog, runtime).await?;
     if catalog.types().is_empty() {
         eprintln!("warning: {}; materialize and serve will refuse it", no_view_types(&args.project));
@@ -26,6 +27,19 @@ pub(super) async fn validate(args: &ProjectArgs, runtime: &crate::runtime::Runti
         print_summary(&catalog, now)?;
     }
     Ok(Status::Success)
+}
+
+/// Each storage root reachable and writable (an object root: a probe
+/// object created and deleted; a local root: nothing to prove), or the
+/// first that is not, in one line naming the root and the cause.
+/// `validate` and `serve` (before it listens) ask.
+pub(super) fn check_roots(catalog: &Catalog) -> anyhow::Result<()> {
+    let settings = &catalog.settings;
+    let storage = crate::storage::open(settings)?;
+    if let Err(cause) = storage.probe() {
+        bail!("storage {}: {cause}", settings.storage_url);
+    }
+    Ok(())
 }
 
 /// The file is valid; then how its views use their plugins, as far as

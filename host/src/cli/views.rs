@@ -77,9 +77,19 @@ pub(super) async fn views(args: &ViewsArgs, runtime: &crate::runtime::Runtime) -
             // Only a server's views retry while they are listed.
             network_error: None,
             stale: None,
+            current_prefix: None,
         });
     }
     let mut listing = select(args, rows);
+    if let Listing::Views(rows) = &mut listing
+        && args.project.json
+    {
+        // Shown in JSON only: on an object root, a pointer read per view.
+        let keys: Vec<_> = rows.iter().map(|row| storage.key(std::path::Path::new(&row.data_path))).collect();
+        for (row, prefix) in rows.iter_mut().zip(storage.current_prefixes(&keys)) {
+            row.current_prefix = prefix;
+        }
+    }
     if let Listing::Views(rows) = &mut listing
         && rows.iter().any(|row| row.condition.state == ViewState::Materialized)
     {
@@ -193,6 +203,7 @@ pub(super) async fn views_remote(args: &ViewsArgs, server: &Server) -> anyhow::R
             last_error: view.last_error,
             network_error: view.network_error,
             stale: view.stale_reason,
+            current_prefix: view.current_prefix,
         })
         .collect();
     print_views(&Listing::Views(rows), args)
@@ -212,6 +223,9 @@ struct ViewRow {
     network_error: Option<String>,
     /// Materialized, and the next run rebuilds it: why, as `plan` says.
     stale: Option<String>,
+    /// On an object root: the prefix of its current version, which an
+    /// outside reader reads.
+    current_prefix: Option<String>,
 }
 
 /// What `trellis views` prints: views, or their counts per state.
@@ -279,6 +293,9 @@ fn print_views(listing: &Listing, args: &ViewsArgs) -> anyhow::Result<Status> {
                     }
                     if let Some(error) = &row.network_error {
                         value["network_error"] = serde_json::json!(error);
+                    }
+                    if let Some(prefix) = &row.current_prefix {
+                        value["current_prefix"] = serde_json::json!(prefix);
                     }
                     value
                 })

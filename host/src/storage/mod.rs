@@ -22,15 +22,19 @@
 //! `If-Match` the ETag read before the upload after that), whose JSON
 //! body names the version (unique per commit, so that two commits of the
 //! same bytes never share an ETag), then writes the done flag `K/<flag>`,
-//! its body the version's id, and deletes the version it replaced. Of two
+//! its body the version's id. The version it replaced is kept for the
+//! grace period (`[project.s3] grace`), then removed by a later commit of
+//! the view or by `trellis gc`, as are crashed publishes' uploads (see
+//! `object::removable`). Of two
 //! writers racing on one view, one commits and the other gets
 //! `AlreadyExists` and removes its upload. trellis reads a view through
 //! its pointer only; data without a pointer (delivered by others) is read
 //! where it lies. An outside reader (Spark, Trino, Athena) waits for the
 //! done flag and reads the prefix its body names, `K/_v/<body>/`; the
 //! flag is rewritten only after the commit, and the version it names is
-//! kept until a later publish replaces it (`trellis gc` with a grace
-//! period is to come). No project setting chooses the object store yet.
+//! kept for the grace period after a later publish replaces it. The
+//! project's `storage = "s3://..."` chooses the object store
+//! ([`open`]); `validate` and `serve` [`ViewStore::probe`] it at start.
 //!
 //! Beside the store: [`watch`] tells what changed since it was last asked
 //! (inotify here; an object store's watcher would list the watched
@@ -50,7 +54,7 @@ use std::path::{Path, PathBuf};
 use crate::metastore::FlagIdentity;
 
 pub use local::LocalDir;
-pub use object::{ObjectDir, S3Config};
+pub use object::{Collected, ObjectDir, S3Config};
 
 /// A view's storage, shared by the scheduler, its tasks and engines.
 pub type Storage = std::sync::Arc<dyn ViewStore>;
@@ -77,7 +81,7 @@ pub fn open(settings: &crate::catalog::Settings) -> Result<Storage, object::Erro
                 allow_http: options.allows_http(),
             };
             let local = settings.metastore.with_file_name("staging");
-            Ok(std::sync::Arc::new(ObjectDir::s3(&config, &local)?))
+            Ok(std::sync::Arc::new(ObjectDir::s3(&config, &local)?.with_grace(options.grace())))
         }
     }
 }
@@ -185,6 +189,30 @@ pub trait ViewStore: Send + Sync + std::fmt::Debug {
     /// Removes the staging an interrupted process left behind, and
     /// nothing it did not make.
     fn clean_staging(&self) -> io::Result<()>;
+
+    /// Proves the root reachable and writable, or says in one line why it
+    /// is not (`validate` and `serve` ask at start). A local root proves
+    /// nothing ahead: its directories are made as publishes need them.
+    fn probe(&self) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// For each of `keys`, the prefix an outside reader reads its current
+    /// version under, where the store publishes versions under prefixes
+    /// of their own (`s3://bucket/prefix/<view>/_v/<id>/`); `None` where
+    /// the data is read where it lies (a local root).
+    fn current_prefixes(&self, keys: &[Key]) -> Vec<Option<String>> {
+        vec![None; keys.len()]
+    }
+
+    /// `trellis gc`: removes the old versions and crashed publishes'
+    /// orphans that have been removable for longer than `grace` (or on a
+    /// `dry_run` says which); `None` where a publish leaves nothing behind
+    /// to collect (a local root replaces a version in one rename).
+    fn collect(&self, grace: std::time::Duration, dry_run: bool) -> io::Result<Option<object::Collected>> {
+        let _ = (grace, dry_run);
+        Ok(None)
+    }
 }
 
 /// A staging directory in use: a local directory a transformation writes

@@ -19,6 +19,16 @@
 //!   rewritten keeps its ETag, and Last-Modified has one-second resolution:
 //!   the id makes every flag written a new object.
 //!
+//! - `K/_v/<other version>/...`: versions replaced, kept for the grace
+//!   period (the pointer remembers when it replaced each), and uploads
+//!   never committed (a crash, a lost race), kept until older than the
+//!   grace; each commit's sweep of its view and `trellis gc` remove what
+//!   `removable` says.
+//!
+//! Every request gives up on a dead endpoint in seconds (see
+//! [`ObjectDir::s3_from`]), and [`ObjectDir::probe`] proves a root
+//! reachable and writable in one conditional create and one delete.
+//!
 //! Invariant: trellis reads a view through its pointer only, so a reader
 //! sees a whole version or the one before, never a mix; of two writers
 //! publishing one key from the same pointer, exactly one commits, and the
@@ -39,13 +49,16 @@ use std::io;
 use std::path::{Component, Path as LocalPath, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey, S3ConditionalPut};
 use object_store::path::Path;
-use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, UpdateVersion, WriteMultipart};
+use object_store::{
+    BackoffConfig, ClientOptions, ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, RetryConfig,
+    UpdateVersion, WriteMultipart,
+};
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 
@@ -113,6 +126,8 @@ pub struct ObjectDir {
     /// The store's own runtime, shut down without waiting when dropped
     /// (a drop may happen inside another runtime, where waiting panics).
     runtime: Option<tokio::runtime::Runtime>,
+    /// How long a replaced version is kept for outside readers ([`ObjectDir::with_grace`]).
+    grace: Duration,
 }
 
 impl std::fmt::Debug for ObjectDir {
@@ -129,12 +144,31 @@ impl Drop for ObjectDir {
     }
 }
 
-/// What a pointer says: the version that is current.
+/// What a pointer says: the version that is current, and the versions
+/// it replaced within the grace period, each with when (so that a sweep
+/// keeps a version its readers may still list for the grace after it was
+/// replaced, not after its successor in id order began uploading, which a
+/// crashed upload's orphan can put long before). Absent in a pointer of
+/// before; readers of before ignore it.
 #[derive(Debug, Serialize, Deserialize)]
 struct PointerBody {
     format: u32,
     version: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    replaced: Vec<Replaced>,
 }
+
+/// A version a commit replaced, and when (milliseconds since the epoch).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Replaced {
+    version: String,
+    at: u64,
+}
+
+/// The most replaced versions a pointer remembers (a view published every
+/// few seconds would otherwise grow it without bound): an older one is
+/// judged by its successor's id instead.
+const REMEMBERED: usize = 64;
 
 /// A pointer as read: the version it names, and what a conditional write
 /// over it must match.
@@ -143,6 +177,7 @@ struct Current {
     version: String,
     e_tag: Option<String>,
     object_version: Option<String>,
+    replaced: Vec<Replaced>,
 }
 
 /// A version uploaded and not committed yet ([`ObjectDir::upload`]).
@@ -182,7 +217,28 @@ impl ObjectDir {
             return Err(Error::Open { root, reason: "no bucket named".into() });
         }
         crate::tls::install_crypto_provider();
-        let mut builder = AmazonS3Builder::new();
+        // Every request (the start's probe, a publish's uploads, a listing)
+        // gives up on a dead endpoint in seconds, not in object_store's
+        // default budget (10 retries within 3 minutes, backoff up to 15 s):
+        // a connection is given 3 s (AWS's own advice is 3.1 s), a failed
+        // request (connection refused or reset, a 5xx, a timeout of a safe
+        // request) is retried at most 4 times with backoff from 100 ms up
+        // to 2 s, and no retry starts 10 s after the first attempt. A
+        // refused connection so fails in about 2 s, a black-holed one in
+        // about 15 s; a request that has started still has its 30 s
+        // (object_store's default) to answer.
+        let client = ClientOptions::new().with_connect_timeout(Duration::from_secs(3));
+        let retry = RetryConfig {
+            backoff: BackoffConfig {
+                init_backoff: Duration::from_millis(100),
+                max_backoff: Duration::from_secs(2),
+                base: 2.0,
+            },
+            max_retries: 4,
+            retry_timeout: Duration::from_secs(10),
+        };
+        // Before the environment's settings, which may refine the client's.
+        let mut builder = AmazonS3Builder::new().with_client_options(client).with_retry(retry);
         for (name, value) in environment {
             if name.starts_with("AWS_")
                 && let Ok(key) = name.to_ascii_lowercase().parse::<AmazonS3ConfigKey>()
@@ -223,6 +279,7 @@ impl ObjectDir {
             prefix: Path::from_iter(prefix.split('/').filter(|part| !part.is_empty())),
             local: LocalDir::new(local),
             runtime: Some(runtime),
+            grace: crate::catalog::storage::DEFAULT_GRACE,
         })
     }
 
@@ -292,13 +349,22 @@ impl ObjectDir {
 
     /// The second half: makes `pending` current with one conditional
     /// write of the pointer, then writes `done_flag` (unless empty) and
-    /// removes the version it replaced. Another writer's commit since the
-    /// upload began is an `AlreadyExists` error, and nothing of this
-    /// version is left.
+    /// removes the view's versions that are removable now (see
+    /// `removable`: the one it replaced stays for the grace period).
+    /// Another writer's commit since the upload began is an
+    /// `AlreadyExists` error, and nothing of this version is left.
     pub fn commit(&self, pending: Pending, done_flag: &str) -> io::Result<()> {
         let context = self.context();
         let flag = if done_flag.is_empty() { None } else { Some(pending.data.clone().join(done_flag)) };
-        self.run(async move { context.commit(pending, flag).await })
+        let (data, grace) = (pending.data.clone(), self.grace);
+        self.run(async move {
+            context.commit(pending, flag, grace).await?;
+            // Committed: what the sweep cannot do is for `trellis gc`.
+            if let Err(e) = context.sweep_view(&data, now_millis(), grace, false).await {
+                tracing::warn!("{e}; `trellis gc` will collect what is left");
+            }
+            Ok(())
+        })
     }
 }
 
@@ -335,7 +401,8 @@ impl Context {
         let bytes = got.bytes().await.map_err(|e| self.failed("read", &location, &e))?;
         match serde_json::from_slice::<PointerBody>(&bytes) {
             Ok(body) if body.format == POINTER_FORMAT && is_version(&body.version) => {
-                Ok(Some(Current { version: body.version, e_tag, object_version }))
+                let replaced = body.replaced.into_iter().filter(|old| is_version(&old.version)).collect();
+                Ok(Some(Current { version: body.version, e_tag, object_version, replaced }))
             }
             _ => Err(io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -401,10 +468,27 @@ impl Context {
         Ok(())
     }
 
-    async fn commit(&self, pending: Pending, flag: Option<Path>) -> io::Result<()> {
+    async fn commit(&self, pending: Pending, flag: Option<Path>, grace: Duration) -> io::Result<()> {
         let pointer = pending.data.clone().join(POINTER);
-        let body = serde_json::to_vec(&PointerBody { format: POINTER_FORMAT, version: pending.version.clone() })
-            .map_err(io::Error::other)?;
+        let now = now_millis();
+        let grace_millis = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
+        let replaced = match &pending.base {
+            None => Vec::new(),
+            Some(base) => {
+                let mut replaced: Vec<Replaced> = base
+                    .replaced
+                    .iter()
+                    .filter(|old| now.saturating_sub(old.at) <= grace_millis && old.version != pending.version)
+                    .cloned()
+                    .collect();
+                replaced.push(Replaced { version: base.version.clone(), at: now });
+                let excess = replaced.len().saturating_sub(REMEMBERED);
+                replaced.drain(..excess);
+                replaced
+            }
+        };
+        let body = PointerBody { format: POINTER_FORMAT, version: pending.version.clone(), replaced };
+        let body = serde_json::to_vec(&body).map_err(io::Error::other)?;
         let mode = match &pending.base {
             None => PutMode::Create,
             Some(base) => {
@@ -448,16 +532,6 @@ impl Context {
                 let e = self.failed("write the done flag", &flag, &e);
                 io::Error::new(e.kind(), format!("version {} is committed, but {e}", pending.version))
             })?;
-        }
-        // The version replaced goes now. A reader still listing it is cut
-        // off: `trellis gc` (to come) will remove old versions after a
-        // grace period instead, with the orphans of crashed publishes.
-        if let Some(old) = pending.base.filter(|base| base.version != pending.version) {
-            let prefix = pending.data.clone().join(VERSIONS).join(old.version.as_str());
-            match self.store.list(Some(&prefix)).map_ok(|meta| meta.location).try_collect::<Vec<_>>().await {
-                Ok(old_files) => self.delete_quietly(old_files).await,
-                Err(e) => tracing::warn!("{}", self.failed("list the replaced version", &prefix, &e)),
-            }
         }
         Ok(())
     }
@@ -508,6 +582,18 @@ impl Context {
 impl ViewStore for ObjectDir {
     fn root(&self) -> &LocalPath {
         &self.root
+    }
+
+    fn probe(&self) -> Result<(), String> {
+        ObjectDir::probe(self)
+    }
+
+    fn current_prefixes(&self, keys: &[Key]) -> Vec<Option<String>> {
+        ObjectDir::current_prefixes(self, keys)
+    }
+
+    fn collect(&self, grace: Duration, dry_run: bool) -> io::Result<Option<Collected>> {
+        self.collect_at(SystemTime::now(), grace, dry_run).map(Some)
     }
 
     /// The object at `key` (a done flag), else the pointer of the view
@@ -638,7 +724,8 @@ impl ViewStore for ObjectDir {
     }
 
     /// The local staging directory, as a local root's is cleaned. What a
-    /// crashed publish left in the bucket is for `trellis gc` (to come).
+    /// crashed publish left in the bucket is for the next commit of its
+    /// view and `trellis gc`, after the grace period.
     fn clean_staging(&self) -> io::Result<()> {
         self.local.clean_staging()
     }
@@ -737,6 +824,359 @@ fn one_line(e: &dyn std::fmt::Display) -> String {
     e.to_string().split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// What a collection of old versions found: per view, what it removed
+/// (or, on a dry run, would remove) and what it kept, and why.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Collected {
+    /// The root walked (`s3://bucket/prefix`).
+    pub root: String,
+    /// The views that have versions, by key under the root, in key order.
+    pub views: Vec<ViewCollected>,
+}
+
+/// One view's versions, as a collection left them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ViewCollected {
+    /// The view's data key under the root (`shop/2015/05/01`).
+    pub key: String,
+    /// The version its pointer names, if it has one.
+    pub current: Option<String>,
+    /// Removed (or removable, on a dry run).
+    pub removed: Tally,
+    /// Kept: the current version and those within the grace period.
+    pub kept: Tally,
+    /// Why some of it was not collected (an unreadable pointer: nothing
+    /// is removed; a failed delete: it is tried again next time).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Versions, their objects and the bytes they hold.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Tally {
+    pub versions: usize,
+    pub objects: usize,
+    pub bytes: u64,
+}
+
+impl Tally {
+    fn add(&mut self, objects: &[ObjectMeta]) {
+        self.versions += 1;
+        self.objects += objects.len();
+        self.bytes += objects.iter().map(|meta| meta.size).sum::<u64>();
+    }
+
+    pub fn plus(self, other: Tally) -> Tally {
+        Tally {
+            versions: self.versions + other.versions,
+            objects: self.objects + other.objects,
+            bytes: self.bytes + other.bytes,
+        }
+    }
+}
+
+impl Collected {
+    /// What every view's collection adds up to: removed, then kept.
+    pub fn totals(&self) -> (Tally, Tally) {
+        self.views.iter().fold((Tally::default(), Tally::default()), |(removed, kept), view| {
+            (removed.plus(view.removed), kept.plus(view.kept))
+        })
+    }
+}
+
+/// Which of a view's versions (`versions`, in id order) are removable
+/// `now` (milliseconds since the epoch). Never the current one. One older
+/// than the current that the pointer remembers replacing (`replaced`, with
+/// when): removable once replaced longer ago than the grace, so that an
+/// outside reader who read the old flag has the grace to finish reading.
+/// One older that it does not remember (replaced before the pointer's
+/// memory, or never current): superseded since its successor in id order
+/// was made at the latest (ids start with their millisecond, taken as a
+/// publish begins, at or before its commit), and removable once that
+/// successor is older than the grace. One newer than the current (or any, where no
+/// pointer names one), a crashed or losing publish, or one still
+/// uploading: removable once it is itself older than the grace, so that
+/// an upload in progress is never cut (a publish taking longer than the
+/// grace would be).
+pub(crate) fn removable(
+    versions: &[&str],
+    current: Option<&str>,
+    replaced: &[(&str, u64)],
+    now: u64,
+    grace: Duration,
+) -> Vec<bool> {
+    let grace = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
+    let past_grace = |since: u64| now.saturating_sub(since) > grace;
+    versions
+        .iter()
+        .enumerate()
+        .map(|(i, &version)| match current {
+            Some(current) if version == current => false,
+            Some(current) if version < current => match replaced.iter().find(|(old, _)| *old == version) {
+                Some(&(_, at)) => past_grace(at),
+                None => versions.get(i + 1).is_some_and(|next| past_grace(version_millis(next))),
+            },
+            _ => past_grace(version_millis(version)),
+        })
+        .collect()
+}
+
+/// The millisecond a version id starts with (0 for one that does not parse).
+fn version_millis(version: &str) -> u64 {
+    version.split_once('-').and_then(|(millis, _)| millis.parse().ok()).unwrap_or(0)
+}
+
+fn now_millis() -> u64 {
+    millis_at(SystemTime::now())
+}
+
+fn millis_at(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH).map_or(0, |since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Where a listed object is a version's file: the view's data key and the
+/// version's id, from the first `_v/<version id>/` in its key below `root`.
+fn version_of(root: &Path, location: &Path) -> Option<(Path, String)> {
+    let relative = location.prefix_match(root)?;
+    let parts: Vec<String> = relative.map(|part| part.as_ref().to_string()).collect();
+    let at = (0..parts.len().saturating_sub(2)).find(|&i| parts[i] == VERSIONS && is_version(&parts[i + 1]))?;
+    // Each part is already encoded: joined and parsed, not encoded again.
+    let data = root.parts().map(|part| part.as_ref().to_string()).chain(parts[..at].iter().cloned());
+    let data = Path::parse(data.collect::<Vec<_>>().join("/")).ok()?;
+    Some((data, parts[at + 1].clone()))
+}
+
+/// A message's cause for a probe that failed, in one line a user can act on.
+fn probe_cause(e: &object_store::Error) -> String {
+    let text = one_line(e);
+    // The request's URL is in the message: its scheme and authority name the endpoint.
+    let endpoint = ["http://", "https://"]
+        .iter()
+        .find_map(|scheme| {
+            let at = text.find(scheme)?;
+            let rest = &text[at + scheme.len()..];
+            Some(format!("{scheme}{}", &rest[..rest.find(['/', ' ']).unwrap_or(rest.len())]))
+        })
+        .unwrap_or_else(|| "the endpoint".to_string());
+    // S3's own error code, where the answer carried one (`<Code>AccessDenied</Code>`).
+    let code = text.split_once("<Code>").and_then(|(_, rest)| rest.split_once("</Code>")).map(|(code, _)| code);
+    let said = code.map(|code| format!(" ({code})")).unwrap_or_default();
+    match e {
+        object_store::Error::NotFound { .. } => format!("no such bucket{said}"),
+        object_store::Error::PermissionDenied { .. } => {
+            format!("access denied{said}: the credentials may not write there, or are not valid")
+        }
+        object_store::Error::Unauthenticated { .. } => {
+            format!(
+                "not authenticated{said}: no valid credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, a profile, web identity)"
+            )
+        }
+        object_store::Error::NotImplemented { .. } | object_store::Error::NotSupported { .. } => {
+            format!("the store does not take conditional writes (If-None-Match), which a publish needs: {text}")
+        }
+        _ => {
+            let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+            while let Some(error) = source {
+                if let Some(http) = error.downcast_ref::<object_store::client::HttpError>() {
+                    use object_store::client::HttpErrorKind;
+                    match http.kind() {
+                        HttpErrorKind::Connect => return format!("endpoint unreachable: cannot connect to {endpoint}"),
+                        HttpErrorKind::Timeout => {
+                            return format!("endpoint unreachable: {endpoint} did not answer in time");
+                        }
+                        _ => {}
+                    }
+                }
+                source = error.source();
+            }
+            if text.to_ascii_lowercase().contains("credential") { format!("no credentials: {text}") } else { text }
+        }
+    }
+}
+
+impl ObjectDir {
+    /// Keeps replaced versions (and orphans) this long for outside
+    /// readers, instead of [`DEFAULT_GRACE`](crate::catalog::storage::DEFAULT_GRACE).
+    pub fn with_grace(mut self, grace: Duration) -> ObjectDir {
+        self.grace = grace;
+        self
+    }
+
+    /// Proves the root reachable and writable: a probe object
+    /// (`<prefix>/_trellis/probe-<random>`) created with `If-None-Match: *`
+    /// (which the commit needs the store to honour) and deleted. The error
+    /// is one line: no such bucket, access denied, no credentials, the
+    /// endpoint unreachable, or what the store said.
+    pub fn probe(&self) -> Result<(), String> {
+        let location = self.prefix.clone().join("_trellis").join(format!("probe-{}", new_version()));
+        let context = self.context();
+        let probed = self.run(async move {
+            let options = PutOptions { mode: PutMode::Create, ..PutOptions::default() };
+            let body = Bytes::from_static(b"trellis checks that it may write here; this object is deleted at once");
+            if let Err(e) = context.store.put_opts(&location, body.into(), options).await {
+                return Ok(Err(probe_cause(&e)));
+            }
+            match context.store.delete(&location).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(Ok(())),
+                Err(e) => {
+                    Ok(Err(format!("wrote {}/{location} but cannot delete it: {}", context.bucket, probe_cause(&e))))
+                }
+            }
+        });
+        probed.map_err(|e| e.to_string())?
+    }
+
+    /// Where an outside reader reads the current version of `key`:
+    /// `s3://bucket/prefix/<key>/_v/<version>/`; `None` where no pointer
+    /// names one. One GET of the pointer.
+    pub fn current_prefix(&self, key: &Key) -> io::Result<Option<String>> {
+        let data = self.location(key)?;
+        let bucket = self.bucket.clone();
+        Ok(self.current_version(key)?.map(|version| format!("{bucket}/{data}/{VERSIONS}/{version}/")))
+    }
+
+    /// [`ObjectDir::current_prefix`] of each of `keys`, a few pointers read
+    /// at once; an unreadable one is `None`, with a warning.
+    pub fn current_prefixes(&self, keys: &[Key]) -> Vec<Option<String>> {
+        let located: Vec<Option<Path>> = keys.iter().map(|key| self.location(key).ok()).collect();
+        let context = self.context();
+        let read = self.run(async move {
+            let reads = located.into_iter().map(|data| {
+                let context = context.clone();
+                async move {
+                    let data = data?;
+                    match context.pointer(&data).await {
+                        Ok(current) => {
+                            current.map(|current| format!("{}/{data}/{VERSIONS}/{}/", context.bucket, current.version))
+                        }
+                        Err(e) => {
+                            tracing::warn!("{e}");
+                            None
+                        }
+                    }
+                }
+            });
+            Ok(futures_util::stream::iter(reads).buffered(UPLOADS_IN_FLIGHT).collect::<Vec<_>>().await)
+        });
+        read.unwrap_or_else(|e| {
+            tracing::warn!("{e}");
+            vec![None; keys.len()]
+        })
+    }
+
+    /// `trellis gc`: walks the whole root (one listing) and removes every
+    /// version removable at `now` (see `removable`), or on a `dry_run`
+    /// only says which. A view whose pointer cannot be read loses nothing.
+    pub fn collect_at(&self, now: SystemTime, grace: Duration, dry_run: bool) -> io::Result<Collected> {
+        let context = self.context();
+        let root = self.prefix.clone();
+        let now = millis_at(now);
+        let views = self.run(async move {
+            let objects: Vec<ObjectMeta> = context
+                .store
+                .list(if root.is_root() { None } else { Some(&root) })
+                .try_collect()
+                .await
+                .map_err(|e| context.failed("list", &root, &e))?;
+            let mut by_view: std::collections::BTreeMap<String, (Path, Versions)> = Default::default();
+            for meta in objects {
+                if let Some((data, version)) = version_of(&root, &meta.location) {
+                    let entry = by_view.entry(data.to_string()).or_insert_with(|| (data, Versions::new()));
+                    entry.1.entry(version).or_default().push(meta);
+                }
+            }
+            let mut views = Vec::with_capacity(by_view.len());
+            for (_, (data, versions)) in by_view {
+                let mut swept = context.sweep(&data, versions, now, grace, dry_run).await;
+                swept.key = data.prefix_match(&root).map_or_else(
+                    || data.to_string(),
+                    |parts| parts.map(|part| part.as_ref().to_string()).collect::<Vec<_>>().join("/"),
+                );
+                views.push(swept);
+            }
+            Ok(views)
+        })?;
+        Ok(Collected { root: self.root.display().to_string(), views })
+    }
+}
+
+/// A view's versions by id (in id order), each with its objects.
+type Versions = std::collections::BTreeMap<String, Vec<ObjectMeta>>;
+
+impl Context {
+    /// After a commit: one LIST of `data/_v/`, then the removable versions removed.
+    async fn sweep_view(&self, data: &Path, now: u64, grace: Duration, dry_run: bool) -> io::Result<ViewCollected> {
+        let versions_dir = data.clone().join(VERSIONS);
+        let objects: Vec<ObjectMeta> = self
+            .store
+            .list(Some(&versions_dir))
+            .try_collect()
+            .await
+            .map_err(|e| self.failed("list", &versions_dir, &e))?;
+        let mut versions = Versions::new();
+        for meta in objects {
+            if let Some((_, version)) = version_of(data, &meta.location) {
+                versions.entry(version).or_default().push(meta);
+            }
+        }
+        let swept = self.sweep(data, versions, now, grace, dry_run).await;
+        match swept.error {
+            Some(error) => Err(io::Error::other(error)),
+            None => Ok(swept),
+        }
+    }
+
+    /// Removes `data`'s removable `versions`, as listed. The pointer is
+    /// read after the listing: a version committed meanwhile is current
+    /// when it is judged, never taken for an orphan.
+    async fn sweep(&self, data: &Path, versions: Versions, now: u64, grace: Duration, dry_run: bool) -> ViewCollected {
+        let mut swept = ViewCollected { key: data.to_string(), ..ViewCollected::default() };
+        let (current, replaced) = match self.pointer(data).await {
+            Ok(Some(current)) => (Some(current.version), current.replaced),
+            Ok(None) => (None, Vec::new()),
+            Err(e) => {
+                swept.error = Some(format!("{e}; none of its versions is removed"));
+                for objects in versions.values() {
+                    swept.kept.add(objects);
+                }
+                return swept;
+            }
+        };
+        let ids: Vec<&str> = versions.keys().map(String::as_str).collect();
+        let replaced: Vec<(&str, u64)> = replaced.iter().map(|old| (old.version.as_str(), old.at)).collect();
+        let verdicts = removable(&ids, current.as_deref(), &replaced, now, grace);
+        let mut doomed = Vec::new();
+        for ((_, objects), remove) in versions.iter().zip(verdicts) {
+            if remove {
+                swept.removed.add(objects);
+                doomed.extend(objects.iter().map(|meta| meta.location.clone()));
+            } else {
+                swept.kept.add(objects);
+            }
+        }
+        swept.current = current;
+        if !dry_run && !doomed.is_empty() {
+            let stream = futures_util::stream::iter(doomed.into_iter().map(Ok)).boxed();
+            let mut results = self.store.delete_stream(stream);
+            while let Some(result) = results.next().await {
+                match result {
+                    Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
+                    Err(e) => {
+                        swept.error.get_or_insert_with(|| {
+                            format!(
+                                "cannot delete an old version's objects from {}/{data}: {}",
+                                self.bucket,
+                                one_line(&e)
+                            )
+                        });
+                    }
+                }
+            }
+        }
+        swept
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -827,6 +1267,28 @@ mod tests {
             assert!(dir.exists(&data.join("_SUCCESS")));
             drop(dir);
         });
+    }
+
+    /// The grace rule on ids alone: `a` < `b` < `c` made at 1, 2 and 3 h,
+    /// judged at 4 h with a grace of 1 h 30 min.
+    #[test]
+    fn versions_are_removable_once_replaced_or_made_longer_ago_than_the_grace() {
+        let hour = 3_600_000;
+        let [a, b, c] = [1, 2, 3].map(|h| format!("{:013}-{:016x}", h * hour, h));
+        let ids = [a.as_str(), b.as_str(), c.as_str()];
+        let (now, grace) = (4 * hour, Duration::from_secs(90 * 60));
+        let judge = |current, replaced: &[(&str, u64)]| removable(&ids, current, replaced, now, grace);
+        // `c` current: `a`'s successor `b` is 2 h old (past the grace), `b`'s `c` only 1 h.
+        assert_eq!(judge(Some(&c), &[]), [true, false, false]);
+        // The pointer remembers replacing `a` at 3 h 30: within the grace, whatever the ids say.
+        assert_eq!(judge(Some(&c), &[(&a, 3 * hour + hour / 2)]), [false, false, false]);
+        // `a` current: `b` and `c` are newer and never committed (orphans, or
+        // uploads in progress): `b` is older than the grace, `c` is not.
+        assert_eq!(judge(Some(&a), &[]), [false, true, false]);
+        // No pointer: each by its own age.
+        assert_eq!(judge(None, &[]), [true, true, false]);
+        // The current is never removable.
+        assert_eq!(removable(&ids, Some(&b), &[], u64::MAX, Duration::ZERO), [true, false, true]);
     }
 
     #[test]
