@@ -54,7 +54,15 @@ pub struct S3Options {
     pub path_style: Option<bool>,
     /// Whether plain HTTP may be used (see [`S3Options::allows_http`]).
     pub allow_http: Option<bool>,
+    /// How often a server asks the store whether awaited flags arrived
+    /// (see [`S3Options::poll_interval`]).
+    pub poll_interval: Option<std::time::Duration>,
 }
+
+/// A server's poll of awaited flags on an object store, unless
+/// `[project.s3] poll_interval` says otherwise: each poll costs a request
+/// per flag (or per prefix that flags share), so not every second.
+pub const DEFAULT_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl S3Options {
     /// Whether plain HTTP is allowed: as declared, else exactly when the
@@ -62,6 +70,12 @@ impl S3Options {
     /// refused at load).
     pub fn allows_http(&self) -> bool {
         self.allow_http.unwrap_or_else(|| self.endpoint.as_deref().is_some_and(is_http))
+    }
+
+    /// How often a server polls awaited flags: as declared, else
+    /// [`DEFAULT_POLL_INTERVAL`].
+    pub fn poll_interval(&self) -> std::time::Duration {
+        self.poll_interval.unwrap_or(DEFAULT_POLL_INTERVAL)
     }
 }
 
@@ -267,7 +281,7 @@ pub(crate) fn lexical(path: &Path) -> PathBuf {
 }
 
 /// The keys `[project.s3]` takes.
-pub(crate) const S3_KEYS: [&str; 4] = ["endpoint", "region", "path_style", "allow_http"];
+pub(crate) const S3_KEYS: [&str; 5] = ["endpoint", "region", "path_style", "allow_http", "poll_interval"];
 
 /// Whether a key of `[project.s3]` would hold a credential, which never
 /// goes in the project file.

@@ -39,9 +39,11 @@
 //! usage against its cap, where a grant really is, an engine's files
 //! moved into staging), which an object store would materialize.
 
+pub mod counted;
 pub mod grant;
 pub mod local;
 pub mod object;
+pub mod poll;
 pub mod watch;
 
 use std::io;
@@ -185,6 +187,13 @@ pub trait ViewStore: Send + Sync + std::fmt::Debug {
     /// Removes the staging an interrupted process left behind, and
     /// nothing it did not make.
     fn clean_staging(&self) -> io::Result<()>;
+
+    /// The object store this is, when it is one: its changes are learnt
+    /// by polling it (`poll`), where a local directory's are the kernel's
+    /// to tell (`watch`).
+    fn as_object(&self) -> Option<&ObjectDir> {
+        None
+    }
 }
 
 /// A staging directory in use: a local directory a transformation writes

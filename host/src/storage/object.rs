@@ -101,6 +101,8 @@ pub enum Error {
 /// The view storage in an object store, with a local directory for staging.
 pub struct ObjectDir {
     store: Arc<dyn ObjectStore>,
+    /// What has been sent to `store` (every request goes through a count).
+    requests: super::counted::RequestCounter,
     /// The root as configured (`s3://bucket/prefix`): what keys are relative to.
     root: PathBuf,
     /// The bucket as messages name it (`s3://bucket`).
@@ -216,14 +218,22 @@ impl ObjectDir {
             .enable_all()
             .build()
             .map_err(|e| Error::Open { root: root.clone(), reason: format!("cannot start its runtime: {e}") })?;
+        let counted = super::counted::Counted::new(store);
+        let requests = counted.counter();
         Ok(ObjectDir {
-            store,
+            store: Arc::new(counted),
+            requests,
             root: PathBuf::from(root),
             bucket: bucket.trim_end_matches('/').to_string(),
             prefix: Path::from_iter(prefix.split('/').filter(|part| !part.is_empty())),
             local: LocalDir::new(local),
             runtime: Some(runtime),
         })
+    }
+
+    /// The requests sent to the store so far.
+    pub fn requests(&self) -> super::counted::Requests {
+        self.requests.sent()
     }
 
     /// Runs `work` on the store's runtime and waits for it on this thread.
@@ -505,9 +515,107 @@ impl Context {
     }
 }
 
+/// What a poll saw of a done flag: every header that may tell a rewrite
+/// from the object before it. A listing has no version id, a HEAD has it
+/// where the bucket keeps versions: [`Seen::same`] compares what both have.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    pub e_tag: Option<String>,
+    pub last_modified: i64,
+    pub size: u64,
+    pub version: Option<String>,
+}
+
+impl Seen {
+    fn of(meta: &ObjectMeta) -> Seen {
+        Seen {
+            e_tag: meta.e_tag.clone(),
+            last_modified: meta.last_modified.timestamp_nanos_opt().unwrap_or(i64::MAX),
+            size: meta.size,
+            version: meta.version.clone(),
+        }
+    }
+
+    /// Whether two sightings may be of the same object: the same ETag,
+    /// Last-Modified and size, and the same version id where both have one.
+    pub fn same(&self, other: &Seen) -> bool {
+        self.e_tag == other.e_tag
+            && self.last_modified == other.last_modified
+            && self.size == other.size
+            && (self.version.is_none() || other.version.is_none() || self.version == other.version)
+    }
+}
+
+/// Objects listed per page by S3's ListObjectsV2.
+pub const LIST_PAGE: usize = 1000;
+
+/// Requests a poll has in flight at once.
+const POLLS_IN_FLIGHT: usize = 16;
+
+/// What polling the store for done flags needs (see `storage::poll`).
+impl ObjectDir {
+    /// The objects at `heads` as HEADs see them (each `None` where there is
+    /// nothing), and every object below each of `lists` as a listing sees
+    /// it, by its key relative to the root, with the pages that listing
+    /// took: all requests a few at once.
+    pub fn seen(&self, heads: &[Key], lists: &[Key]) -> (Vec<io::Result<Option<Seen>>>, Vec<io::Result<Listing>>) {
+        let locate = |keys: &[Key]| keys.iter().map(|key| self.location(key)).collect::<Vec<_>>();
+        let (head_at, list_at) = (locate(heads), locate(lists));
+        let context = self.context();
+        let root = self.prefix.clone();
+        let polled = self.run(async move {
+            let heads = futures_util::stream::iter(head_at.into_iter().map(|location| {
+                let context = context.clone();
+                async move { context.head(&location?).await.map(|meta| meta.as_ref().map(Seen::of)) }
+            }))
+            .buffered(POLLS_IN_FLIGHT)
+            .collect::<Vec<_>>()
+            .await;
+            let lists = futures_util::stream::iter(list_at.into_iter().map(|location| {
+                let (context, root) = (context.clone(), root.clone());
+                async move { context.listing(&location?, &root).await }
+            }))
+            .buffered(POLLS_IN_FLIGHT)
+            .collect::<Vec<_>>()
+            .await;
+            Ok((heads, lists))
+        });
+        polled.unwrap_or_else(|e| {
+            let failed = || io::Error::new(e.kind(), e.to_string());
+            (heads.iter().map(|_| Err(failed())).collect(), lists.iter().map(|_| Err(failed())).collect())
+        })
+    }
+}
+
+/// Every object below a prefix, by its key relative to the root, and the
+/// pages its listing took.
+pub type Listing = (Vec<(Key, Seen)>, usize);
+
+impl Context {
+    async fn listing(&self, location: &Path, root: &Path) -> io::Result<Listing> {
+        let objects: Vec<ObjectMeta> =
+            self.store.list(Some(location)).try_collect().await.map_err(|e| self.failed("list", location, &e))?;
+        let pages = objects.len().div_ceil(LIST_PAGE).max(1);
+        let mut seen = Vec::with_capacity(objects.len());
+        for meta in &objects {
+            let Some(parts) = meta.location.prefix_match(root) else { continue };
+            let mut relative = PathBuf::new();
+            for part in parts {
+                relative.push(percent_encoding::percent_decode_str(part.as_ref()).decode_utf8_lossy().as_ref());
+            }
+            seen.push((Key::of(LocalPath::new(""), &relative), Seen::of(meta)));
+        }
+        Ok((seen, pages))
+    }
+}
+
 impl ViewStore for ObjectDir {
     fn root(&self) -> &LocalPath {
         &self.root
+    }
+
+    fn as_object(&self) -> Option<&ObjectDir> {
+        Some(self)
     }
 
     /// The object at `key` (a done flag), else the pointer of the view

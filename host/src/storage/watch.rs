@@ -8,8 +8,8 @@
 //! Locally it is inotify: the directories from the storage root down to an
 //! awaited flag, and a published flag itself, whose changes the kernel
 //! queues the moment they happen. An object store has no such queue: its
-//! watches would list the watched prefixes and report what differs from
-//! the previous listing.
+//! watches are polled ([`super::poll`]), and what a poll found differs is
+//! reported as the kernel's changes are.
 
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd, OwnedFd};
@@ -32,8 +32,81 @@ pub enum Changed {
     Everything,
 }
 
-/// The watches on one storage root.
-pub struct Watches {
+/// The watches on one storage root: the kernel's, or polls of an object store.
+pub enum Watches {
+    Notified(Notified),
+    Polled(super::poll::Polled),
+}
+
+impl Watches {
+    /// The watches on `storage`, or why there cannot be any (no inotify here).
+    pub fn of(storage: &super::Storage) -> std::io::Result<Watches> {
+        Ok(match storage.as_object() {
+            Some(_) => Watches::Polled(super::poll::Polled::new(storage.clone())),
+            None => Watches::Notified(Notified::new(storage.root())?),
+        })
+    }
+
+    /// Whether `who` is watched, and if so whether its flag's own
+    /// directory is (else only what is above it: the flag's directory
+    /// did not exist yet).
+    pub fn watching(&self, who: Watching) -> Option<bool> {
+        match self {
+            Watches::Notified(watches) => watches.watching(who),
+            Watches::Polled(watches) => watches.watching(who),
+        }
+    }
+
+    /// Watches for a done flag at `flag` to arrive, change or go, before
+    /// it is read (see [`Notified::await_flag`], [`super::poll::Polled::await_flag`]).
+    pub fn await_flag(&mut self, who: Watching, flag: &Key) {
+        match self {
+            Watches::Notified(watches) => watches.await_flag(who, flag),
+            Watches::Polled(watches) => watches.await_flag(who, flag),
+        }
+    }
+
+    /// Watches a published done flag itself.
+    pub fn watch_published(&mut self, who: Watching, flag: &Key) {
+        match self {
+            Watches::Notified(watches) => watches.watch_published(who, flag),
+            Watches::Polled(watches) => watches.watch_published(who),
+        }
+    }
+
+    /// A descriptor to wait on for changes; none where changes are polled.
+    pub fn descriptor(&self) -> Option<OwnedFd> {
+        match self {
+            Watches::Notified(watches) => watches.descriptor(),
+            Watches::Polled(_) => None,
+        }
+    }
+
+    /// Who changed since the last call.
+    pub fn changed(&mut self) -> Changed {
+        match self {
+            Watches::Notified(watches) => watches.changed(),
+            Watches::Polled(watches) => watches.changed(),
+        }
+    }
+
+    /// Whether changes are learnt only by [`Watches::poll`].
+    pub fn is_polled(&self) -> bool {
+        matches!(self, Watches::Polled(_))
+    }
+
+    /// Asks an object store what changed (nothing to do for the kernel's
+    /// watches, whose changes come by themselves).
+    pub fn poll(&mut self) -> super::poll::Asked {
+        match self {
+            Watches::Notified(_) => super::poll::Asked::default(),
+            Watches::Polled(watches) => watches.poll(),
+        }
+    }
+}
+
+/// The kernel's watches on a local storage root.
+pub struct Notified {
     watcher: Watcher,
     /// Where all data lives: directories are watched up to it.
     root: PathBuf,
@@ -46,11 +119,11 @@ pub struct Watches {
     watch_of: HashMap<Watching, bool>,
 }
 
-impl Watches {
+impl Notified {
     /// Watches on the storage at `root`, or why there cannot be any (no
     /// inotify here).
-    pub fn new(root: &Path) -> std::io::Result<Watches> {
-        Ok(Watches {
+    pub fn new(root: &Path) -> std::io::Result<Notified> {
+        Ok(Notified {
             watcher: Watcher::new()?,
             root: root.to_path_buf(),
             watched: HashMap::new(),
@@ -134,7 +207,7 @@ impl Watches {
     }
 
     /// A copy of the watches' descriptor, to wait on (it is readable when
-    /// changes are queued; [`Watches::changed`] takes them in).
+    /// changes are queued; [`Notified::changed`] takes them in).
     pub fn descriptor(&self) -> Option<OwnedFd> {
         self.watcher.descriptor()
     }
@@ -324,7 +397,7 @@ mod tests {
     #[test]
     fn watches_report_who_changed_since_last_asked() {
         let root = tempfile::tempdir().unwrap();
-        let mut watches = Watches::new(root.path()).unwrap();
+        let mut watches = Notified::new(root.path()).unwrap();
         let awaited = key("shop/2015/_SUCCESS");
         watches.await_flag(1, &awaited);
         assert_eq!(watches.watching(1), Some(false), "only the root is there to watch");
