@@ -502,6 +502,7 @@ mod tests {
                 region: Some("eu-west-1".into()),
                 path_style: Some(true),
                 allow_http: None,
+                poll_interval: None,
             }
         );
         assert!(settings.s3.allows_http());

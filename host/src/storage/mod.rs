@@ -188,6 +188,14 @@ pub trait ViewStore: Send + Sync + std::fmt::Debug {
     /// nothing it did not make.
     fn clean_staging(&self) -> io::Result<()>;
 
+    /// Whether a publish keeps each staged file's mtime and inode (a
+    /// rename does), so that a listing of what was published tells the
+    /// same identities as the staged version's; else only names and sizes
+    /// survive it (an upload).
+    fn publish_keeps_identities(&self) -> bool {
+        self.as_object().is_none()
+    }
+
     /// The object store this is, when it is one: its changes are learnt
     /// by polling it (`poll`), where a local directory's are the kernel's
     /// to tell (`watch`).
