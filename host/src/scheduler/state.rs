@@ -718,8 +718,9 @@ impl Scheduler {
         self.views.watches_polled().then(|| self.catalog.settings.s3.poll_interval())
     }
 
-    /// Polls the watches (an object store's) and applies what changed.
-    pub(super) fn poll_watches(&mut self) {
+    /// Polls the watches (an object store's) and applies what changed: a
+    /// server's poll, at its interval (also the benchmarks').
+    pub fn poll_watches(&mut self) {
         let asked = self.views.poll_watches();
         tracing::debug!(
             "polled the object store's awaited flags: {} HEAD, {} LIST ({} pages), {} changed",

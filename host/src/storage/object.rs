@@ -587,6 +587,19 @@ impl ObjectDir {
     }
 }
 
+/// Writing an object as a producer of external data would (no pointer,
+/// no version): what the benchmarks deliver their raw data with.
+impl ObjectDir {
+    pub fn put(&self, key: &Key, bytes: Vec<u8>) -> io::Result<()> {
+        let location = self.location(key)?;
+        let context = self.context();
+        self.run(async move {
+            context.store.put(&location, bytes.into()).await.map_err(|e| context.failed("write", &location, &e))?;
+            Ok(())
+        })
+    }
+}
+
 /// Every object below a prefix, by its key relative to the root, and the
 /// pages its listing took.
 pub type Listing = (Vec<(Key, Seen)>, usize);
