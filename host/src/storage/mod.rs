@@ -44,6 +44,7 @@ pub mod grant;
 pub mod local;
 pub mod object;
 pub mod poll;
+pub mod profile;
 pub mod watch;
 
 use std::io;

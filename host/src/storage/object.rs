@@ -185,7 +185,7 @@ impl ObjectDir {
         }
         crate::tls::install_crypto_provider();
         let mut builder = AmazonS3Builder::new();
-        for (name, value) in environment {
+        for (name, value) in super::profile::with_profile(environment) {
             if name.starts_with("AWS_")
                 && let Ok(key) = name.to_ascii_lowercase().parse::<AmazonS3ConfigKey>()
             {
