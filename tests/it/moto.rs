@@ -28,6 +28,21 @@ pub const MOTO: &str = "5.2.5";
 pub const ENVIRONMENT: &[(&str, &str)] =
     &[("AWS_ACCESS_KEY_ID", "trellis-test"), ("AWS_SECRET_ACCESS_KEY", "trellis-test"), ("AWS_REGION", "us-east-1")];
 
+/// Puts [`ENVIRONMENT`] into this process's environment, once, for the
+/// in-process tests whose scheduler opens its store as `trellis` does
+/// (from the AWS variables). Set once and never changed, to the same values
+/// by every caller; std's environment functions are locked against each
+/// other, and no test of this binary reads these variables through libc.
+pub fn credentials_in_process() {
+    static SET: std::sync::Once = std::sync::Once::new();
+    SET.call_once(|| {
+        for (name, value) in ENVIRONMENT {
+            // SAFETY: see above; set once, before any reader of these names.
+            unsafe { std::env::set_var(name, value) };
+        }
+    });
+}
+
 /// Runs moto's server from the directory given first, as `moto_server` would.
 const LAUNCHER: &str = "import sys; sys.path.insert(0, sys.argv.pop(1)); sys.argv[0] = 'moto_server'; \
                         from moto.server import main; sys.exit(main())";
