@@ -11,16 +11,9 @@
 //! renders data paths under and `storage::Key::of` strips again; for an S3
 //! root that path (`s3://bucket/prefix`) names no local file and is never
 //! opened as one.
-//!
-//! What this build cannot serve yet (any S3 root, a view type's local root
-//! of its own) is refused by [`refuse_unserved`] alone, at the project's
-//! load, apart from the parsing, so that the day the scheduler serves it
-//! one function and its call go.
 
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
-
-use super::{Catalog, Diagnostic};
 
 /// Where views' data lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -290,44 +283,6 @@ pub(crate) fn is_credential(key: &str) -> bool {
     ["secret", "key_id", "access_key", "token", "password", "credential"].iter().any(|word| key.contains(word))
 }
 
-// ISSUE-41: remove once the scheduler serves object storage
-/// The project's storage roots that this build cannot serve: an S3 root
-/// (project-wide or a view type's), or a view type's local root other than
-/// the project's. Every command that reads or writes view data loads the
-/// project through `catalog::load`, which refuses them with these lines.
-pub fn refuse_unserved(catalog: &Catalog) -> Result<(), Vec<Diagnostic>> {
-    let settings = &catalog.settings;
-    let mut refused = Vec::new();
-    if let StorageUrl::S3(location) = &settings.storage_url {
-        refused.push(Diagnostic {
-            file: None,
-            line: settings.storage_line,
-            message: format!(
-                "project.storage {:?}: object storage is not served by this build yet",
-                location.to_string()
-            ),
-            plugin: None,
-        });
-    }
-    for view_type in catalog.types() {
-        let Some(url) = &view_type.storage else { continue };
-        let why = match url {
-            StorageUrl::S3(_) => "object storage is not served by this build yet",
-            StorageUrl::Local(path) if *path == settings.storage => continue,
-            StorageUrl::Local(_) => {
-                "a view type's storage root of its own is not served by this build yet; leave it out to keep the type's data under project.storage"
-            }
-        };
-        refused.push(Diagnostic {
-            file: view_type.file.clone(),
-            line: view_type.storage_line,
-            message: format!("{}: storage {:?}: {why}", view_type.name, url.to_string()),
-            plugin: None,
-        });
-    }
-    if refused.is_empty() { Ok(()) } else { Err(refused) }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -506,21 +461,13 @@ mod tests {
             }
         );
         assert!(settings.s3.allows_http());
-        // Served by no command yet: refused at load, in one line at its key.
-        let refused: Vec<String> = refuse_unserved(&catalog).unwrap_err().iter().map(ToString::to_string).collect();
-        assert_eq!(
-            refused,
-            ["trellis.toml:3: project.storage \"s3://views/proj\": object storage is not served by this build yet"]
-        );
         // A local project is what it was, and served.
         let local = load(VIEW, Path::new("/p")).unwrap();
         assert_eq!(local.settings.storage, PathBuf::from("/p/data"));
         assert_eq!(local.settings.storage_url, StorageUrl::Local("/p/data".into()));
         assert_eq!((local.settings.storage_line, &local.settings.s3), (None, &S3Options::default()));
-        assert_eq!(refuse_unserved(&local), Ok(()));
         let file = load(&format!("[project]\nstorage = \"file:///srv/views\"\n{VIEW}"), Path::new("/p")).unwrap();
         assert_eq!(file.settings.storage, PathBuf::from("/srv/views"));
-        assert_eq!(refuse_unserved(&file), Ok(()));
     }
 
     #[test]
@@ -550,8 +497,20 @@ mod tests {
             with("regoin = \"us-east-1\"\n").unwrap_err(),
             [
                 "trellis.toml:5: project.s3: unknown field `regoin`, expected one of `endpoint`, `region`, `path_style`, \
-              `allow_http`; did you mean `region`?"
+              `allow_http`, `poll_interval`; did you mean `region`?"
             ]
+        );
+        assert_eq!(
+            with("poll_interval = \"5s\"\n").map(|catalog| catalog.settings.s3.poll_interval()),
+            Ok(std::time::Duration::from_secs(5))
+        );
+        assert_eq!(
+            with("poll_interval = \"10ms\"\n").unwrap_err(),
+            ["trellis.toml:5: project.s3.poll_interval \"10ms\" is under 100ms"]
+        );
+        assert_eq!(
+            with("poll_interval = 5\n").unwrap_err(),
+            ["trellis.toml:5: project.s3.poll_interval must be a string, not integer"]
         );
         assert_eq!(
             with("endpoint = \"http://minio:9000\"\nallow_http = false\n").unwrap_err(),
@@ -647,8 +606,7 @@ mod tests {
             )]
         );
 
-        // Accepted, rendered as the project's root is, and refused at load
-        // until the scheduler serves it; the project's own root is served.
+        // Accepted, and rendered as the project's root is.
         let catalog = load(&typed("s3://raw-deliveries/shop"), root).unwrap();
         let view_type = catalog.find("t.raw/In").unwrap();
         assert_eq!(view_type.storage, Some(s3("raw-deliveries", "shop")));
@@ -656,25 +614,8 @@ mod tests {
         assert_eq!(view_type.storage_line, Some(6));
         let other = catalog.find("t.mart/Out").unwrap();
         assert_eq!((&other.storage, catalog.storage_root(other)), (&None, root.join("data").as_path()));
-        let refused: Vec<String> = refuse_unserved(&catalog).unwrap_err().iter().map(ToString::to_string).collect();
-        assert_eq!(
-            refused,
-            [
-                "trellis.toml:6: t.raw/In: storage \"s3://raw-deliveries/shop\": object storage is not served by this build yet"
-            ]
-        );
         let beside = load(&typed("raw"), root).unwrap();
-        let refused: Vec<String> = refuse_unserved(&beside).unwrap_err().iter().map(ToString::to_string).collect();
-        assert_eq!(
-            refused,
-            [format!(
-                "trellis.toml:6: t.raw/In: storage \"{}\": a view type's storage root of its own is not served by this \
-                 build yet; leave it out to keep the type's data under project.storage",
-                root.join("raw").display()
-            )]
-        );
-        let same = load(&typed("./data/"), root).unwrap();
-        assert_eq!(refuse_unserved(&same), Ok(()));
+        assert_eq!(beside.storage_root(beside.find("t.raw/In").unwrap()), root.join("raw").as_path());
     }
 
     #[test]

@@ -139,7 +139,7 @@ pub fn recognise(
     if receipt.view != view || record.timestamp.is_some_and(|recorded| recorded >= receipt.timestamp) {
         return None;
     }
-    match storage.list(&data, &CONTENTS).map(|listed| contents(&listed, storage.publish_keeps_identities())) {
+    match storage.list(&data, &CONTENTS).map(|listed| contents(&listed, storage.publish_keeps_identities(&data))) {
         Ok(digest) if digest == receipt.contents => Some(Unrecorded { receipt, flag }),
         Ok(_) => {
             tracing::warn!(
@@ -233,6 +233,12 @@ impl Staging {
         self.storage.stage()
     }
 
+    /// A new, empty staging directory for the data at `data_path` (in the
+    /// root that holds it, where a project has several).
+    pub fn create_for(&self, data_path: &Path) -> io::Result<StagingDir> {
+        self.storage.stage_for(&self.storage.key(data_path))
+    }
+
     /// Writes the done flag and `receipt` (its contents digest filled in)
     /// into `staging` and makes it the data at `data_path`, replacing what
     /// was there in one step. On an error the staging directory is removed.
@@ -246,10 +252,11 @@ impl Staging {
         if !done_flag.is_empty() {
             staging.touch(done_flag)?;
         }
-        receipt.contents = contents(&staging.list(&CONTENTS)?, self.storage.publish_keeps_identities());
+        let key = self.storage.key(data_path);
+        receipt.contents = contents(&staging.list(&CONTENTS)?, self.storage.publish_keeps_identities(&key));
         // Whatever the plugin left under this name is replaced: the receipt is the host's.
         staging.put(RECEIPT, &serde_json::to_vec(receipt).map_err(io::Error::other)?)?;
-        self.storage.publish(staging, &self.storage.key(data_path), done_flag)
+        self.storage.publish(staging, &key, done_flag)
     }
 
     pub fn discard(&self, staging: StagingDir) {

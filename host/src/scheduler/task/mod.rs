@@ -428,7 +428,7 @@ impl Executor {
 
 /// The staging area of `catalog`'s storage, cleaned.
 fn clean_staging(catalog: &Catalog) -> Result<Staging, Error> {
-    let storage = crate::storage::open(&catalog.settings).map_err(|e| Error::Io(e.to_string()))?;
+    let storage = crate::storage::open(&catalog).map_err(|e| Error::Io(e.to_string()))?;
     let staging = Staging::over(storage);
     staging.clean().map_err(|e| Error::Io(format!("cannot clean {}: {e}", catalog.settings.storage.display())))?;
     Ok(staging)
