@@ -632,15 +632,24 @@ impl ViewStore for ObjectDir {
     }
 
     /// The object at `key` (a done flag), else the pointer of the view
-    /// whose data `key` is (a view without a flag): one HEAD when the flag
-    /// is there, two when it is not.
+    /// whose data `key` is (a view without a flag), else the pointer of
+    /// the view `key` is the flag of (its version committed, and the
+    /// process killed before the flag was written: the view is there, and
+    /// its pointer is what identifies it). One HEAD when the flag is
+    /// there, three when nothing is.
     fn identity(&self, key: &Key) -> Option<FlagIdentity> {
         let location = self.location(key).ok()?;
         let context = self.context();
         let found = self.run(async move {
-            match context.head(&location).await? {
-                Some(meta) => Ok(Some(meta)),
-                None => context.head(&location.clone().join(POINTER)).await,
+            if let Some(meta) = context.head(&location).await? {
+                return Ok(Some(meta));
+            }
+            if let Some(meta) = context.head(&location.clone().join(POINTER)).await? {
+                return Ok(Some(meta));
+            }
+            match location.parent() {
+                Some(data) if !data.is_root() => context.head(&data.join(POINTER)).await,
+                _ => Ok(None),
             }
         });
         match found {
@@ -948,6 +957,20 @@ mod tests {
             assert!(dir.exists(&data.join("_SUCCESS")));
             drop(dir);
         });
+    }
+
+    /// A version committed whose flag was never written (the process
+    /// killed between the two) is there: its pointer identifies it.
+    #[test]
+    fn a_committed_version_without_its_flag_is_identified_by_its_pointer() {
+        let (_local, memory, dir) = store();
+        let data = key(&dir, "v/1");
+        dir.publish(staged(&dir, &[("part", "rows")]), &data, "_SUCCESS").unwrap();
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let pointer = runtime.block_on(memory.head(&Path::from("proj/v/1/_CURRENT"))).unwrap();
+        runtime.block_on(memory.delete(&Path::from("proj/v/1/_SUCCESS"))).unwrap();
+        assert_eq!(dir.identity(&data.join("_SUCCESS")), Some(identity_of(&pointer)));
+        assert_eq!(dir.identity(&key(&dir, "v/2/_SUCCESS")), None, "nothing there");
     }
 
     #[test]
