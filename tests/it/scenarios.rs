@@ -342,38 +342,9 @@ impl Place<'_> {
     fn on_backend(&self, file: &Path) {
         let Some(bucket) = self.bucket else { return };
         let Ok(text) = std::fs::read_to_string(file) else { return };
-        if !text.lines().any(|line| line.trim() == "[project]") {
-            return;
+        if text.lines().any(|line| line.trim() == "[project]") {
+            std::fs::write(file, crate::moto::on_bucket(&text, bucket)).unwrap();
         }
-        let mut out = String::new();
-        let mut in_project = false;
-        let mut storage_set = false;
-        for line in text.lines() {
-            let trimmed = line.trim();
-            if trimmed.starts_with('[') {
-                if in_project && !storage_set {
-                    out.push_str(&format!("storage = \"s3://{bucket}/data\"\n"));
-                    storage_set = true;
-                }
-                in_project = trimmed == "[project]";
-            }
-            match trimmed.strip_prefix("storage").map(str::trim_start).and_then(|rest| rest.strip_prefix('=')) {
-                Some(value) if in_project => {
-                    let dir = value.trim().trim_matches('"').trim_start_matches("./").trim_end_matches('/');
-                    out.push_str(&format!("storage = \"s3://{bucket}/{dir}\"\n"));
-                    storage_set = true;
-                }
-                _ => {
-                    out.push_str(line);
-                    out.push('\n');
-                }
-            }
-        }
-        if in_project && !storage_set {
-            out.push_str(&format!("storage = \"s3://{bucket}/data\"\n"));
-        }
-        out.push_str(&format!("\n[project.s3]\nendpoint = \"{}\"\n", crate::moto::moto().endpoint));
-        std::fs::write(file, out).unwrap();
     }
 
     /// What the outputs show of where the views' data is, as `$PROJECT`.
