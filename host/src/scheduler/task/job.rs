@@ -367,9 +367,7 @@ impl JobContext {
                         gate.published = true;
                         Ok(true)
                     }
-                    Err(e) => {
-                        Err(Some((FailureClass::Host, format!("cannot publish to {}: {e}", self.data_path.display()))))
-                    }
+                    Err(e) => Err(Some(super::publish_failed(&self.data_path, &e))),
                 }
             }
             Verdict::NoData => Ok(false),

@@ -228,7 +228,7 @@ impl PluginCall {
         self.receipt.timestamp = self.receipt.timestamp.max(self.clock.millis());
         match staging.publish(dir, data_path, done_flag, &mut self.receipt) {
             Ok(()) => Ok((true, counters, marker)),
-            Err(e) => Err((FailureClass::Host, format!("cannot publish to {}: {e}", data_path.display()))),
+            Err(e) => Err(super::publish_failed(data_path, &e)),
         }
     }
 }
