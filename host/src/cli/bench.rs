@@ -69,6 +69,10 @@ pub(super) struct BenchArgs {
     /// With --storage: the store's endpoint (`http://127.0.0.1:5000` for a local server)
     #[arg(long, value_name = "URL", requires = "storage")]
     s3_endpoint: Option<String>,
+    /// With --storage: measure one poll of N awaited done flags that have not arrived (--shops
+    /// shops' days), the requests it sends and what one HEAD per flag would send
+    #[arg(long, value_name = "N", requires = "storage")]
+    poll: Option<usize>,
 }
 
 /// The listener setups `--listeners` compares.
@@ -137,6 +141,9 @@ pub(super) async fn bench(args: &BenchArgs, runtime: &Runtime) -> anyhow::Result
         }
         None => String::new(),
     };
+    if let Some(flags) = args.poll {
+        return bench_poll(&dir, &on_store, args.shops, flags, start);
+    }
     write_project(&dir, args.shops, start, last, &on_store).context("writing the benchmark project")?;
     let catalog = super::project::load(&dir)?;
     let deliver = Delivery::to(&catalog, &dir)?;
@@ -194,6 +201,41 @@ pub(super) async fn bench(args: &BenchArgs, runtime: &Runtime) -> anyhow::Result
         scheduler.poll_watches();
     }
     measure("server: one input changed", &mut scheduler).await?;
+    Ok(Status::Success)
+}
+
+/// One poll of `flags` awaited done flags on an object store, none of
+/// them delivered: `shops` shops' days from `start`, the flags of a month
+/// sharing its prefix. Says what watching them cost, what the poll sent
+/// (one LIST per month's prefix) and what one HEAD per flag would.
+fn bench_poll(dir: &Path, on_store: &str, shops: usize, flags: usize, start: NaiveDate) -> anyhow::Result<Status> {
+    std::fs::write(dir.join("trellis.toml"), format!("{on_store}[[view]]\nname = \"bench.raw/Orders\"\n"))?;
+    let catalog = super::project::load(dir)?;
+    let storage = crate::storage::open(&catalog)?;
+    let Some(object) = storage.as_object() else { bail!("--poll measures an object store: give --storage s3://...") };
+    let mut watches = crate::storage::watch::Watches::of(&storage)?;
+    let days = flags.div_ceil(shops.max(1));
+    let started = Instant::now();
+    let before = object.requests();
+    for index in 0..flags {
+        let (shop, day) = (index / days, start + Duration::days((index % days) as i64));
+        let flag = format!("raw/SHOP{shop:03}/{}/{:02}/{:02}/_SUCCESS", day.year(), day.month(), day.day());
+        watches.await_flag(index as u32, &storage.key(&storage.root().join(flag)));
+    }
+    let watched = object.requests().since(&before);
+    println!("watching {flags} flags: {:.3} s, {watched}", started.elapsed().as_secs_f64());
+    let started = Instant::now();
+    let before = object.requests();
+    let asked = watches.poll();
+    let sent = object.requests().since(&before);
+    println!(
+        "one poll: {:.3} s, {sent}: {} LIST ({} pages) + {} HEAD, {} changed; one HEAD per flag would be {flags} requests",
+        started.elapsed().as_secs_f64(),
+        asked.lists,
+        asked.pages,
+        asked.heads,
+        asked.changed
+    );
     Ok(Status::Success)
 }
 
