@@ -163,6 +163,7 @@ mod readme;
 mod remote;
 mod runtime;
 mod s3;
+mod s3_servers;
 mod sandbox;
 mod scenarios;
 mod scheduler;
