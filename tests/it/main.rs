@@ -168,6 +168,7 @@ mod remote;
 mod runtime;
 mod s3;
 mod s3_commands;
+mod s3_servers;
 mod sandbox;
 mod scenarios;
 mod scheduler;

@@ -146,8 +146,8 @@ fn gc_removes_what_is_past_the_grace_and_says_what_it_kept() {
     let removed = run(&project, &["gc", "--grace", "90min", "--json"]);
     assert_eq!(removed.code, 0, "{removed:?}");
     let json: serde_json::Value = serde_json::from_str(&removed.stdout).unwrap();
-    assert_eq!(json["removed"], serde_json::json!({ "versions": 2, "objects": 2, "bytes": 10 }));
-    assert_eq!(json["views"][0]["key"], "a");
+    assert_eq!(json[0]["removed"], serde_json::json!({ "versions": 2, "objects": 2, "bytes": 10 }));
+    assert_eq!(json[0]["views"][0]["key"], "a");
     assert_eq!(
         objects(&client, "proj/a/_v"),
         [format!("proj/a/_v/{current}/part"), format!("proj/a/_v/{uploading}/part")]

@@ -32,41 +32,49 @@ pub(super) struct GcArgs {
 pub(super) fn gc(args: &GcArgs) -> anyhow::Result<Status> {
     let catalog = load(&args.project.project)?;
     let settings = &catalog.settings;
-    let storage = crate::storage::open(settings)?;
+    let storage = crate::storage::open(&catalog)?;
     let grace = args.grace.unwrap_or_else(|| settings.s3.grace());
-    let Some(collected) =
-        storage.collect(grace, args.dry_run).with_context(|| format!("collecting {}", settings.storage_url))?
-    else {
-        let nothing = format!(
-            "{}: a local directory, where a publish replaces its version in one rename: nothing to collect",
-            settings.storage_url
-        );
-        if args.project.json {
-            println!(
-                "{}",
-                serde_json::json!({ "root": settings.storage_url.to_string(), "collected": false, "note": nothing })
-            );
-        } else {
-            println!("{nothing}");
-        }
-        return Ok(Status::Success);
+    // Each root by itself: the project's, then the view types' own.
+    let stores = match storage.as_roots() {
+        Some(roots) => roots.stores().to_vec(),
+        None => vec![storage.clone()],
     };
-    let failed = collected.views.iter().filter(|view| view.error.is_some()).count();
-    if args.project.json {
-        let mut value = serde_json::to_value(&collected)?;
-        let (removed, kept) = collected.totals();
-        value["dry_run"] = args.dry_run.into();
-        value["grace_seconds"] = grace.as_secs().into();
-        value["removed"] = serde_json::to_value(removed)?;
-        value["kept"] = serde_json::to_value(kept)?;
-        println!("{}", serde_json::to_string_pretty(&value)?);
-    } else {
-        print_collected(&collected, args, grace);
-    }
-    for view in &collected.views {
-        if let Some(error) = &view.error {
-            eprintln!("warning: {}/{}: {error}", collected.root, view.key);
+    let mut failed = 0;
+    let mut json = Vec::new();
+    for store in stores {
+        let root = store.root().display().to_string();
+        let Some(collected) = store.collect(grace, args.dry_run).with_context(|| format!("collecting {root}"))? else {
+            let nothing = format!(
+                "{root}: a local directory, where a publish replaces its version in one rename: nothing to collect"
+            );
+            if args.project.json {
+                json.push(serde_json::json!({ "root": root, "collected": false, "note": nothing }));
+            } else {
+                println!("{nothing}");
+            }
+            continue;
+        };
+        failed += collected.views.iter().filter(|view| view.error.is_some()).count();
+        if args.project.json {
+            let mut value = serde_json::to_value(&collected)?;
+            let (removed, kept) = collected.totals();
+            value["collected"] = true.into();
+            value["dry_run"] = args.dry_run.into();
+            value["grace_seconds"] = grace.as_secs().into();
+            value["removed"] = serde_json::to_value(removed)?;
+            value["kept"] = serde_json::to_value(kept)?;
+            json.push(value);
+        } else {
+            print_collected(&collected, args, grace);
         }
+        for view in &collected.views {
+            if let Some(error) = &view.error {
+                eprintln!("warning: {}/{}: {error}", collected.root, view.key);
+            }
+        }
+    }
+    if args.project.json {
+        println!("{}", serde_json::to_string_pretty(&json)?);
     }
     Ok(if failed == 0 { Status::Success } else { Status::Failed })
 }

@@ -34,10 +34,15 @@ pub(super) async fn validate(args: &ProjectArgs, runtime: &crate::runtime::Runti
 /// first that is not, in one line naming the root and the cause.
 /// `validate` and `serve` (before it listens) ask.
 pub(super) fn check_roots(catalog: &Catalog) -> anyhow::Result<()> {
-    let settings = &catalog.settings;
-    let storage = crate::storage::open(settings)?;
-    if let Err(cause) = storage.probe() {
-        bail!("storage {}: {cause}", settings.storage_url);
+    let storage = crate::storage::open(catalog)?;
+    let stores = match storage.as_roots() {
+        Some(roots) => roots.stores().to_vec(),
+        None => vec![storage.clone()],
+    };
+    for store in stores {
+        if let Err(cause) = store.probe() {
+            bail!("storage {}: {cause}", store.root().display());
+        }
     }
     Ok(())
 }

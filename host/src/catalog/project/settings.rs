@@ -150,13 +150,20 @@ impl Checker<'_> {
                     options.allow_http = Some(*b);
                     allow_http_at = Some(at);
                 }
+                ("poll_interval", toml::Value::String(text)) => match humantime::parse_duration(text) {
+                    Ok(interval) if interval >= std::time::Duration::from_millis(100) => {
+                        options.poll_interval = Some(interval);
+                    }
+                    Ok(_) => self.error(at, format!("project.s3.poll_interval {text:?} is under 100ms")),
+                    Err(e) => self.error(at, format!("project.s3.poll_interval {text:?} is not a duration: {e}")),
+                },
                 ("grace", toml::Value::String(text)) => match humantime::parse_duration(text) {
                     Ok(grace) => options.grace = Some(grace),
                     Err(e) => {
                         self.error(at, format!("project.s3.grace {text:?}: not a duration (like `1h` or `30min`): {e}"))
                     }
                 },
-                ("endpoint" | "region" | "grace", _) => self.error(at, expected("a string")),
+                ("endpoint" | "region" | "poll_interval" | "grace", _) => self.error(at, expected("a string")),
                 ("path_style" | "allow_http", _) => self.error(at, expected("true or false")),
                 _ => {
                     let known: Vec<String> = S3_KEYS.iter().map(|k| format!("`{k}`")).collect();

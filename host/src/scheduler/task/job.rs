@@ -251,7 +251,7 @@ impl JobContext {
         if gate.lock().unwrap_or_else(|p| p.into_inner()).stopped {
             return TaskReport::Reaped { view: id };
         }
-        let staging = match self.staging.create() {
+        let staging = match self.staging.create_for(&self.data_path) {
             Ok(dir) => dir,
             Err(e) => return failed(FailureClass::Host, format!("cannot create a staging directory: {e}")),
         };
@@ -367,9 +367,7 @@ impl JobContext {
                         gate.published = true;
                         Ok(true)
                     }
-                    Err(e) => {
-                        Err(Some((FailureClass::Host, format!("cannot publish to {}: {e}", self.data_path.display()))))
-                    }
+                    Err(e) => Err(Some(super::publish_failed(&self.data_path, &e))),
                 }
             }
             Verdict::NoData => Ok(false),
