@@ -1092,7 +1092,14 @@ fn probe_cause(e: &object_store::Error) -> String {
     let code = text.split_once("<Code>").and_then(|(_, rest)| rest.split_once("</Code>")).map(|(code, _)| code);
     let said = code.map(|code| format!(" ({code})")).unwrap_or_default();
     match e {
-        object_store::Error::NotFound { .. } => format!("no such bucket{said}"),
+        // S3 answers a write into a missing bucket 404 NoSuchBucket; a 404
+        // without that code is something else answering at the endpoint.
+        object_store::Error::NotFound { .. } if code == Some("NoSuchBucket") => format!("no such bucket{said}"),
+        object_store::Error::NotFound { .. } => {
+            format!(
+                "{endpoint} answered 404 Not Found{said}, not as S3 does for a missing bucket: is it an S3 endpoint? ({text})"
+            )
+        }
         object_store::Error::PermissionDenied { .. } => {
             format!("access denied{said}: the credentials may not write there, or are not valid")
         }
