@@ -100,7 +100,7 @@
 //!   name and prefix checked) and `S3Options` (`[project.s3]`); any other
 //!   scheme, and a `scheme:` without `//`, is refused rather than read as a
 //!   directory. `refuse_unserved` (called by `load`, not `parse`) refuses
-//!   what this build cannot serve yet: S3 roots, a type's root of its own.
+//!   what this build cannot serve yet: a type's root of its own (S3 or local).
 //! - `time.rs`: Oozie dataset time: frequencies, instances by index in O(1)
 //!   across DST, `current`, `latest`, roll-ups, `dateOffset`, `formatTime` (SimpleDateFormat's letters, English locale).
 //! - `pattern.rs`: Schedoscope's view patterns, parsed with error columns

@@ -12,10 +12,10 @@
 //! root that path (`s3://bucket/prefix`) names no local file and is never
 //! opened as one.
 //!
-//! What this build cannot serve yet (any S3 root, a view type's local root
-//! of its own) is refused by [`refuse_unserved`] alone, at the project's
+//! What this build cannot serve yet (a view type's root of its own, on S3
+//! or local) is refused by [`refuse_unserved`] alone, at the project's
 //! load, apart from the parsing, so that the day the scheduler serves it
-//! one function and its call go.
+//! one function and its call go. The project's own S3 root is served.
 
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
@@ -54,7 +54,14 @@ pub struct S3Options {
     pub path_style: Option<bool>,
     /// Whether plain HTTP may be used (see [`S3Options::allows_http`]).
     pub allow_http: Option<bool>,
+    /// The bound of the local cache plugins' and engines' inputs are
+    /// fetched into, in MiB (see [`S3Options::cache_bytes`]).
+    pub cache_mib: Option<u64>,
 }
+
+/// The input cache's bound when `cache_mib` is not set: as large as a
+/// transformation's default output cap, so that one such input fits.
+pub const DEFAULT_CACHE_MIB: u64 = 10 * 1024;
 
 impl S3Options {
     /// Whether plain HTTP is allowed: as declared, else exactly when the
@@ -62,6 +69,11 @@ impl S3Options {
     /// refused at load).
     pub fn allows_http(&self) -> bool {
         self.allow_http.unwrap_or_else(|| self.endpoint.as_deref().is_some_and(is_http))
+    }
+
+    /// The input cache's bound in bytes: `cache_mib`, else [`DEFAULT_CACHE_MIB`].
+    pub fn cache_bytes(&self) -> u64 {
+        self.cache_mib.unwrap_or(DEFAULT_CACHE_MIB).saturating_mul(1 << 20)
     }
 }
 
@@ -267,7 +279,7 @@ pub(crate) fn lexical(path: &Path) -> PathBuf {
 }
 
 /// The keys `[project.s3]` takes.
-pub(crate) const S3_KEYS: [&str; 4] = ["endpoint", "region", "path_style", "allow_http"];
+pub(crate) const S3_KEYS: [&str; 5] = ["endpoint", "region", "path_style", "allow_http", "cache_mib"];
 
 /// Whether a key of `[project.s3]` would hold a credential, which never
 /// goes in the project file.
@@ -276,29 +288,21 @@ pub(crate) fn is_credential(key: &str) -> bool {
     ["secret", "key_id", "access_key", "token", "password", "credential"].iter().any(|word| key.contains(word))
 }
 
-// ISSUE-41: remove once the scheduler serves object storage
-/// The project's storage roots that this build cannot serve: an S3 root
-/// (project-wide or a view type's), or a view type's local root other than
-/// the project's. Every command that reads or writes view data loads the
-/// project through `catalog::load`, which refuses them with these lines.
+// ISSUE-41: remove once the scheduler routes each view to its type's root
+/// The project's storage roots that this build cannot serve: a view
+/// type's own root, on S3 or a local one other than the project's (the
+/// project's own root, local or S3, is served). Every command that reads
+/// or writes view data loads the project through `catalog::load`, which
+/// refuses them with these lines.
 pub fn refuse_unserved(catalog: &Catalog) -> Result<(), Vec<Diagnostic>> {
     let settings = &catalog.settings;
     let mut refused = Vec::new();
-    if let StorageUrl::S3(location) = &settings.storage_url {
-        refused.push(Diagnostic {
-            file: None,
-            line: settings.storage_line,
-            message: format!(
-                "project.storage {:?}: object storage is not served by this build yet",
-                location.to_string()
-            ),
-            plugin: None,
-        });
-    }
     for view_type in catalog.types() {
         let Some(url) = &view_type.storage else { continue };
         let why = match url {
-            StorageUrl::S3(_) => "object storage is not served by this build yet",
+            StorageUrl::S3(_) => {
+                "a view type's object storage root of its own is not served by this build yet; leave it out to keep the type's data under project.storage"
+            }
             StorageUrl::Local(path) if *path == settings.storage => continue,
             StorageUrl::Local(_) => {
                 "a view type's storage root of its own is not served by this build yet; leave it out to keep the type's data under project.storage"
@@ -488,15 +492,13 @@ mod tests {
                 region: Some("eu-west-1".into()),
                 path_style: Some(true),
                 allow_http: None,
+                cache_mib: None,
             }
         );
         assert!(settings.s3.allows_http());
-        // Served by no command yet: refused at load, in one line at its key.
-        let refused: Vec<String> = refuse_unserved(&catalog).unwrap_err().iter().map(ToString::to_string).collect();
-        assert_eq!(
-            refused,
-            ["trellis.toml:3: project.storage \"s3://views/proj\": object storage is not served by this build yet"]
-        );
+        assert_eq!(settings.s3.cache_bytes(), DEFAULT_CACHE_MIB << 20);
+        // The project's own S3 root is served.
+        assert_eq!(refuse_unserved(&catalog), Ok(()));
         // A local project is what it was, and served.
         let local = load(VIEW, Path::new("/p")).unwrap();
         assert_eq!(local.settings.storage, PathBuf::from("/p/data"));
@@ -535,7 +537,7 @@ mod tests {
             with("regoin = \"us-east-1\"\n").unwrap_err(),
             [
                 "trellis.toml:5: project.s3: unknown field `regoin`, expected one of `endpoint`, `region`, `path_style`, \
-              `allow_http`; did you mean `region`?"
+              `allow_http`, `cache_mib`; did you mean `region`?"
             ]
         );
         assert_eq!(
@@ -553,6 +555,19 @@ mod tests {
                 "trellis.toml:7: project.s3.region \"\" must be a region's name, like `us-east-1`",
             ]
         );
+        // The input cache's bound: a positive whole number of MiB.
+        let bound = "must be a number of MiB from 1 to 1099511627776";
+        for (value, refused) in [
+            ("0", format!("{bound}, not 0")),
+            ("-3", format!("{bound}, not -3")),
+            ("1099511627777", format!("{bound}, not 1099511627777")),
+            ("\"1G\"", "must be a whole number of MiB, not string".to_string()),
+            ("1.5", "must be a whole number of MiB, not float".to_string()),
+        ] {
+            let expected = [format!("trellis.toml:5: project.s3.cache_mib {refused}")];
+            assert_eq!(with(&format!("cache_mib = {value}\n")).unwrap_err(), expected, "{value}");
+        }
+        assert_eq!(with("cache_mib = 512\n").unwrap().settings.s3.cache_bytes(), 512 << 20);
         let with_user = with("endpoint = \"https://me:pw@minio\"\n").unwrap_err();
         assert_eq!(with_user.len(), 1);
         assert!(
@@ -644,9 +659,8 @@ mod tests {
         let refused: Vec<String> = refuse_unserved(&catalog).unwrap_err().iter().map(ToString::to_string).collect();
         assert_eq!(
             refused,
-            [
-                "trellis.toml:6: t.raw/In: storage \"s3://raw-deliveries/shop\": object storage is not served by this build yet"
-            ]
+            ["trellis.toml:6: t.raw/In: storage \"s3://raw-deliveries/shop\": a view type's object storage root of \
+                 its own is not served by this build yet; leave it out to keep the type's data under project.storage"]
         );
         let beside = load(&typed("raw"), root).unwrap();
         let refused: Vec<String> = refuse_unserved(&beside).unwrap_err().iter().map(ToString::to_string).collect();

@@ -30,7 +30,14 @@
 //! done flag and reads the prefix its body names, `K/_v/<body>/`; the
 //! flag is rewritten only after the commit, and the version it names is
 //! kept until a later publish replaces it (`trellis gc` with a grace
-//! period is to come). No project setting chooses the object store yet.
+//! period is to come). A project whose `storage` is `s3://...` is on it
+//! ([`open`]).
+//!
+//! A plugin or an engine reads its inputs as local directories:
+//! [`ViewStore::local_input`] gives one holding a view's current data,
+//! the directory itself for a local root; for an object store, a
+//! read-only copy in the project's [`cache`] (beside the metastore),
+//! fetched once per version and leased while the call runs.
 //!
 //! Beside the store: [`watch`] tells what changed since it was last asked
 //! (inotify here; an object store's watcher would list the watched
@@ -39,6 +46,7 @@
 //! usage against its cap, where a grant really is, an engine's files
 //! moved into staging), which an object store would materialize.
 
+pub mod cache;
 pub mod grant;
 pub mod local;
 pub mod object;
@@ -77,7 +85,8 @@ pub fn open(settings: &crate::catalog::Settings) -> Result<Storage, object::Erro
                 allow_http: options.allows_http(),
             };
             let local = settings.metastore.with_file_name("staging");
-            Ok(std::sync::Arc::new(ObjectDir::s3(&config, &local)?))
+            let cache = cache::Cache::new(&settings.metastore.with_file_name("cache"), options.cache_bytes());
+            Ok(std::sync::Arc::new(ObjectDir::s3(&config, &local)?.with_cache(cache)))
         }
     }
 }
@@ -185,6 +194,41 @@ pub trait ViewStore: Send + Sync + std::fmt::Debug {
     /// Removes the staging an interrupted process left behind, and
     /// nothing it did not make.
     fn clean_staging(&self) -> io::Result<()>;
+
+    /// A local, read-only directory holding the current data at `key`,
+    /// for a plugin or an engine to read as its input; it stays as it is
+    /// while the [`LocalInput`] lives (hold it until the call ends). Called
+    /// on a blocking thread: it may fetch the data first.
+    fn local_input(&self, key: &Key) -> io::Result<LocalInput>;
+}
+
+/// A view's data as a local directory, for the length of a call.
+#[derive(Debug)]
+pub struct LocalInput {
+    path: PathBuf,
+    /// The cache's entry it is, kept from eviction; none for a local root.
+    lease: Option<cache::Lease>,
+}
+
+impl LocalInput {
+    /// The directory where it lies.
+    pub fn in_place(path: PathBuf) -> LocalInput {
+        LocalInput { path, lease: None }
+    }
+
+    /// A cache entry, leased.
+    pub fn cached(lease: cache::Lease) -> LocalInput {
+        LocalInput { path: lease.path().to_path_buf(), lease: Some(lease) }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether it is a copy staged from the store (not the data in place).
+    pub fn is_staged(&self) -> bool {
+        self.lease.is_some()
+    }
 }
 
 /// A staging directory in use: a local directory a transformation writes

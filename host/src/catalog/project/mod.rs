@@ -70,7 +70,7 @@ pub fn load(dir: &Path) -> Result<Catalog, LoadError> {
     let text = std::fs::read_to_string(&path).map_err(|source| LoadError::Read { path: path.clone(), source })?;
     let root = std::path::absolute(dir).map_err(|source| LoadError::Read { path, source })?;
     let catalog = parse(&text, &root)?;
-    // ISSUE-41: remove once the scheduler serves object storage
+    // ISSUE-41: remove once the scheduler routes each view to its type's root
     super::storage::refuse_unserved(&catalog).map_err(LoadError::Invalid)?;
     Ok(catalog)
 }

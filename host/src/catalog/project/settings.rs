@@ -16,6 +16,9 @@ use crate::catalog::{
     Settings, StorageUrl, did_you_mean,
 };
 
+/// The largest `[project.s3] cache_mib`: its bytes still fit in 64 bits (an exbibyte).
+const MAX_CACHE_MIB: u64 = 1 << 40;
+
 /// The delay before a first retry when neither `[defaults]` nor the view
 /// type says; it doubles with each retry.
 pub(super) const DEFAULT_BACKOFF: Duration = Duration::from_millis(100);
@@ -150,6 +153,14 @@ impl Checker<'_> {
                     options.allow_http = Some(*b);
                     allow_http_at = Some(at);
                 }
+                ("cache_mib", toml::Value::Integer(mib)) => match u64::try_from(*mib) {
+                    Ok(mib) if (1..=MAX_CACHE_MIB).contains(&mib) => options.cache_mib = Some(mib),
+                    _ => self.error(
+                        at,
+                        format!("project.s3.cache_mib must be a number of MiB from 1 to {MAX_CACHE_MIB}, not {mib}"),
+                    ),
+                },
+                ("cache_mib", _) => self.error(at, expected("a whole number of MiB")),
                 ("endpoint" | "region", _) => self.error(at, expected("a string")),
                 ("path_style" | "allow_http", _) => self.error(at, expected("true or false")),
                 _ => {
