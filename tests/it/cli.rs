@@ -605,22 +605,23 @@ fn bench_writes_only_into_a_new_directory_or_its_own() {
     assert_eq!(std::fs::read_dir(&project).unwrap().count(), 1, "nothing written beside trellis.toml");
 }
 
-/// A storage root this build cannot serve (object storage, for now) is
-/// refused by every command that reads or writes view data, in one line
-/// at its key, before anything is created: it is never read as a local
-/// directory named `s3:`.
+/// A storage root this build cannot serve (a view type's own S3 root,
+/// for now) is refused by every command that reads or writes view data,
+/// in one line at its key, before anything is created: it is never read
+/// as a local directory named `s3:`.
 #[test]
-fn an_s3_storage_root_is_refused_in_one_line_not_read_as_a_directory() {
+fn a_types_own_s3_storage_root_is_refused_in_one_line_not_read_as_a_directory() {
     let dir = tempfile::tempdir().unwrap();
     let project = dir.path();
     std::fs::write(
         project.join("trellis.toml"),
-        "[project]\nname = \"objects\"\nstorage = \"s3://views/proj\"\n\n[[view]]\nname = \"t.raw/In\"\n",
+        "[project]\nname = \"objects\"\n\n[[view]]\nname = \"t.raw/In\"\nstorage = \"s3://views/proj\"\n",
     )
     .unwrap();
     let file = project.join("trellis.toml");
     let expected = format!(
-        "{}:3: project.storage \"s3://views/proj\": object storage is not served by this build yet\n\
+        "{}:6: t.raw/In: storage \"s3://views/proj\": a view type's object storage root of its own is not served \
+         by this build yet; leave it out to keep the type's data under project.storage\n\
          error: 1 problem in {}\n",
         file.display(),
         file.display()

@@ -119,7 +119,9 @@
 //!   directory on first use, one server per test binary, a bucket per
 //!   test): a publish read through its pointer, a republish, 20 races of
 //!   two writers with exactly one winner, ABA, external data, empty flags
-//!   rewritten; `cli.rs` the commands' output and exit codes
+//!   rewritten; `s3_project.rs` materializes a project on an S3 root
+//!   with the real binary (plugins' inputs through the local cache, a
+//!   second run idle, a re-delivery rebuilding its cone); `cli.rs` the commands' output and exit codes
 //!   (flags and a pending invalidation shown, attempts per flow);
 //!   `browser.rs` drives the web UI in Debian's headless Chromium over
 //!   WebDriver (fantoccini and chromedriver, installed by the test itself
@@ -163,6 +165,7 @@ mod readme;
 mod remote;
 mod runtime;
 mod s3;
+mod s3_project;
 mod sandbox;
 mod scenarios;
 mod scheduler;
