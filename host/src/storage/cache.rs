@@ -1,5 +1,5 @@
 //! The local cache of object-store data that plugins and engines read as
-//! directories: one read-only directory per (view key, identity of its
+//! directories: one directory of read-only files per (view key, identity of its
 //! data), shared by every call, view and run of the project, bounded in
 //! size and evicted least recently used.
 //!
@@ -11,7 +11,7 @@
 //!
 //! Invariants: an entry's directory exists under its name only once all of
 //! it is there: it is fetched into a hidden temporary directory, its files
-//! and directories made read-only, then renamed into place, so a crash
+//! made read-only, then renamed into place, so a crash
 //! mid-fetch leaves only a hidden directory, which [`Cache::clean`]
 //! removes and nothing takes for an entry. A second call wanting an entry
 //! being fetched waits for that fetch rather than fetching it again. An
@@ -189,7 +189,7 @@ impl Cache {
     }
 
     /// Reserves the entry's size (evicting what it must), fetches it into
-    /// a hidden directory, seals it read-only and renames it into place.
+    /// a hidden directory, makes its files read-only and renames it into place.
     fn fill(&self, key: &str, name: &str, fetch: &mut dyn Fetch) -> io::Result<()> {
         let shared = &self.shared;
         let size = fetch.size()?;
@@ -343,8 +343,9 @@ fn is_entry_name(name: &str) -> bool {
     })
 }
 
-/// Makes every file under `dir` read-only, and every directory (`dir`
-/// included) readable and searchable only, children first.
+/// Makes every file under `dir` read-only. Directories stay writable by
+/// their owner, so that anything (a test's temporary directory, an
+/// eviction) removes a tree as any other.
 fn seal(dir: &Path) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     for entry in std::fs::read_dir(dir)? {
@@ -356,23 +357,11 @@ fn seal(dir: &Path) -> io::Result<()> {
             std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o444))?;
         }
     }
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o555))
+    Ok(())
 }
 
-/// Removes a sealed tree: its directories made writable again first (a
-/// read-only file goes with its directory's permission alone).
+/// Removes a tree (a read-only file goes with its directory's permission).
 fn remove_tree(dir: &Path) {
-    fn unseal(dir: &Path) {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755));
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
-        for entry in entries.flatten() {
-            if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
-                unseal(&entry.path());
-            }
-        }
-    }
-    unseal(dir);
     match std::fs::remove_dir_all(dir) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => {
             tracing::warn!("cannot remove {} from the cache: {e}", dir.display());
@@ -448,13 +437,12 @@ mod tests {
         assert_eq!(std::fs::read_to_string(first.path().join("sub/part-1.csv")).unwrap(), "c\n");
         let again = get(&cache, "t/v/2015", "v1", &files, &fetches);
         assert_eq!((again.path(), fetches.load(Ordering::SeqCst)), (first.path(), 1));
-        // Read-only, files and directories (by their modes: a test run as
-        // root could write them anyway).
+        // Read-only files (by their modes: a test run as root could write
+        // them anyway).
         use std::os::unix::fs::PermissionsExt;
         let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&first.path().join("part-0.csv")), 0o444);
         assert_eq!(mode(&first.path().join("sub/part-1.csv")), 0o444);
-        assert_eq!((mode(first.path()), mode(&first.path().join("sub"))), (0o555, 0o555));
         assert_eq!(cache.used(), 6);
         // Another key, or another version of the key, is another entry.
         get(&cache, "t/v/2016", "v1", &files, &fetches);

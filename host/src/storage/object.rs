@@ -1025,6 +1025,40 @@ mod tests {
         });
     }
 
+    /// A view's input is fetched into the cache once per version, and a
+    /// version still leased stays while the next is fetched beside it;
+    /// data without a pointer is known by its listing.
+    #[test]
+    fn inputs_are_fetched_into_the_cache_once_per_version() {
+        let (_local, memory, dir) = store();
+        let text = |path: PathBuf| std::fs::read_to_string(path).unwrap();
+        let data = key(&dir, "v/1");
+        dir.publish(staged(&dir, &[("part", "1"), ("sub/x", "2")]), &data, "").unwrap();
+        let first = dir.local_input(&data).unwrap();
+        assert!(first.is_staged() && first.path().starts_with(dir.cache().dir()));
+        assert_eq!(text(first.path().join("sub/x")), "2");
+        assert_eq!(dir.local_input(&data).unwrap().path(), first.path(), "fetched once");
+        dir.publish(staged(&dir, &[("part", "3")]), &data, "").unwrap();
+        let next = dir.local_input(&data).unwrap();
+        assert_ne!(next.path(), first.path());
+        assert_eq!(text(next.path().join("part")), "3");
+        assert!(!next.path().join("sub").exists());
+        assert_eq!(text(first.path().join("sub/x")), "2", "the old version, leased, is kept");
+
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let external = key(&dir, "ext");
+        let deliver = |body: &'static str| {
+            runtime.block_on(memory.put(&Path::from("proj/ext/a"), body.into())).unwrap();
+        };
+        deliver("x");
+        assert_eq!(text(dir.local_input(&external).unwrap().path().join("a")), "x");
+        deliver("yy");
+        assert_eq!(text(dir.local_input(&external).unwrap().path().join("a")), "yy", "a new listing, a new entry");
+        let missing = dir.local_input(&key(&dir, "none")).unwrap_err();
+        assert_eq!(missing.kind(), io::ErrorKind::NotFound);
+        assert_eq!(missing.to_string(), "memory://test/proj/none: no objects there");
+    }
+
     #[test]
     fn versions_have_one_shape_and_differ() {
         let (a, b) = (new_version(), new_version());
