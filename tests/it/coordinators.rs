@@ -133,6 +133,37 @@ async fn actions_wait_for_their_inputs_and_run_when_the_flag_appears() {
     server.stop().await;
 }
 
+/// On an object store there is nothing to wait on: the server polls the
+/// awaited flags (`poll_interval`, here 100ms), and a flag put by a
+/// producer wakes its action at the next poll.
+#[tokio::test(flavor = "multi_thread")]
+async fn on_an_object_store_a_waiting_action_runs_when_a_poll_sees_its_flag() {
+    let moto = crate::moto::moto();
+    let bucket = moto.bucket(false);
+    let client = moto.client(&bucket);
+    let deliver = |day: u32| {
+        let flag = object_store::path::Path::from(format!("data/raw/2015/01/{day:02}/_SUCCESS"));
+        moto.block_on(object_store::ObjectStoreExt::put(&*client, &flag, "".into())).unwrap();
+    };
+    crate::moto::credentials_in_process();
+    deliver(1);
+    let project = Project::new(&[]);
+    let catalog = project.catalog_on_s3("v1", &coordinator("daily", DAILY, ""), &bucket);
+    let clock = Clock::manual(time("2015-01-02T07:00:00Z"));
+    let server = serve(&catalog, &clock).await;
+    action_in(&server.store, "daily", "2015-01-01T06:00:00Z", ActionState::Succeeded).await;
+    let waiting = action_in(&server.store, "daily", "2015-01-02T06:00:00Z", ActionState::Waiting).await;
+    assert_eq!(waiting.missing, ["t.raw/In/2015/01/02"]);
+    deliver(2);
+    action_in(&server.store, "daily", "2015-01-02T06:00:00Z", ActionState::Succeeded).await;
+    let published = object_store::path::Path::from("data/t/mart/2015/01/02/_CURRENT");
+    assert!(
+        moto.block_on(object_store::ObjectStoreExt::head(&*client, &published)).is_ok(),
+        "published through its pointer"
+    );
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_action_times_out_when_its_inputs_do_not_arrive_in_time() {
     let project = Project::new(&[]);

@@ -2,9 +2,11 @@
 //! the restart the metastore opens, no view has partial data, no view's
 //! metadata claims data that is not there, and the next run converges.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use object_store::ObjectStoreExt;
 use trellis::metastore::Metastore;
 use trellis::model::ViewState;
 
@@ -81,10 +83,68 @@ fn loop_views(dir: &Path) -> Vec<(String, std::path::PathBuf)> {
     views
 }
 
-/// The inode of a published directory (its done flag there), if it is.
-fn published_inode(data: &Path) -> Option<u64> {
-    use std::os::unix::fs::MetadataExt;
-    data.join("_SUCCESS").exists().then(|| std::fs::metadata(data).ok().map(|m| m.ino())).flatten()
+/// Where the kill loop's project keeps its views' data.
+enum Backend {
+    Local,
+    /// A bucket on the moto server (`moto.rs`), the data under `data/`.
+    S3(String),
+}
+
+impl Backend {
+    /// Each published view's data directory, with what identifies the
+    /// version published there: locally its directory's inode (its done
+    /// flag there), on S3 its pointer's ETag (one listing for all).
+    fn published(&self, project: &Path, views: &[(String, std::path::PathBuf)]) -> HashMap<std::path::PathBuf, String> {
+        use std::os::unix::fs::MetadataExt;
+        match self {
+            Backend::Local => views
+                .iter()
+                .filter(|(_, data)| data.join("_SUCCESS").exists())
+                .filter_map(|(_, data)| Some((data.clone(), std::fs::metadata(data).ok()?.ino().to_string())))
+                .collect(),
+            Backend::S3(bucket) => {
+                let moto = crate::moto::moto();
+                let client = moto.client(bucket);
+                let prefix = object_store::path::Path::from("data/k/mart");
+                let listed: Vec<object_store::ObjectMeta> =
+                    moto.block_on(futures_util::TryStreamExt::try_collect(client.list(Some(&prefix)))).unwrap();
+                listed
+                    .into_iter()
+                    .filter(|meta| meta.location.filename() == Some(trellis::storage::object::POINTER))
+                    .map(|meta| {
+                        let key = meta.location.as_ref().trim_end_matches(trellis::storage::object::POINTER);
+                        (project.join(key.trim_end_matches('/')), meta.e_tag.unwrap_or_default())
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// A file of a view's published data: on S3, in the version its pointer names.
+    fn read(&self, project: &Path, data: &Path, file: &str) -> Vec<u8> {
+        match self {
+            Backend::Local => std::fs::read(data.join(file)).unwrap(),
+            Backend::S3(bucket) => {
+                let moto = crate::moto::moto();
+                let client = moto.client(bucket);
+                let key = data.strip_prefix(project).unwrap().display().to_string();
+                let get = |location: String| {
+                    let location = object_store::path::Path::from(location);
+                    moto.block_on(async { client.get(&location).await.unwrap().bytes().await.unwrap() }).to_vec()
+                };
+                let pointer: serde_json::Value = serde_json::from_slice(&get(format!("{key}/_CURRENT"))).unwrap();
+                get(format!("{key}/_v/{}/{file}", pointer["version"].as_str().unwrap()))
+            }
+        }
+    }
+
+    /// Where its staging directories are made.
+    fn staging(&self, project: &Path) -> std::path::PathBuf {
+        match self {
+            Backend::Local => project.join("data/.trellis-staging"),
+            Backend::S3(_) => project.join(".trellis/staging/.trellis-staging"),
+        }
+    }
 }
 
 /// Killed with SIGKILL again and again, each time as soon as it has
@@ -96,13 +156,32 @@ fn published_inode(data: &Path) -> Option<u64> {
 /// converges to records as an uninterrupted run leaves them.
 #[test]
 fn kill_9_again_and_again_never_transforms_a_published_view_twice() {
+    kill_loop(Backend::Local);
+}
+
+/// The same on S3: a version is published by its pointer's one
+/// conditional write, so a kill anywhere leaves the pointer naming a whole
+/// version or none, and the receipt inside it lets the next run adopt it.
+#[test]
+fn on_s3_kill_9_again_and_again_never_transforms_a_published_view_twice() {
+    kill_loop(Backend::S3(crate::moto::moto().bucket(false)));
+}
+
+fn kill_loop(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let project = dir.path().join("k");
     write_loop_project(&project);
+    let environment: &[(&str, &str)] = match &backend {
+        Backend::Local => &[],
+        Backend::S3(bucket) => {
+            crate::moto::move_to_bucket(&project, bucket);
+            crate::moto::ENVIRONMENT
+        }
+    };
     let views = loop_views(&project);
     // Per view first seen published: its directory's inode, and the
     // first event sequence after that kill.
-    let mut published: std::collections::HashMap<String, (u64, u64)> = Default::default();
+    let mut published: HashMap<String, (String, u64)> = Default::default();
     // Kills that left a publish the metastore had not recorded, per type.
     let mut unrecorded: std::collections::BTreeMap<&str, usize> = Default::default();
     let mut random = crate::support::Lcg::new(38);
@@ -110,7 +189,7 @@ fn kill_9_again_and_again_never_transforms_a_published_view_twice() {
     // At least 10 kills; more (up to 40) only until both types have had a
     // kill between their publish and its commit, which the loop is for.
     while kills < 10 || (unrecorded.len() < 2 && kills < 40) {
-        let before = views.iter().filter(|(_, data)| published_inode(data).is_some()).count();
+        let before = backend.published(&project, &views).len();
         if before == views.len() {
             break;
         }
@@ -119,13 +198,14 @@ fn kill_9_again_and_again_never_transforms_a_published_view_twice() {
         // embedded `trellis materialize`.
         let (mut child, mut server) = (None, None);
         if kills % 2 == 1 {
-            let started = crate::support::Server::start(&project, &[], &[]);
+            let started = crate::support::Server::start(&project, &[], environment);
             let asked = run(trellis().arg("--server").arg(&started.url).args(["materialize", "-v", LOOP_PATTERN]));
             assert_eq!(asked.code, 0, "{}", asked.stderr);
             server = Some(started);
         } else {
             let spawned = trellis()
                 .current_dir(&project)
+                .envs(environment.iter().copied())
                 .args(["materialize", "-v", LOOP_PATTERN])
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())
@@ -133,11 +213,9 @@ fn kill_9_again_and_again_never_transforms_a_published_view_twice() {
                 .unwrap();
             child = Some(spawned);
         }
-        let mut pending: Vec<&std::path::PathBuf> =
-            views.iter().filter(|(_, data)| published_inode(data).is_none()).map(|(_, data)| data).collect();
         let deadline = Instant::now() + Duration::from_secs(120);
         let mut ended = false;
-        while views.len() - pending.len() < target {
+        while backend.published(&project, &views).len() < target {
             assert!(Instant::now() < deadline, "no progress before the deadline");
             if let Some(child) = &mut child
                 && child.try_wait().unwrap().is_some()
@@ -145,7 +223,6 @@ fn kill_9_again_and_again_never_transforms_a_published_view_twice() {
                 ended = true;
                 break;
             }
-            pending.retain(|data| !data.join("_SUCCESS").exists());
         }
         match (child, server) {
             (Some(mut child), _) => {
@@ -166,14 +243,15 @@ fn kill_9_again_and_again_never_transforms_a_published_view_twice() {
         let store = Metastore::open(&project.join(".trellis/metastore")).unwrap();
         let next = store.next_sequence().unwrap();
         let mut missed = std::collections::BTreeSet::new();
+        let now = backend.published(&project, &views);
         for (view, data) in &views {
             let record = store.view(view).unwrap().unwrap_or_default();
-            let Some(inode) = published_inode(data) else {
+            let Some(inode) = now.get(data).cloned() else {
                 assert_ne!(record.state, ViewState::Materialized, "{view} is recorded materialized without its data");
                 continue;
             };
-            let (first, _) = *published.entry(view.clone()).or_insert((inode, next));
-            assert_eq!(inode, first, "{view} was published again after a kill");
+            let (first, _) = published.entry(view.clone()).or_insert((inode.clone(), next));
+            assert_eq!(&inode, first, "{view} was published again after a kill");
             if record.state != ViewState::Materialized {
                 missed.insert(if view.contains("/Inc/") { "incremental" } else { "plain" });
             }
@@ -187,20 +265,25 @@ fn kill_9_again_and_again_never_transforms_a_published_view_twice() {
     assert_eq!(unrecorded.len(), 2, "no kill landed between a publish and its commit for both types: {unrecorded:?}");
 
     // The next run converges, and the one after has nothing to do.
-    let result = run(trellis().current_dir(&project).args(["materialize", "-v", LOOP_PATTERN]));
+    let materialize = || {
+        run(trellis().current_dir(&project).envs(environment.iter().copied()).args(["materialize", "-v", LOOP_PATTERN]))
+    };
+    let result = materialize();
     assert_eq!(result.code, 0, "{}\n{}", result.stdout, result.stderr);
-    let result = run(trellis().current_dir(&project).args(["materialize", "-v", LOOP_PATTERN]));
+    let result = materialize();
     assert_eq!(result.code, 0);
     let all = 3 * LOOP_DAYS;
     assert!(result.stdout.ends_with(&format!("{all} views: {all} idle\n")), "{}", result.stdout);
-    assert!(std::fs::read_dir(project.join("data/.trellis-staging")).is_ok_and(|mut d| d.next().is_none()));
+    assert!(std::fs::read_dir(backend.staging(&project)).is_ok_and(|mut d| d.next().is_none()));
 
     let store = Metastore::open(&project.join(".trellis/metastore")).unwrap();
     // Never transformed once published, never replaced; every output whole.
     let events = store.events_from(0, usize::MAX).unwrap();
+    let now = backend.published(&project, &views);
     for (view, data) in &views {
-        let inode = published_inode(data).unwrap_or_else(|| panic!("{view} has no data"));
-        if let Some(&(first, seen)) = published.get(view) {
+        let inode = now.get(data).unwrap_or_else(|| panic!("{view} has no data"));
+        if let Some((first, seen)) = published.get(view) {
+            let seen = *seen;
             assert_eq!(inode, first, "{view} was published again after a kill");
             let again = events.iter().filter(|e| e.sequence >= seen && &*e.event.view == view);
             let transformed: Vec<_> = again.filter(|e| e.event.actions.iter().any(|a| a == "transform")).collect();
@@ -209,13 +292,13 @@ fn kill_9_again_and_again_never_transforms_a_published_view_twice() {
         // An incremental view's log agrees with the marker it published.
         if view.contains("/Inc/") {
             let head = store.tx_head(view).unwrap().unwrap_or_else(|| panic!("{view} has no transaction log"));
-            let marker = std::fs::read(data.join(trellis::scheduler::txlog::MARKER)).unwrap();
+            let marker = backend.read(&project, data, trellis::scheduler::txlog::MARKER);
             let marker: serde_json::Value = serde_json::from_slice(&marker).unwrap();
             assert_eq!(Some(head.generation), marker["generation"].as_u64(), "{view}");
         }
         let expected = if view.contains("/Inc/") { "n,s\n2,3\n" } else { "v\n1\n2\n" };
         let file = if view.contains("/Inc/") { "part-00000.csv" } else { "part-00000" };
-        assert_eq!(std::fs::read_to_string(data.join(file)).unwrap(), expected, "{view}");
+        assert_eq!(String::from_utf8(backend.read(&project, data, file)).unwrap(), expected, "{view}");
     }
     // Every record is what an uninterrupted run writes: the same for every
     // day of a type (but the timestamps), the done flag it published.
@@ -243,7 +326,7 @@ fn kill_9_again_and_again_never_transforms_a_published_view_twice() {
         }
     }
     drop(store);
-    let check = run(trellis().current_dir(&project).args(["metastore", "check"]));
+    let check = run(trellis().current_dir(&project).envs(environment.iter().copied()).args(["metastore", "check"]));
     assert_eq!(check.code, 0, "{}", check.stderr);
 }
 

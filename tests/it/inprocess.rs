@@ -119,6 +119,21 @@ impl Project {
         Arc::new(trellis::catalog::parse(&text, self.root()).unwrap_or_else(|e| panic!("the project is valid: {e}")))
     }
 
+    /// The catalog with `more`, its views' data in `bucket` on the moto
+    /// server (under `data/`, as a local project's is), polled every 100ms.
+    pub fn catalog_on_s3(&self, label: &str, more: &str, bucket: &str) -> Arc<Catalog> {
+        let endpoint = &crate::moto::moto().endpoint;
+        let project = format!(
+            "[project]\nname = \"inprocess\"\nstorage = \"s3://{bucket}/data\"\n\n[project.s3]\nendpoint = \"{endpoint}\"\npoll_interval = \"100ms\"\n"
+        );
+        let text = format!("{PROJECT}\n{more}")
+            .replace("[project]\nname = \"inprocess\"\n", &project)
+            .replace("TRIVIAL", &plugin_path("trivial").display().to_string())
+            .replace("PANIC", &plugin_path("hostile_panic").display().to_string())
+            .replace("LABEL", label);
+        Arc::new(trellis::catalog::parse(&text, self.root()).unwrap_or_else(|e| panic!("the project is valid: {e}")))
+    }
+
     /// A view's data directory, by URL path (every type but In uses the
     /// default path: the name with dots as directories, then the time).
     pub fn data(&self, view: &str) -> PathBuf {

@@ -166,6 +166,7 @@ mod remote;
 mod runtime;
 mod s3;
 mod s3_project;
+mod s3_servers;
 mod sandbox;
 mod scenarios;
 mod scheduler;

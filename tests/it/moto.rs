@@ -15,8 +15,9 @@ use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 
-use object_store::ObjectStore;
+use futures_util::StreamExt;
 use object_store::aws::AmazonS3Builder;
+use object_store::{ObjectStore, ObjectStoreExt};
 use trellis::storage::{ObjectDir, S3Config};
 
 use crate::support::eventually_blocking;
@@ -27,6 +28,88 @@ pub const MOTO: &str = "5.2.5";
 /// The credentials the tests' clients sign with: moto takes any.
 pub const ENVIRONMENT: &[(&str, &str)] =
     &[("AWS_ACCESS_KEY_ID", "trellis-test"), ("AWS_SECRET_ACCESS_KEY", "trellis-test"), ("AWS_REGION", "us-east-1")];
+
+/// A project file's text with its views' data in `bucket` on this
+/// server: `[project]`'s `storage = "X"` (`data` when unset, and a
+/// `[project]` table added when there is none) becomes `s3://BUCKET/X`,
+/// with the server's endpoint in `[project.s3]`.
+pub fn on_bucket(text: &str, bucket: &str) -> String {
+    let mut out = String::new();
+    let (mut in_project, mut storage_set, mut has_project) = (false, false, false);
+    let root = |dir: &str| format!("storage = \"s3://{bucket}/{dir}\"\n");
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('[') {
+            if in_project && !storage_set {
+                out.push_str(&root("data"));
+                storage_set = true;
+            }
+            in_project = trimmed == "[project]";
+            has_project |= in_project;
+        }
+        match trimmed.strip_prefix("storage").map(str::trim_start).and_then(|rest| rest.strip_prefix('=')) {
+            Some(value) if in_project => {
+                out.push_str(&root(value.trim().trim_matches('"').trim_start_matches("./").trim_end_matches('/')));
+                storage_set = true;
+            }
+            _ => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    if in_project && !storage_set {
+        out.push_str(&root("data"));
+    }
+    if !has_project {
+        out.push_str(&format!("\n[project]\n{}", root("data")));
+    }
+    out.push_str(&format!("\n[project.s3]\nendpoint = \"{}\"\n", moto().endpoint));
+    out
+}
+
+/// Moves a project's views' data to `bucket`: its `trellis.toml` rewritten
+/// by [`on_bucket`], every file under its `data/` put under `data/` there
+/// (as a producer delivers it), and the local `data/` removed.
+pub fn move_to_bucket(project: &Path, bucket: &str) {
+    let file = project.join("trellis.toml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, on_bucket(&text, bucket)).unwrap();
+    let client = moto().client(bucket);
+    let data = project.join("data");
+    let mut pending = vec![data.clone()];
+    let mut files = Vec::new();
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() { pending.push(path) } else { files.push(path) }
+        }
+    }
+    moto().block_on(async {
+        let puts = files.iter().map(|path| {
+            let location = format!("data/{}", path.strip_prefix(&data).unwrap().display());
+            let (client, bytes) = (client.clone(), std::fs::read(path).unwrap());
+            async move { client.put(&object_store::path::Path::from(location), bytes.into()).await.unwrap() }
+        });
+        futures_util::stream::iter(puts).buffer_unordered(16).collect::<Vec<_>>().await;
+    });
+    std::fs::remove_dir_all(&data).unwrap();
+}
+
+/// Puts [`ENVIRONMENT`] into this process's environment, once, for the
+/// in-process tests whose scheduler opens its store as `trellis` does
+/// (from the AWS variables). Set once and never changed, to the same values
+/// by every caller; std's environment functions are locked against each
+/// other, and no test of this binary reads these variables through libc.
+pub fn credentials_in_process() {
+    static SET: std::sync::Once = std::sync::Once::new();
+    SET.call_once(|| {
+        for (name, value) in ENVIRONMENT {
+            // SAFETY: see above; set once, before any reader of these names.
+            unsafe { std::env::set_var(name, value) };
+        }
+    });
+}
 
 /// Runs moto's server from the directory given first, as `moto_server` would.
 const LAUNCHER: &str = "import sys; sys.path.insert(0, sys.argv.pop(1)); sys.argv[0] = 'moto_server'; \

@@ -272,3 +272,49 @@ fn a_rewritten_empty_flag_changes_identity_with_its_version_or_last_modified() {
         });
     }
 }
+
+/// Awaited flags are polled by one listing where several share a prefix
+/// (the days of a month), by a HEAD where one is alone; what arrived or
+/// was rewritten is reported by the next `changed` and nothing else is;
+/// a published flag (trellis's own) costs no request at all.
+#[test]
+fn awaited_flags_are_polled_by_one_listing_where_they_share_a_prefix() {
+    use std::collections::HashSet;
+    use trellis::storage::poll::Asked;
+    use trellis::storage::watch::{Changed, Watches};
+
+    let (_local, dir, client) = fixture();
+    let put = |relative: &str, body: &'static str| {
+        moto().block_on(client.put(&ObjectPath::from(format!("proj/{relative}")), body.into())).unwrap();
+    };
+    put("raw/S/2015/05/01/_SUCCESS", "");
+    let storage: trellis::storage::Storage = Arc::new(dir);
+    let object = storage.as_object().unwrap();
+    let flag = |relative: &str| key(object, relative);
+    let mut watches = Watches::of(&storage).unwrap();
+    assert!(watches.is_polled() && watches.descriptor().is_none());
+    let month = ["raw/S/2015/05/01/_SUCCESS", "raw/S/2015/05/02/_SUCCESS", "raw/S/2015/05/03/_SUCCESS"];
+    for (who, relative) in (1..).zip(month) {
+        watches.await_flag(who, &flag(relative));
+    }
+    watches.await_flag(4, &flag("raw/T/2016/01/01/_SUCCESS"));
+    watches.watch_published(9, &flag("mart/2015/05/01/_SUCCESS"));
+    assert_eq!((watches.watching(1), watches.watching(4), watches.watching(9)), (Some(true), Some(true), Some(true)));
+
+    let before = object.requests();
+    assert_eq!(watches.poll(), Asked { heads: 1, lists: 1, pages: 1, changed: 0 });
+    let sent = object.requests().since(&before);
+    assert_eq!((sent.head, sent.list, sent.total()), (1, 1, 2), "{sent}");
+    assert_eq!(watches.changed(), Changed::These(HashSet::new()));
+
+    put("raw/S/2015/05/02/_SUCCESS", "");
+    put("raw/S/2015/05/01/_SUCCESS", "delivered again");
+    put("raw/T/2016/01/01/_SUCCESS", "");
+    put("raw/S/2015/05/03/beside", "not a flag");
+    assert_eq!(watches.poll().changed, 3);
+    assert_eq!(watches.changed(), Changed::These(HashSet::from([1, 2, 4])));
+    assert_eq!((watches.watching(1), watches.watching(3)), (None, Some(true)), "reported, no longer watched");
+    assert_eq!(watches.changed(), Changed::These(HashSet::new()), "reported once");
+    // One flag left in its month: a HEAD is cheaper than a listing.
+    assert_eq!(watches.poll(), Asked { heads: 1, lists: 0, pages: 0, changed: 0 });
+}

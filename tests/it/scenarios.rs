@@ -23,6 +23,12 @@
 //! Anything else (an unknown directive, an `@write` without its `@end`, an
 //! unknown command, a stray line) is an error naming the file and line, so
 //! that a typo cannot quietly turn a step into a comment.
+//!
+//! The same files run on a second backend, an S3 bucket (the moto server
+//! of `moto.rs`), for the scenarios listed in `on_object_storage!`: the
+//! project's `storage = "X"` becomes `s3://BUCKET/X` with the server's
+//! endpoint, `$ touch` under X puts the object there, and the bucket's URL
+//! is shown as `$PROJECT`, so that one expectation serves both backends.
 
 use std::path::{Path, PathBuf};
 
@@ -39,6 +45,20 @@ macro_rules! scenarios {
         )+
 
         const DECLARED: &[&str] = &[$(stringify!($name)),+];
+    };
+}
+
+/// The scenarios that run again with the project's storage on S3.
+macro_rules! on_object_storage {
+    ($($name:ident),+ $(,)?) => {
+        mod on_s3 {
+            $(
+                #[test]
+                fn $name() {
+                    super::check_on(stringify!($name), super::Backend::S3);
+                }
+            )+
+        }
     };
 }
 
@@ -73,6 +93,8 @@ scenarios!(
     states
 );
 
+on_object_storage!(materialize, shop);
+
 #[test]
 fn every_scenario_file_has_its_test() {
     let mut files: Vec<String> = std::fs::read_dir(directory())
@@ -95,21 +117,33 @@ fn directory() -> PathBuf {
     repository().join("tests/scenarios")
 }
 
+/// Where a scenario's project keeps its views' data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    Local,
+    S3,
+}
+
 /// Runs `tests/scenarios/NAME.scenario`; with `UPDATE_EXPECT` set, writes
 /// the actual outputs into it instead of failing.
 fn check(name: &str) {
+    check_on(name, Backend::Local);
+}
+
+/// The same on `backend`; only the local backend rewrites expectations.
+fn check_on(name: &str, backend: Backend) {
     let file = directory().join(format!("{name}.scenario"));
     let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
     let steps = parse(&file.display().to_string(), &text).unwrap_or_else(|error| panic!("{error}"));
-    let (rewritten, mismatches) = run_scenario(&steps);
-    if std::env::var_os("UPDATE_EXPECT").is_some() {
+    let (rewritten, mismatches) = run_scenario(&steps, backend);
+    if backend == Backend::Local && std::env::var_os("UPDATE_EXPECT").is_some() {
         if rewritten != text {
             std::fs::write(&file, &rewritten).unwrap();
         }
     } else {
         assert!(
             mismatches.is_empty(),
-            "{} failed (UPDATE_EXPECT=1 to accept):\n\n{}",
+            "{} failed on {backend:?} (UPDATE_EXPECT=1 to accept):\n\n{}",
             file.display(),
             mismatches.join("\n\n")
         );
@@ -238,9 +272,11 @@ fn split(command: &str) -> Result<Vec<String>, String> {
 
 /// Runs a scenario in a project directory of its own; returns its text
 /// with the actual outputs, and every command whose output differed.
-fn run_scenario(steps: &[Step]) -> (String, Vec<String>) {
+fn run_scenario(steps: &[Step], backend: Backend) -> (String, Vec<String>) {
     let temp = tempfile::tempdir().unwrap();
     let project = temp.path();
+    let bucket = (backend == Backend::S3).then(|| crate::moto::moto().bucket(false));
+    let place = Place { project, bucket: bucket.as_deref() };
     let mut out = String::new();
     let mut mismatches = Vec::new();
     let mut push = |line: &str| {
@@ -264,18 +300,23 @@ fn run_scenario(steps: &[Step]) -> (String, Vec<String>) {
             }
             Step::Copy(dir) => {
                 copy(&repository().join(dir), project);
+                place.on_backend(&project.join("trellis.toml"));
                 push(&format!("@copy {dir}"));
             }
             Step::Write { path, content } => {
                 let target = project.join(path);
-                std::fs::create_dir_all(target.parent().unwrap()).unwrap();
-                std::fs::write(target, content.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+                let text = content.iter().map(|l| format!("{l}\n")).collect::<String>();
+                if !place.put(path, &text) {
+                    std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+                    std::fs::write(&target, text).unwrap();
+                }
+                place.on_backend(&target);
                 push(&format!("@write {path}"));
                 content.iter().for_each(|line| push(line));
                 push("@end");
             }
             Step::Command { line, text, command, expected } => {
-                let actual = execute(command, project);
+                let actual = execute(command, &place);
                 push(&format!("$ {text}"));
                 actual.lines().for_each(&mut push);
                 if actual.lines().ne(expected.iter().copied()) {
@@ -290,24 +331,96 @@ fn run_scenario(steps: &[Step]) -> (String, Vec<String>) {
     (out, mismatches)
 }
 
+/// Where a scenario runs: its project directory, and the bucket its views'
+/// data is in on the S3 backend.
+struct Place<'a> {
+    project: &'a Path,
+    bucket: Option<&'a str>,
+}
+
+impl Place<'_> {
+    /// On S3, a project file's `[project]` table (written or copied) gets
+    /// its storage root in the bucket, `storage = "X"` (`data` when
+    /// unset) becoming `s3://BUCKET/X`, and the server's endpoint.
+    fn on_backend(&self, file: &Path) {
+        let Some(bucket) = self.bucket else { return };
+        let Ok(text) = std::fs::read_to_string(file) else { return };
+        if text.lines().any(|line| line.trim() == "[project]") {
+            std::fs::write(file, crate::moto::on_bucket(&text, bucket)).unwrap();
+        }
+    }
+
+    /// What the outputs show of where the views' data is, as `$PROJECT`.
+    fn shown(&self) -> Vec<String> {
+        let mut shown = vec![self.project.display().to_string()];
+        shown.extend(self.bucket.map(|bucket| format!("s3://{bucket}")));
+        shown
+    }
+
+    /// Creates an empty file at `path` (relative to the project): on S3,
+    /// an object where it is under the storage root.
+    fn touch(&self, path: &str) {
+        if self.put(path, "") {
+            return;
+        }
+        let path = self.project.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "").unwrap();
+    }
+
+    /// On S3, writes `content` as the object at `path` (relative to the
+    /// project) when it is under the storage root: whether it did.
+    fn put(&self, path: &str, content: &str) -> bool {
+        if let Some(bucket) = self.bucket
+            && let Some(root) = self.storage_dir()
+            && let Ok(relative) = Path::new(path.trim_start_matches("./")).strip_prefix(&root)
+        {
+            let moto = crate::moto::moto();
+            let location = object_store::path::Path::from(format!("{}/{}", root.display(), relative.display()));
+            let client = moto.client(bucket);
+            moto.block_on(object_store::ObjectStoreExt::put(&*client, &location, content.to_string().into())).unwrap();
+            return true;
+        }
+        false
+    }
+
+    /// The storage root in the bucket, as the project file now says it.
+    fn storage_dir(&self) -> Option<PathBuf> {
+        let bucket = self.bucket?;
+        let text = std::fs::read_to_string(self.project.join("trellis.toml")).ok()?;
+        let prefix = format!("storage = \"s3://{bucket}/");
+        let line = text.lines().find(|line| line.starts_with(&prefix))?;
+        Some(PathBuf::from(line[prefix.len()..].trim_end_matches('"')))
+    }
+
+    fn environment(&self) -> &'static [(&'static str, &'static str)] {
+        if self.bucket.is_some() { crate::moto::ENVIRONMENT } else { &[] }
+    }
+}
+
 /// The command's output as a scenario shows it (one line each, blank
 /// lines left out).
-fn execute(command: &Command, project: &Path) -> String {
+fn execute(command: &Command, place: &Place) -> String {
     match command {
         Command::Touch(path) => {
-            let path = project.join(path);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, "").unwrap();
+            place.touch(path);
             String::new()
         }
         Command::Trellis(environment, args) => {
             // Logs carry timestamps; what a scenario checks is the output.
             let mut command = trellis();
-            command.current_dir(project).env("TRELLIS_LOG", "off").envs(environment.iter().cloned()).args(args);
+            command
+                .current_dir(place.project)
+                .env("TRELLIS_LOG", "off")
+                .envs(place.environment().iter().copied())
+                .envs(environment.iter().cloned())
+                .args(args);
             let result = run_to_end(&mut command);
-            let project = project.display().to_string();
             // Blank lines end an expectation in the file format, so they are left out.
-            let output = format!("{}{}", result.stdout, result.stderr).replace(&project, "$PROJECT");
+            let mut output = format!("{}{}", result.stdout, result.stderr);
+            for shown in place.shown() {
+                output = output.replace(&shown, "$PROJECT");
+            }
             let mut output: String = output.lines().filter(|l| !l.is_empty()).map(|l| format!("{l}\n")).collect();
             if result.code != 0 {
                 output.push_str(&format!("[exit {}]\n", result.code));

@@ -99,8 +99,7 @@
 //!   from a plain path or `file:///`, or `s3://bucket/prefix`, its bucket
 //!   name and prefix checked) and `S3Options` (`[project.s3]`); any other
 //!   scheme, and a `scheme:` without `//`, is refused rather than read as a
-//!   directory. `refuse_unserved` (called by `load`, not `parse`) refuses
-//!   what this build cannot serve yet: a type's root of its own (S3 or local).
+//!   directory.
 //! - `time.rs`: Oozie dataset time: frequencies, instances by index in O(1)
 //!   across DST, `current`, `latest`, roll-ups, `dateOffset`, `formatTime` (SimpleDateFormat's letters, English locale).
 //! - `pattern.rs`: Schedoscope's view patterns, parsed with error columns
@@ -715,6 +714,19 @@ impl Catalog {
 
     pub fn types(&self) -> &[ViewType] {
         &self.types
+    }
+
+    /// Every storage root views' data is under: the project's first, then
+    /// each root of the types' own, once.
+    pub fn storage_roots(&self) -> Vec<&std::path::Path> {
+        let mut roots = vec![self.settings.storage.as_path()];
+        for view_type in &self.types {
+            let root = self.storage_root(view_type);
+            if !roots.contains(&root) {
+                roots.push(root);
+            }
+        }
+        roots
     }
 
     pub fn get(&self, id: ViewTypeId) -> &ViewType {

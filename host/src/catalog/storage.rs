@@ -11,16 +11,9 @@
 //! renders data paths under and `storage::Key::of` strips again; for an S3
 //! root that path (`s3://bucket/prefix`) names no local file and is never
 //! opened as one.
-//!
-//! What this build cannot serve yet (a view type's root of its own, on S3
-//! or local) is refused by [`refuse_unserved`] alone, at the project's
-//! load, apart from the parsing, so that the day the scheduler serves it
-//! one function and its call go. The project's own S3 root is served.
 
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
-
-use super::{Catalog, Diagnostic};
 
 /// Where views' data lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,10 +47,18 @@ pub struct S3Options {
     pub path_style: Option<bool>,
     /// Whether plain HTTP may be used (see [`S3Options::allows_http`]).
     pub allow_http: Option<bool>,
+    /// How often a server asks the store whether awaited flags arrived
+    /// (see [`S3Options::poll_interval`]).
+    pub poll_interval: Option<std::time::Duration>,
     /// The bound of the local cache plugins' and engines' inputs are
     /// fetched into, in MiB (see [`S3Options::cache_bytes`]).
     pub cache_mib: Option<u64>,
 }
+
+/// A server's poll of awaited flags on an object store, unless
+/// `[project.s3] poll_interval` says otherwise: each poll costs a request
+/// per flag (or per prefix that flags share), so not every second.
+pub const DEFAULT_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The input cache's bound when `cache_mib` is not set: as large as a
 /// transformation's default output cap, so that one such input fits.
@@ -69,6 +70,12 @@ impl S3Options {
     /// refused at load).
     pub fn allows_http(&self) -> bool {
         self.allow_http.unwrap_or_else(|| self.endpoint.as_deref().is_some_and(is_http))
+    }
+
+    /// How often a server polls awaited flags: as declared, else
+    /// [`DEFAULT_POLL_INTERVAL`].
+    pub fn poll_interval(&self) -> std::time::Duration {
+        self.poll_interval.unwrap_or(DEFAULT_POLL_INTERVAL)
     }
 
     /// The input cache's bound in bytes: `cache_mib`, else [`DEFAULT_CACHE_MIB`].
@@ -279,43 +286,13 @@ pub(crate) fn lexical(path: &Path) -> PathBuf {
 }
 
 /// The keys `[project.s3]` takes.
-pub(crate) const S3_KEYS: [&str; 5] = ["endpoint", "region", "path_style", "allow_http", "cache_mib"];
+pub(crate) const S3_KEYS: [&str; 6] = ["endpoint", "region", "path_style", "allow_http", "poll_interval", "cache_mib"];
 
 /// Whether a key of `[project.s3]` would hold a credential, which never
 /// goes in the project file.
 pub(crate) fn is_credential(key: &str) -> bool {
     let key = key.to_ascii_lowercase();
     ["secret", "key_id", "access_key", "token", "password", "credential"].iter().any(|word| key.contains(word))
-}
-
-// ISSUE-41: remove once the scheduler routes each view to its type's root
-/// The project's storage roots that this build cannot serve: a view
-/// type's own root, on S3 or a local one other than the project's (the
-/// project's own root, local or S3, is served). Every command that reads
-/// or writes view data loads the project through `catalog::load`, which
-/// refuses them with these lines.
-pub fn refuse_unserved(catalog: &Catalog) -> Result<(), Vec<Diagnostic>> {
-    let settings = &catalog.settings;
-    let mut refused = Vec::new();
-    for view_type in catalog.types() {
-        let Some(url) = &view_type.storage else { continue };
-        let why = match url {
-            StorageUrl::S3(_) => {
-                "a view type's object storage root of its own is not served by this build yet; leave it out to keep the type's data under project.storage"
-            }
-            StorageUrl::Local(path) if *path == settings.storage => continue,
-            StorageUrl::Local(_) => {
-                "a view type's storage root of its own is not served by this build yet; leave it out to keep the type's data under project.storage"
-            }
-        };
-        refused.push(Diagnostic {
-            file: view_type.file.clone(),
-            line: view_type.storage_line,
-            message: format!("{}: storage {:?}: {why}", view_type.name, url.to_string()),
-            plugin: None,
-        });
-    }
-    if refused.is_empty() { Ok(()) } else { Err(refused) }
 }
 
 #[cfg(test)]
@@ -492,22 +469,19 @@ mod tests {
                 region: Some("eu-west-1".into()),
                 path_style: Some(true),
                 allow_http: None,
+                poll_interval: None,
                 cache_mib: None,
             }
         );
         assert!(settings.s3.allows_http());
         assert_eq!(settings.s3.cache_bytes(), DEFAULT_CACHE_MIB << 20);
-        // The project's own S3 root is served.
-        assert_eq!(refuse_unserved(&catalog), Ok(()));
         // A local project is what it was, and served.
         let local = load(VIEW, Path::new("/p")).unwrap();
         assert_eq!(local.settings.storage, PathBuf::from("/p/data"));
         assert_eq!(local.settings.storage_url, StorageUrl::Local("/p/data".into()));
         assert_eq!((local.settings.storage_line, &local.settings.s3), (None, &S3Options::default()));
-        assert_eq!(refuse_unserved(&local), Ok(()));
         let file = load(&format!("[project]\nstorage = \"file:///srv/views\"\n{VIEW}"), Path::new("/p")).unwrap();
         assert_eq!(file.settings.storage, PathBuf::from("/srv/views"));
-        assert_eq!(refuse_unserved(&file), Ok(()));
     }
 
     #[test]
@@ -537,8 +511,20 @@ mod tests {
             with("regoin = \"us-east-1\"\n").unwrap_err(),
             [
                 "trellis.toml:5: project.s3: unknown field `regoin`, expected one of `endpoint`, `region`, `path_style`, \
-              `allow_http`, `cache_mib`; did you mean `region`?"
+              `allow_http`, `poll_interval`, `cache_mib`; did you mean `region`?"
             ]
+        );
+        assert_eq!(
+            with("poll_interval = \"5s\"\n").map(|catalog| catalog.settings.s3.poll_interval()),
+            Ok(std::time::Duration::from_secs(5))
+        );
+        assert_eq!(
+            with("poll_interval = \"10ms\"\n").unwrap_err(),
+            ["trellis.toml:5: project.s3.poll_interval \"10ms\" is under 100ms"]
+        );
+        assert_eq!(
+            with("poll_interval = 5\n").unwrap_err(),
+            ["trellis.toml:5: project.s3.poll_interval must be a string, not integer"]
         );
         assert_eq!(
             with("endpoint = \"http://minio:9000\"\nallow_http = false\n").unwrap_err(),
@@ -647,8 +633,7 @@ mod tests {
             )]
         );
 
-        // Accepted, rendered as the project's root is, and refused at load
-        // until the scheduler serves it; the project's own root is served.
+        // Accepted, and rendered as the project's root is.
         let catalog = load(&typed("s3://raw-deliveries/shop"), root).unwrap();
         let view_type = catalog.find("t.raw/In").unwrap();
         assert_eq!(view_type.storage, Some(s3("raw-deliveries", "shop")));
@@ -656,24 +641,8 @@ mod tests {
         assert_eq!(view_type.storage_line, Some(6));
         let other = catalog.find("t.mart/Out").unwrap();
         assert_eq!((&other.storage, catalog.storage_root(other)), (&None, root.join("data").as_path()));
-        let refused: Vec<String> = refuse_unserved(&catalog).unwrap_err().iter().map(ToString::to_string).collect();
-        assert_eq!(
-            refused,
-            ["trellis.toml:6: t.raw/In: storage \"s3://raw-deliveries/shop\": a view type's object storage root of \
-                 its own is not served by this build yet; leave it out to keep the type's data under project.storage"]
-        );
         let beside = load(&typed("raw"), root).unwrap();
-        let refused: Vec<String> = refuse_unserved(&beside).unwrap_err().iter().map(ToString::to_string).collect();
-        assert_eq!(
-            refused,
-            [format!(
-                "trellis.toml:6: t.raw/In: storage \"{}\": a view type's storage root of its own is not served by this \
-                 build yet; leave it out to keep the type's data under project.storage",
-                root.join("raw").display()
-            )]
-        );
-        let same = load(&typed("./data/"), root).unwrap();
-        assert_eq!(refuse_unserved(&same), Ok(()));
+        assert_eq!(beside.storage_root(beside.find("t.raw/In").unwrap()), root.join("raw").as_path());
     }
 
     #[test]

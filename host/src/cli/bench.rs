@@ -62,6 +62,17 @@ pub(super) struct BenchArgs {
     /// With --incremental: files in the input whose manifest check is measured
     #[arg(long, default_value_t = 1_000)]
     files: usize,
+    /// Keep the lattice's data on an S3-compatible store (`s3://bucket/prefix`, the bucket
+    /// existing, credentials from the AWS environment): the runs then say the requests per view
+    #[arg(long, value_name = "URL")]
+    storage: Option<String>,
+    /// With --storage: the store's endpoint (`http://127.0.0.1:5000` for a local server)
+    #[arg(long, value_name = "URL", requires = "storage")]
+    s3_endpoint: Option<String>,
+    /// With --storage: measure one poll of N awaited done flags that have not arrived (--shops
+    /// shops' days), the requests it sends and what one HEAD per flag would send
+    #[arg(long, value_name = "N", requires = "storage")]
+    poll: Option<usize>,
 }
 
 /// The listener setups `--listeners` compares.
@@ -122,19 +133,44 @@ pub(super) async fn bench(args: &BenchArgs, runtime: &Runtime) -> anyhow::Result
     if args.incremental {
         return bench_incremental(args, runtime, &dir, start, last).await;
     }
-    write_project(&dir, args.shops, start, last, "").context("writing the benchmark project")?;
+    let on_store = match &args.storage {
+        Some(url) => {
+            let endpoint =
+                args.s3_endpoint.as_ref().map(|e| format!("[project.s3]\nendpoint = {e:?}\n")).unwrap_or_default();
+            format!("[project]\nname = \"bench\"\nstorage = {url:?}\n{endpoint}\n")
+        }
+        None => String::new(),
+    };
+    if let Some(flags) = args.poll {
+        return bench_poll(&dir, &on_store, args.shops, flags, start);
+    }
+    write_project(&dir, args.shops, start, last, &on_store).context("writing the benchmark project")?;
     let catalog = super::project::load(&dir)?;
+    let deliver = Delivery::to(&catalog, &dir)?;
+    if matches!(deliver, Delivery::Store(_)) {
+        deliver.all(args.shops, start, last)?;
+    }
     let plugins = std::sync::Arc::new(Plugins::load(runtime, &catalog).await);
     let mut scheduler = Scheduler::open(catalog.clone(), plugins).await?;
     let pattern = format!("bench.mart/MonthlyTotal/rym({}-{})", start.format("%Y%m"), last.format("%Y%m"));
+    let storage = scheduler.storage();
+    let requests = || storage.as_object().map(crate::storage::ObjectDir::requests);
 
     let measure = async |label: &str, scheduler: &mut Scheduler| -> anyhow::Result<()> {
+        let before = requests();
         let started = Instant::now();
         let summary = scheduler.materialize(&pattern, Mode::Default).await?;
         let elapsed = started.elapsed();
         let views = summary.views();
+        let sent = match (before, requests()) {
+            (Some(before), Some(after)) => {
+                let sent = after.since(&before);
+                format!("  {:.2} requests/view: {sent}", sent.total() as f64 / views.max(1) as f64)
+            }
+            _ => String::new(),
+        };
         println!(
-            "{label:<26} {views:>8} views {:>9.3} s {:>9.1} µs/view  transformed {:>7}  idle {:>7}  failed {}",
+            "{label:<26} {views:>8} views {:>9.3} s {:>9.1} µs/view  transformed {:>7}  idle {:>7}  failed {}{sent}",
             elapsed.as_secs_f64(),
             elapsed.as_secs_f64() * 1e6 / views.max(1) as f64,
             summary.count(FlowStatus::Successful),
@@ -147,8 +183,7 @@ pub(super) async fn bench(args: &BenchArgs, runtime: &Runtime) -> anyhow::Result
     measure("unchanged", &mut scheduler).await?;
     // Re-deliver one day of one shop: its cone is that raw view, its daily
     // view, its shop's month and the month's total.
-    let flag = dir.join(format!("data/raw/SHOP000/{}/{:02}/{:02}/_SUCCESS", last.year(), last.month(), last.day()));
-    std::fs::write(&flag, b"")?;
+    deliver.flag(0, last, "again")?;
     measure("one input changed", &mut scheduler).await?;
     // A scheduler that lives on, as a server's does, remembers what it found
     // up to date and watches external data: after one full check, a run
@@ -159,9 +194,48 @@ pub(super) async fn bench(args: &BenchArgs, runtime: &Runtime) -> anyhow::Result
     let day = last - Duration::days(1);
     // The second shop's, or with one shop its only one.
     let shop = 1 % args.shops.max(1);
-    let flag = dir.join(format!("data/raw/SHOP{shop:03}/{}/{:02}/{:02}/_SUCCESS", day.year(), day.month(), day.day()));
-    std::fs::write(&flag, b"")?;
+    deliver.flag(shop, day, "again")?;
+    if scheduler.storage().as_object().is_some() {
+        // An object store is polled, not watched: the server's poll (at
+        // its interval) is what learns of the delivery.
+        scheduler.poll_watches();
+    }
     measure("server: one input changed", &mut scheduler).await?;
+    Ok(Status::Success)
+}
+
+/// One poll of `flags` awaited done flags on an object store, none of
+/// them delivered: `shops` shops' days from `start`, the flags of a month
+/// sharing its prefix. Says what watching them cost, what the poll sent
+/// (one LIST per month's prefix) and what one HEAD per flag would.
+fn bench_poll(dir: &Path, on_store: &str, shops: usize, flags: usize, start: NaiveDate) -> anyhow::Result<Status> {
+    std::fs::write(dir.join("trellis.toml"), format!("{on_store}[[view]]\nname = \"bench.raw/Orders\"\n"))?;
+    let catalog = super::project::load(dir)?;
+    let storage = crate::storage::open(&catalog)?;
+    let Some(object) = storage.as_object() else { bail!("--poll measures an object store: give --storage s3://...") };
+    let mut watches = crate::storage::watch::Watches::of(&storage)?;
+    let days = flags.div_ceil(shops.max(1));
+    let started = Instant::now();
+    let before = object.requests();
+    for index in 0..flags {
+        let (shop, day) = (index / days, start + Duration::days((index % days) as i64));
+        let flag = format!("raw/SHOP{shop:03}/{}/{:02}/{:02}/_SUCCESS", day.year(), day.month(), day.day());
+        watches.await_flag(index as u32, &storage.key(&storage.root().join(flag)));
+    }
+    let watched = object.requests().since(&before);
+    println!("watching {flags} flags: {:.3} s, {watched}", started.elapsed().as_secs_f64());
+    let started = Instant::now();
+    let before = object.requests();
+    let asked = watches.poll();
+    let sent = object.requests().since(&before);
+    println!(
+        "one poll: {:.3} s, {sent}: {} LIST ({} pages) + {} HEAD, {} changed; one HEAD per flag would be {flags} requests",
+        started.elapsed().as_secs_f64(),
+        asked.lists,
+        asked.pages,
+        asked.heads,
+        asked.changed
+    );
     Ok(Status::Success)
 }
 
@@ -626,14 +700,57 @@ fn write_project(
         names.join(", ")
     );
     std::fs::write(dir.join("trellis.toml"), toml)?;
-    for shop in 0..shops {
-        let mut day = start;
-        while day <= last {
-            let path = dir.join(format!("data/raw/SHOP{shop:03}/{}/{:02}/{:02}", day.year(), day.month(), day.day()));
-            std::fs::create_dir_all(&path)?;
-            std::fs::write(path.join("_SUCCESS"), b"")?;
-            day += Duration::days(1);
-        }
+    // A bench on an object store delivers there once the project is loaded.
+    if !extra.contains("storage = \"s3://") {
+        Delivery::Local(dir.join("data")).all(shops, start, last).map_err(std::io::Error::other)?;
     }
     Ok(())
+}
+
+/// Where the bench delivers its raw data's done flags: files in the local
+/// root, or objects in the store (as a producer would: no pointer).
+enum Delivery {
+    Local(PathBuf),
+    Store(crate::storage::Storage),
+}
+
+impl Delivery {
+    /// The delivery to the project's root; a local root was delivered to
+    /// when the project was written.
+    fn to(catalog: &crate::catalog::Catalog, dir: &Path) -> anyhow::Result<Delivery> {
+        let storage = crate::storage::open(&catalog)?;
+        Ok(match storage.as_object() {
+            Some(_) => Delivery::Store(storage),
+            None => Delivery::Local(dir.join("data")),
+        })
+    }
+
+    /// Every day's flag of every shop, on an object store (a local root's
+    /// were written with the project).
+    fn all(&self, shops: usize, start: NaiveDate, last: NaiveDate) -> anyhow::Result<()> {
+        for shop in 0..shops {
+            let mut day = start;
+            while day <= last {
+                self.flag(shop, day, "")?;
+                day += Duration::days(1);
+            }
+        }
+        Ok(())
+    }
+
+    fn flag(&self, shop: usize, day: NaiveDate, body: &str) -> anyhow::Result<()> {
+        let relative = format!("raw/SHOP{shop:03}/{}/{:02}/{:02}/_SUCCESS", day.year(), day.month(), day.day());
+        match self {
+            Delivery::Local(root) => {
+                let path = root.join(&relative);
+                std::fs::create_dir_all(path.parent().expect("a flag is in a directory"))?;
+                std::fs::write(&path, body)?;
+            }
+            Delivery::Store(storage) => {
+                let object = storage.as_object().expect("a store delivery is to an object store");
+                object.put(&storage.key(&storage.root().join(&relative)), body.as_bytes().to_vec())?;
+            }
+        }
+        Ok(())
+    }
 }

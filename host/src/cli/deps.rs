@@ -61,7 +61,7 @@ pub(super) fn deps(args: &DepsArgs) -> anyhow::Result<Status> {
         None => crate::clock::Clock::from_environment().map_err(anyhow::Error::msg)?.now(),
     };
     let mut lattice = Lattice::new(catalog.clone());
-    let storage = crate::storage::open(&catalog.settings)?;
+    let storage = crate::storage::open(&catalog)?;
     let resolution = Resolution { evaluation_time: now, exists: &on_disk(&*storage) };
     if args.dot {
         let pattern = catalog::pattern::parse(args.view.get())?;

@@ -34,7 +34,7 @@ fn here(args: &LogsArgs) -> anyhow::Result<wire::ViewLog> {
     let catalog = load(&args.project.project)?;
     // The view's URL path as trellis writes it (values made canonical).
     let mut lattice = Lattice::new(catalog.clone());
-    let storage = crate::storage::open(&catalog.settings)?;
+    let storage = crate::storage::open(&catalog)?;
     let now = crate::clock::Clock::from_environment().map_err(anyhow::Error::msg)?.now();
     let resolution = Resolution { evaluation_time: now, exists: &crate::lattice::on_disk(&*storage) };
     let id = lattice.view(args.view.get(), &resolution)?;

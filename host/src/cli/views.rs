@@ -41,7 +41,7 @@ pub(super) struct ViewsArgs {
 pub(super) async fn views(args: &ViewsArgs, runtime: &crate::runtime::Runtime) -> anyhow::Result<Status> {
     let catalog = load(&args.project.project)?;
     let mut lattice = Lattice::new(catalog.clone());
-    let storage = crate::storage::open(&catalog.settings)?;
+    let storage = crate::storage::open(&catalog)?;
     // `latest()` resolved as a run would now: by `TRELLIS_NOW` when set.
     let now = crate::clock::Clock::from_environment().map_err(anyhow::Error::msg)?.now();
     let resolution = Resolution { evaluation_time: now, exists: &on_disk(&*storage) };

@@ -20,11 +20,9 @@
 //! watched), and when its edges move the reverse edges follow. It knows the
 //! lattice's edges and nothing of states or the metastore.
 
-use std::path::Path;
-
 use crate::lattice::{Lattice, ViewId};
-use crate::storage::Key;
 use crate::storage::watch::{Changed, Watches};
+use crate::storage::{Key, Storage};
 
 pub(super) struct Memo {
     clean: Vec<bool>,
@@ -35,11 +33,23 @@ pub(super) struct Memo {
 }
 
 impl Memo {
-    /// A memo, or why there cannot be one (the storage at `storage` cannot
-    /// be watched): the scheduler then checks every view on every run, as
-    /// the embedded one does.
-    pub fn new(storage: &Path) -> std::io::Result<Memo> {
-        Ok(Memo { clean: Vec::new(), dependents: Vec::new(), watches: Watches::new(storage)? })
+    /// A memo, or why there cannot be one (`storage` cannot be watched):
+    /// the scheduler then checks every view on every run, as the embedded
+    /// one does.
+    pub fn new(storage: &Storage) -> std::io::Result<Memo> {
+        Ok(Memo { clean: Vec::new(), dependents: Vec::new(), watches: Watches::of(storage)? })
+    }
+
+    /// Whether changes are learnt only by [`Memo::poll`] (an object store),
+    /// and so whether anything is awaited that a poll would look at.
+    pub fn is_polled(&self) -> bool {
+        self.watches.is_polled()
+    }
+
+    /// Asks the storage what changed (an object store's flags awaited);
+    /// the next [`Memo::drain`] applies it.
+    pub fn poll(&mut self) -> crate::storage::poll::Asked {
+        self.watches.poll()
     }
 
     /// Takes in the views added to the lattice since the last call.

@@ -139,7 +139,7 @@ pub fn recognise(
     if receipt.view != view || record.timestamp.is_some_and(|recorded| recorded >= receipt.timestamp) {
         return None;
     }
-    match storage.list(&data, &CONTENTS).map(|listed| contents(&listed)) {
+    match storage.list(&data, &CONTENTS).map(|listed| contents(&listed, storage.publish_keeps_identities(&data))) {
         Ok(digest) if digest == receipt.contents => Some(Unrecorded { receipt, flag }),
         Ok(_) => {
             tracing::warn!(
@@ -160,12 +160,19 @@ pub fn recognise(
 const CONTENTS: Walk<'static> = Walk { follow_links: false, exact_names: false, keep: &|name| name != RECEIPT };
 
 /// The digest of a listing of the output: every entry's name, kind, size,
-/// mtime and inode, all of which a publish keeps and any change to an
-/// entry changes.
-fn contents(listed: &[crate::storage::Listed]) -> String {
+/// mtime and inode, all of which a local publish keeps and any change to
+/// an entry changes. An object store's upload keeps only each file's name
+/// and size (directories are not objects): its digest covers those, and
+/// the version's prefix, which no other publish writes, does the rest.
+fn contents(listed: &[crate::storage::Listed], keeps_identities: bool) -> String {
     let mut found: Vec<_> = listed
         .iter()
-        .map(|entry| (&entry.name, entry.is_dir, entry.identity.size, entry.identity.mtime_nanos, entry.identity.inode))
+        .filter(|entry| keeps_identities || !entry.is_dir)
+        .map(|entry| {
+            let (mtime, inode) =
+                if keeps_identities { (entry.identity.mtime_nanos, entry.identity.inode) } else { (0, 0) };
+            (&entry.name, entry.is_dir, entry.identity.size, mtime, inode)
+        })
         .collect();
     found.sort();
     let mut hasher = blake3::Hasher::new();
@@ -226,6 +233,12 @@ impl Staging {
         self.storage.stage()
     }
 
+    /// A new, empty staging directory for the data at `data_path` (in the
+    /// root that holds it, where a project has several).
+    pub fn create_for(&self, data_path: &Path) -> io::Result<StagingDir> {
+        self.storage.stage_for(&self.storage.key(data_path))
+    }
+
     /// Writes the done flag and `receipt` (its contents digest filled in)
     /// into `staging` and makes it the data at `data_path`, replacing what
     /// was there in one step. On an error the staging directory is removed.
@@ -239,10 +252,11 @@ impl Staging {
         if !done_flag.is_empty() {
             staging.touch(done_flag)?;
         }
-        receipt.contents = contents(&staging.list(&CONTENTS)?);
+        let key = self.storage.key(data_path);
+        receipt.contents = contents(&staging.list(&CONTENTS)?, self.storage.publish_keeps_identities(&key));
         // Whatever the plugin left under this name is replaced: the receipt is the host's.
         staging.put(RECEIPT, &serde_json::to_vec(receipt).map_err(io::Error::other)?)?;
-        self.storage.publish(staging, &self.storage.key(data_path), done_flag)
+        self.storage.publish(staging, &key, done_flag)
     }
 
     pub fn discard(&self, staging: StagingDir) {
@@ -327,6 +341,34 @@ mod tests {
         // No flag: nothing published there.
         std::fs::remove_file(&flag).unwrap();
         assert_eq!(recognise(staging.storage(), view, &before, &data, &flag), None);
+    }
+
+    /// On an object store an upload keeps no mtime or inode: what was
+    /// published is recognised by names and sizes in its version, and an
+    /// object added to that version since is not adopted.
+    #[test]
+    fn an_unrecorded_output_on_an_object_store_is_recognised() {
+        use object_store::ObjectStoreExt;
+        let local = tempfile::tempdir().unwrap();
+        let memory = std::sync::Arc::new(object_store::memory::InMemory::new());
+        let store = crate::storage::ObjectDir::new(memory.clone(), "memory://test", "proj", local.path()).unwrap();
+        let staging = Staging::over(std::sync::Arc::new(store));
+        let data = Path::new("memory://test/proj/v/2015/05/01");
+        let flag = data.join("_SUCCESS");
+        let dir = staging.create().unwrap();
+        std::fs::create_dir_all(dir.path().join("sub/empty")).unwrap();
+        std::fs::write(dir.path().join("sub/part"), "rows").unwrap();
+        let mut published = receipt(10);
+        staging.publish(dir, data, "_SUCCESS", &mut published).unwrap();
+        let (view, before) = ("v/2015/05/01", ViewRecord { timestamp: Some(5), ..ViewRecord::default() });
+        let found = recognise(staging.storage(), view, &before, data, &flag).expect("recognised");
+        assert_eq!(found.receipt, published);
+        assert_eq!(Some(found.flag), staging.flag_identity(&flag));
+
+        let version = staging.storage().as_object().unwrap().current_version(&staging.storage().key(data)).unwrap();
+        let extra = object_store::path::Path::from(format!("proj/v/2015/05/01/_v/{}/extra", version.unwrap()));
+        tokio::runtime::Runtime::new().unwrap().block_on(memory.put(&extra, "mine".into())).unwrap();
+        assert_eq!(recognise(staging.storage(), view, &before, data, &flag), None);
     }
 
     #[test]

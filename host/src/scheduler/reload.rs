@@ -129,7 +129,9 @@ impl Scheduler {
                 _ => {}
             }
         }
-        let storage_moved = catalog.settings.storage != self.catalog.settings.storage;
+        // Another root, or another way to reach an object store: new stores.
+        let storage_moved =
+            catalog.storage_roots() != self.catalog.storage_roots() || catalog.settings.s3 != self.catalog.settings.s3;
         self.executor.reload(&catalog, storage_moved)?;
         // The views held, to hold again under the new catalog.
         let urls: Vec<Arc<str>> = self
@@ -208,6 +210,7 @@ fn settings_changed(old: &Catalog, new: &Catalog) -> Vec<String> {
     let mut changed: Vec<String> = [
         ("project.name", differ(&a.name, &b.name)),
         ("project.storage", differ(&a.storage, &b.storage)),
+        ("project.s3", differ(&a.s3, &b.s3)),
         ("project.evaluation_time", differ(&a.evaluation_time, &b.evaluation_time)),
         ("defaults.retries", differ(&a.retries, &b.retries)),
         ("defaults.concurrency", differ(&a.concurrency, &b.concurrency)),

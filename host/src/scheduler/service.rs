@@ -115,7 +115,9 @@ enum Wakeup {
     /// The watches on external data have changes queued: waiting actions'
     /// inputs may have arrived (or finished ones' been delivered again).
     Files,
-    /// No watches here: waiting actions' inputs are looked at again.
+    /// No watches here: waiting actions' inputs are looked at again; or
+    /// an object store's watches are due to be polled (then what they
+    /// found changed is looked at).
     Poll,
     /// The safety rescan is due (`rescan_interval`): every waiting input is
     /// looked at, in case the watches missed a change.
@@ -273,6 +275,8 @@ pub struct Service {
     watches: Option<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>>,
     /// When the next safety rescan is due, while actions wait for inputs.
     next_rescan: Option<tokio::time::Instant>,
+    /// When an object store's watches are polled next.
+    next_poll: Option<tokio::time::Instant>,
 }
 
 /// How often waiting actions' inputs are looked at where nothing watches them.
@@ -308,6 +312,7 @@ impl Service {
             coordination: None,
             watches: None,
             next_rescan: None,
+            next_poll: None,
         };
         (service, Handle { requests: sender, shutdown: std::sync::Arc::new(shutdown_sender), table })
     }
@@ -388,8 +393,18 @@ impl Service {
         let due = coordination.and_then(Coordination::next_due).and_then(|due| self.scheduler.clock().until(due));
         let due = due.map(|wait| tokio::time::Instant::now() + wait);
         let waits_for_inputs = coordination.is_some_and(Coordination::watches_inputs);
-        let poll =
-            (waits_for_inputs && self.watches.is_none()).then(|| tokio::time::Instant::now() + POLL_WITHOUT_WATCHES);
+        // An object store's watches are polled at its interval, kept between
+        // wakeups as the rescan's is; without watches, waiting inputs are
+        // looked at every few seconds.
+        let poll = match self.scheduler.watch_poll_interval().filter(|_| !closing) {
+            Some(interval) => {
+                let next = tokio::time::Instant::now() + interval;
+                Some(*self.next_poll.get_or_insert(next))
+            }
+            None => {
+                (waits_for_inputs && self.watches.is_none()).then(|| tokio::time::Instant::now() + POLL_WITHOUT_WATCHES)
+            }
+        };
         let watches = self.watches.as_ref().filter(|_| waits_for_inputs);
         // A deadline kept between wakeups (else every wakeup would put it
         // off), set when actions start waiting and cleared when none do.
@@ -437,6 +452,10 @@ impl Service {
             Wakeup::Due => self.tick()?,
             Wakeup::Files => {
                 self.scheduler.drain_watches();
+                self.check_inputs(false)?;
+            }
+            Wakeup::Poll if self.next_poll.take().is_some() => {
+                self.scheduler.poll_watches();
                 self.check_inputs(false)?;
             }
             Wakeup::Poll => self.check_inputs(true)?,

@@ -592,7 +592,7 @@ impl Scheduler {
     /// a scheduler that lives across requests (a server, a benchmark).
     /// Where inotify is unavailable, every run checks every view, as before.
     pub fn remember_freshness(&mut self) {
-        match Memo::new(&self.catalog.settings.storage) {
+        match Memo::new(&self.executor.staging().shared()) {
             Ok(memo) => self.views.remember(memo),
             Err(e) => tracing::warn!("cannot watch external data ({e}); every run checks every view"),
         }
@@ -711,6 +711,24 @@ impl Scheduler {
     /// Applies the changes the watches have queued.
     pub(super) fn drain_watches(&mut self) {
         self.views.drain_watches();
+    }
+
+    /// How often the watches must be polled (an object store's), if they are.
+    pub(super) fn watch_poll_interval(&self) -> Option<std::time::Duration> {
+        self.views.watches_polled().then(|| self.catalog.settings.s3.poll_interval())
+    }
+
+    /// Polls the watches (an object store's) and applies what changed: a
+    /// server's poll, at its interval (also the benchmarks').
+    pub fn poll_watches(&mut self) {
+        let asked = self.views.poll_watches();
+        tracing::debug!(
+            "polled the object store's awaited flags: {} HEAD, {} LIST ({} pages), {} changed",
+            asked.heads,
+            asked.lists,
+            asked.pages,
+            asked.changed
+        );
     }
 
     /// Shares a live table of the views, runs and transformations for

@@ -301,6 +301,20 @@ impl Views {
         self.memo.as_ref().and_then(|memo| memo.descriptor())
     }
 
+    /// Whether the watches are polled (an object store): the service then
+    /// polls them at the storage's interval, with no descriptor to wait on.
+    pub(super) fn watches_polled(&self) -> bool {
+        self.memo.as_ref().is_some_and(Memo::is_polled)
+    }
+
+    /// Polls the watches (an object store's), then applies what changed.
+    pub(super) fn poll_watches(&mut self) -> crate::storage::poll::Asked {
+        let Some(memo) = &mut self.memo else { return crate::storage::poll::Asked::default() };
+        let asked = memo.poll();
+        memo.drain();
+        asked
+    }
+
     /// Applies the changes the watches have queued.
     pub(super) fn drain_watches(&mut self) {
         if let Some(memo) = &mut self.memo {

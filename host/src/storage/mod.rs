@@ -47,9 +47,13 @@
 //! moved into staging), which an object store would materialize.
 
 pub mod cache;
+pub mod counted;
 pub mod grant;
 pub mod local;
 pub mod object;
+pub mod poll;
+pub mod profile;
+pub mod roots;
 pub mod watch;
 
 use std::io;
@@ -63,15 +67,42 @@ pub use object::{ObjectDir, S3Config};
 /// A view's storage, shared by the scheduler, its tasks and engines.
 pub type Storage = std::sync::Arc<dyn ViewStore>;
 
-/// The store of the project's storage root, as its settings declare it:
-/// the local directory, or an object store with a local directory beside
-/// the metastore to stage versions in (a plugin writes into a real
-/// directory). The one place a root becomes a store, so that every
-/// command and the scheduler read the same data the same way.
-pub fn open(settings: &crate::catalog::Settings) -> Result<Storage, object::Error> {
+/// The store of the project's storage roots, as its catalog declares them:
+/// the project's root, and each root a view type declares of its own
+/// ([`roots::Roots`] routes between them). A local root is the local
+/// directory; an object store stages its versions in a local directory
+/// beside the metastore (a plugin writes into a real directory), one per
+/// root. The one place a root becomes a store, so that every command and
+/// the scheduler read the same data the same way.
+pub fn open(catalog: &crate::catalog::Catalog) -> Result<Storage, object::Error> {
+    let settings = &catalog.settings;
+    // One cache of inputs for every object root: one bound, one LRU order.
+    let cache = cache::Cache::new(&settings.metastore.with_file_name("cache"), settings.s3.cache_bytes());
+    let main = open_root(&settings.storage_url, settings, &cache)?;
+    let mut others: Vec<Storage> = Vec::new();
+    for view_type in catalog.types() {
+        let Some(url) = &view_type.storage else { continue };
+        let root = url.root();
+        if root == settings.storage || others.iter().any(|store| store.root() == root) {
+            continue;
+        }
+        others.push(open_root(url, settings, &cache)?);
+    }
+    if others.is_empty() {
+        return Ok(main);
+    }
+    Ok(std::sync::Arc::new(roots::Roots::new(main, others)))
+}
+
+/// The store of one root.
+fn open_root(
+    url: &crate::catalog::StorageUrl,
+    settings: &crate::catalog::Settings,
+    cache: &cache::Cache,
+) -> Result<Storage, object::Error> {
     use crate::catalog::StorageUrl;
-    match &settings.storage_url {
-        StorageUrl::Local(_) => Ok(std::sync::Arc::new(LocalDir::new(&settings.storage))),
+    match url {
+        StorageUrl::Local(path) => Ok(std::sync::Arc::new(LocalDir::new(path))),
         StorageUrl::S3(location) => {
             let options = &settings.s3;
             let config = S3Config {
@@ -84,9 +115,16 @@ pub fn open(settings: &crate::catalog::Settings) -> Result<Storage, object::Erro
                 path_style: options.path_style.unwrap_or(options.endpoint.is_some()),
                 allow_http: options.allows_http(),
             };
-            let local = settings.metastore.with_file_name("staging");
-            let cache = cache::Cache::new(&settings.metastore.with_file_name("cache"), options.cache_bytes());
-            Ok(std::sync::Arc::new(ObjectDir::s3(&config, &local)?.with_cache(cache)))
+            // Each object root stages in a directory of its own, so that
+            // one's cleaning never removes another's version in progress.
+            let staging = match url.root() == settings.storage {
+                true => settings.metastore.with_file_name("staging"),
+                false => {
+                    let digest = blake3::hash(location.to_string().as_bytes()).to_hex();
+                    settings.metastore.with_file_name("staging").join(&digest[..16])
+                }
+            };
+            Ok(std::sync::Arc::new(ObjectDir::s3(&config, &staging)?.with_cache(cache.clone())))
         }
     }
 }
@@ -184,6 +222,12 @@ pub trait ViewStore: Send + Sync + std::fmt::Debug {
     /// A new, empty local directory to write a version into.
     fn stage(&self) -> io::Result<Staged>;
 
+    /// The same, for a version to be published at `key` (a store of
+    /// several roots stages it in the root that holds `key`).
+    fn stage_for(&self, _key: &Key) -> io::Result<Staged> {
+        self.stage()
+    }
+
     /// Makes `staged` the data at `key`, replacing what was there in one
     /// step: readers see the old version or the new, never a mix.
     /// `done_flag` is the type's flag (`""` when it has none), already in
@@ -200,6 +244,26 @@ pub trait ViewStore: Send + Sync + std::fmt::Debug {
     /// while the [`LocalInput`] lives (hold it until the call ends). Called
     /// on a blocking thread: it may fetch the data first.
     fn local_input(&self, key: &Key) -> io::Result<LocalInput>;
+
+    /// Whether a publish keeps each staged file's mtime and inode (a
+    /// rename does), so that a listing of what was published tells the
+    /// same identities as the staged version's; else only names and sizes
+    /// survive it (an upload).
+    fn publish_keeps_identities(&self, _key: &Key) -> bool {
+        self.as_object().is_none()
+    }
+
+    /// The object store this is, when it is one: its changes are learnt
+    /// by polling it (`poll`), where a local directory's are the kernel's
+    /// to tell (`watch`).
+    fn as_object(&self) -> Option<&ObjectDir> {
+        None
+    }
+
+    /// The roots this store routes between, when it is several.
+    fn as_roots(&self) -> Option<&roots::Roots> {
+        None
+    }
 }
 
 /// A view's data as a local directory, for the length of a call.
@@ -298,7 +362,8 @@ mod tests {
     fn each_root_opens_a_store_whose_keys_are_the_lattices_paths_under_it() {
         for storage in ["data", "s3://views/proj", "s3://views"] {
             let (_dir, settings) = settings(storage);
-            let store = open(&settings).unwrap();
+            let cache = cache::Cache::new(&settings.metastore.with_file_name("cache"), settings.s3.cache_bytes());
+            let store = open_root(&settings.storage_url, &settings, &cache).unwrap();
             assert_eq!(store.root(), settings.storage, "{storage}");
             let data = settings.storage.join("a/raw/2015/05/01");
             assert_eq!(store.key(&data).as_path(), Path::new("a/raw/2015/05/01"), "{storage}");

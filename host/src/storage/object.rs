@@ -102,6 +102,8 @@ pub enum Error {
 /// The view storage in an object store, with a local directory for staging.
 pub struct ObjectDir {
     store: Arc<dyn ObjectStore>,
+    /// What has been sent to `store` (every request goes through a count).
+    requests: super::counted::RequestCounter,
     /// The root as configured (`s3://bucket/prefix`): what keys are relative to.
     root: PathBuf,
     /// The bucket as messages name it (`s3://bucket`).
@@ -186,7 +188,7 @@ impl ObjectDir {
         }
         crate::tls::install_crypto_provider();
         let mut builder = AmazonS3Builder::new();
-        for (name, value) in environment {
+        for (name, value) in super::profile::with_profile(environment) {
             if name.starts_with("AWS_")
                 && let Ok(key) = name.to_ascii_lowercase().parse::<AmazonS3ConfigKey>()
             {
@@ -219,8 +221,11 @@ impl ObjectDir {
             .enable_all()
             .build()
             .map_err(|e| Error::Open { root: root.clone(), reason: format!("cannot start its runtime: {e}") })?;
+        let counted = super::counted::Counted::new(store);
+        let requests = counted.counter();
         Ok(ObjectDir {
-            store,
+            store: Arc::new(counted),
+            requests,
             root: PathBuf::from(root),
             bucket: bucket.trim_end_matches('/').to_string(),
             prefix: Path::from_iter(prefix.split('/').filter(|part| !part.is_empty())),
@@ -228,6 +233,11 @@ impl ObjectDir {
             cache: Cache::new(&local.join(".trellis-cache"), crate::catalog::S3Options::default().cache_bytes()),
             runtime: Some(runtime),
         })
+    }
+
+    /// The requests sent to the store so far.
+    pub fn requests(&self) -> super::counted::Requests {
+        self.requests.sent()
     }
 
     /// Runs `work` on the store's runtime and waits for it on this thread.
@@ -509,21 +519,141 @@ impl Context {
     }
 }
 
+/// What a poll saw of a done flag: every header that may tell a rewrite
+/// from the object before it. A listing has no version id, a HEAD has it
+/// where the bucket keeps versions: [`Seen::same`] compares what both have.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    pub e_tag: Option<String>,
+    pub last_modified: i64,
+    pub size: u64,
+    pub version: Option<String>,
+}
+
+impl Seen {
+    fn of(meta: &ObjectMeta) -> Seen {
+        Seen {
+            e_tag: meta.e_tag.clone(),
+            last_modified: meta.last_modified.timestamp_nanos_opt().unwrap_or(i64::MAX),
+            size: meta.size,
+            version: meta.version.clone(),
+        }
+    }
+
+    /// Whether two sightings may be of the same object: the same ETag,
+    /// Last-Modified and size, and the same version id where both have one.
+    pub fn same(&self, other: &Seen) -> bool {
+        self.e_tag == other.e_tag
+            && self.last_modified == other.last_modified
+            && self.size == other.size
+            && (self.version.is_none() || other.version.is_none() || self.version == other.version)
+    }
+}
+
+/// Objects listed per page by S3's ListObjectsV2.
+pub const LIST_PAGE: usize = 1000;
+
+/// Requests a poll has in flight at once.
+const POLLS_IN_FLIGHT: usize = 16;
+
+/// What polling the store for done flags needs (see `storage::poll`).
+impl ObjectDir {
+    /// The objects at `heads` as HEADs see them (each `None` where there is
+    /// nothing), and every object below each of `lists` as a listing sees
+    /// it, by its key relative to the root, with the pages that listing
+    /// took: all requests a few at once.
+    pub fn seen(&self, heads: &[Key], lists: &[Key]) -> (Vec<io::Result<Option<Seen>>>, Vec<io::Result<Listing>>) {
+        let locate = |keys: &[Key]| keys.iter().map(|key| self.location(key)).collect::<Vec<_>>();
+        let (head_at, list_at) = (locate(heads), locate(lists));
+        let context = self.context();
+        let root = self.prefix.clone();
+        let polled = self.run(async move {
+            let heads = futures_util::stream::iter(head_at.into_iter().map(|location| {
+                let context = context.clone();
+                async move { context.head(&location?).await.map(|meta| meta.as_ref().map(Seen::of)) }
+            }))
+            .buffered(POLLS_IN_FLIGHT)
+            .collect::<Vec<_>>()
+            .await;
+            let lists = futures_util::stream::iter(list_at.into_iter().map(|location| {
+                let (context, root) = (context.clone(), root.clone());
+                async move { context.listing(&location?, &root).await }
+            }))
+            .buffered(POLLS_IN_FLIGHT)
+            .collect::<Vec<_>>()
+            .await;
+            Ok((heads, lists))
+        });
+        polled.unwrap_or_else(|e| {
+            let failed = || io::Error::new(e.kind(), e.to_string());
+            (heads.iter().map(|_| Err(failed())).collect(), lists.iter().map(|_| Err(failed())).collect())
+        })
+    }
+}
+
+/// Writing an object as a producer of external data would (no pointer,
+/// no version): what the benchmarks deliver their raw data with.
+impl ObjectDir {
+    pub fn put(&self, key: &Key, bytes: Vec<u8>) -> io::Result<()> {
+        let location = self.location(key)?;
+        let context = self.context();
+        self.run(async move {
+            context.store.put(&location, bytes.into()).await.map_err(|e| context.failed("write", &location, &e))?;
+            Ok(())
+        })
+    }
+}
+
+/// Every object below a prefix, by its key relative to the root, and the
+/// pages its listing took.
+pub type Listing = (Vec<(Key, Seen)>, usize);
+
+impl Context {
+    async fn listing(&self, location: &Path, root: &Path) -> io::Result<Listing> {
+        let objects: Vec<ObjectMeta> =
+            self.store.list(Some(location)).try_collect().await.map_err(|e| self.failed("list", location, &e))?;
+        let pages = objects.len().div_ceil(LIST_PAGE).max(1);
+        let mut seen = Vec::with_capacity(objects.len());
+        for meta in &objects {
+            let Some(parts) = meta.location.prefix_match(root) else { continue };
+            let mut relative = PathBuf::new();
+            for part in parts {
+                relative.push(percent_encoding::percent_decode_str(part.as_ref()).decode_utf8_lossy().as_ref());
+            }
+            seen.push((Key::of(LocalPath::new(""), &relative), Seen::of(meta)));
+        }
+        Ok((seen, pages))
+    }
+}
+
 impl ViewStore for ObjectDir {
     fn root(&self) -> &LocalPath {
         &self.root
     }
 
+    fn as_object(&self) -> Option<&ObjectDir> {
+        Some(self)
+    }
+
     /// The object at `key` (a done flag), else the pointer of the view
-    /// whose data `key` is (a view without a flag): one HEAD when the flag
-    /// is there, two when it is not.
+    /// whose data `key` is (a view without a flag), else the pointer of
+    /// the view `key` is the flag of (its version committed, and the
+    /// process killed before the flag was written: the view is there, and
+    /// its pointer is what identifies it). One HEAD when the flag is
+    /// there, three when nothing is.
     fn identity(&self, key: &Key) -> Option<FlagIdentity> {
         let location = self.location(key).ok()?;
         let context = self.context();
         let found = self.run(async move {
-            match context.head(&location).await? {
-                Some(meta) => Ok(Some(meta)),
-                None => context.head(&location.clone().join(POINTER)).await,
+            if let Some(meta) = context.head(&location).await? {
+                return Ok(Some(meta));
+            }
+            if let Some(meta) = context.head(&location.clone().join(POINTER)).await? {
+                return Ok(Some(meta));
+            }
+            match location.parent() {
+                Some(data) if !data.is_root() => context.head(&data.join(POINTER)).await,
+                _ => Ok(None),
             }
         });
         match found {
@@ -1057,6 +1187,20 @@ mod tests {
         let missing = dir.local_input(&key(&dir, "none")).unwrap_err();
         assert_eq!(missing.kind(), io::ErrorKind::NotFound);
         assert_eq!(missing.to_string(), "memory://test/proj/none: no objects there");
+    }
+
+    /// A version committed whose flag was never written (the process
+    /// killed between the two) is there: its pointer identifies it.
+    #[test]
+    fn a_committed_version_without_its_flag_is_identified_by_its_pointer() {
+        let (_local, memory, dir) = store();
+        let data = key(&dir, "v/1");
+        dir.publish(staged(&dir, &[("part", "rows")]), &data, "_SUCCESS").unwrap();
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let pointer = runtime.block_on(memory.head(&Path::from("proj/v/1/_CURRENT"))).unwrap();
+        runtime.block_on(memory.delete(&Path::from("proj/v/1/_SUCCESS"))).unwrap();
+        assert_eq!(dir.identity(&data.join("_SUCCESS")), Some(identity_of(&pointer)));
+        assert_eq!(dir.identity(&key(&dir, "v/2/_SUCCESS")), None, "nothing there");
     }
 
     #[test]

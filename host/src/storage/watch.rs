@@ -8,8 +8,8 @@
 //! Locally it is inotify: the directories from the storage root down to an
 //! awaited flag, and a published flag itself, whose changes the kernel
 //! queues the moment they happen. An object store has no such queue: its
-//! watches would list the watched prefixes and report what differs from
-//! the previous listing.
+//! watches are polled ([`super::poll`]), and what a poll found differs is
+//! reported as the kernel's changes are.
 
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd, OwnedFd};
@@ -32,11 +32,138 @@ pub enum Changed {
     Everything,
 }
 
-/// The watches on one storage root.
+/// The watches on a project's storage roots: the kernel's over every local
+/// root, and polls of each object store.
 pub struct Watches {
+    notified: Option<Notified>,
+    polled: Vec<super::poll::Polled>,
+    /// Each root (the project's first) and who watches it, for routing a
+    /// key as `storage::roots` does.
+    routes: Vec<(PathBuf, Route)>,
+}
+
+/// Which watches a root's keys go to.
+#[derive(Debug, Clone, Copy)]
+enum Route {
+    Local,
+    Polled(usize),
+}
+
+impl Watches {
+    /// The watches on `storage`'s roots, or why there cannot be any (a
+    /// local root and no inotify here).
+    pub fn of(storage: &super::Storage) -> std::io::Result<Watches> {
+        let stores: Vec<super::Storage> = match storage.as_roots() {
+            Some(roots) => roots.stores().to_vec(),
+            None => vec![storage.clone()],
+        };
+        let mut watches = Watches { notified: None, polled: Vec::new(), routes: Vec::new() };
+        for store in stores {
+            let route = match store.as_object() {
+                Some(_) => {
+                    watches.polled.push(super::poll::Polled::new(store.clone()));
+                    Route::Polled(watches.polled.len() - 1)
+                }
+                None => {
+                    if watches.notified.is_none() {
+                        watches.notified = Some(Notified::new()?);
+                    }
+                    Route::Local
+                }
+            };
+            watches.routes.push((store.root().to_path_buf(), route));
+        }
+        Ok(watches)
+    }
+
+    /// The root holding `key`, who watches it, and the key in it.
+    fn route(&self, key: &Key) -> (PathBuf, Route, Key) {
+        let ((root, route), key) = super::roots::route(&self.routes, key, |(root, _)| root.as_path());
+        (root.clone(), *route, key)
+    }
+
+    /// Whether `who` is watched, and if so whether its flag's own
+    /// directory is (else only what is above it: the flag's directory
+    /// did not exist yet).
+    pub fn watching(&self, who: Watching) -> Option<bool> {
+        self.notified
+            .as_ref()
+            .and_then(|watches| watches.watching(who))
+            .or_else(|| self.polled.iter().find_map(|watches| watches.watching(who)))
+    }
+
+    /// Watches for a done flag at `flag` to arrive, change or go, before
+    /// it is read (see [`Notified::await_flag`], [`super::poll::Polled::await_flag`]).
+    pub fn await_flag(&mut self, who: Watching, flag: &Key) {
+        match self.route(flag) {
+            (root, Route::Local, key) => {
+                if let Some(watches) = &mut self.notified {
+                    watches.await_flag(who, &root, &key);
+                }
+            }
+            (_, Route::Polled(index), key) => self.polled[index].await_flag(who, &key),
+        }
+    }
+
+    /// Watches a published done flag itself.
+    pub fn watch_published(&mut self, who: Watching, flag: &Key) {
+        match self.route(flag) {
+            (root, Route::Local, key) => {
+                if let Some(watches) = &mut self.notified {
+                    watches.watch_published(who, &root, &key);
+                }
+            }
+            (_, Route::Polled(index), _) => self.polled[index].watch_published(who),
+        }
+    }
+
+    /// A descriptor to wait on for the kernel's changes; none where every
+    /// root is polled.
+    pub fn descriptor(&self) -> Option<OwnedFd> {
+        self.notified.as_ref().and_then(Notified::descriptor)
+    }
+
+    /// Who changed since the last call.
+    pub fn changed(&mut self) -> Changed {
+        let mut changed = match &mut self.notified {
+            Some(watches) => match watches.changed() {
+                Changed::These(changed) => changed,
+                Changed::Everything => return Changed::Everything,
+            },
+            None => HashSet::new(),
+        };
+        for watches in &mut self.polled {
+            if let Changed::These(more) = watches.changed() {
+                changed.extend(more);
+            }
+        }
+        Changed::These(changed)
+    }
+
+    /// Whether some root's changes are learnt only by [`Watches::poll`].
+    pub fn is_polled(&self) -> bool {
+        !self.polled.is_empty()
+    }
+
+    /// Asks each object store what changed (the kernel's changes come by
+    /// themselves).
+    pub fn poll(&mut self) -> super::poll::Asked {
+        let mut asked = super::poll::Asked::default();
+        for watches in &mut self.polled {
+            let more = watches.poll();
+            asked.heads += more.heads;
+            asked.lists += more.lists;
+            asked.pages += more.pages;
+            asked.changed += more.changed;
+        }
+        asked
+    }
+}
+
+/// The kernel's watches on local storage roots (each call names the root
+/// its key is relative to: directories are watched up to it).
+pub struct Notified {
     watcher: Watcher,
-    /// Where all data lives: directories are watched up to it.
-    root: PathBuf,
     /// Watched directories (and objects) by watch id, with who watches
     /// what is in them or below them.
     watched: HashMap<WatchId, (PathBuf, HashSet<Watching>)>,
@@ -46,13 +173,11 @@ pub struct Watches {
     watch_of: HashMap<Watching, bool>,
 }
 
-impl Watches {
-    /// Watches on the storage at `root`, or why there cannot be any (no
-    /// inotify here).
-    pub fn new(root: &Path) -> std::io::Result<Watches> {
-        Ok(Watches {
+impl Notified {
+    /// Watches, or why there cannot be any (no inotify here).
+    pub fn new() -> std::io::Result<Notified> {
+        Ok(Notified {
             watcher: Watcher::new()?,
-            root: root.to_path_buf(),
             watched: HashMap::new(),
             by_dir: HashMap::new(),
             watch_of: HashMap::new(),
@@ -78,15 +203,15 @@ impl Watches {
     /// watched again, deeper, once it appears. A flag that is a directory
     /// (an empty `done_flag`: the data directory itself) is watched as one.
     /// A key outside the root is not watched.
-    pub fn await_flag(&mut self, who: Watching, flag: &Key) {
+    pub fn await_flag(&mut self, who: Watching, root: &Path, flag: &Key) {
         if self.watch_of.contains_key(&who) || !flag.is_under_root() {
             return;
         }
-        let flag = self.root.join(flag.as_path());
+        let flag = root.join(flag.as_path());
         let Some(parent) = flag.parent() else { return };
         // Root first: the storage root (or the nearest directory above it
         // that exists), each directory below it, the flag.
-        let top = self.root.ancestors().find(|dir| dir.is_dir()).unwrap_or(&self.root).to_path_buf();
+        let top = root.ancestors().find(|dir| dir.is_dir()).unwrap_or(root).to_path_buf();
         let chain: Vec<&Path> = flag.ancestors().take_while(|dir| dir.starts_with(&top)).collect();
         let mut watched_parent = false;
         let mut watched_any = false;
@@ -119,11 +244,11 @@ impl Watches {
     /// flag is empty): its deletion (with its directory's), replacement or
     /// change is reported, while what is published beside it is not. A
     /// flag that is not there is not watched.
-    pub fn watch_published(&mut self, who: Watching, flag: &Key) {
+    pub fn watch_published(&mut self, who: Watching, root: &Path, flag: &Key) {
         if self.watch_of.contains_key(&who) {
             return;
         }
-        let flag = self.root.join(flag.as_path());
+        let flag = root.join(flag.as_path());
         let added = self.watcher.watch_object(&flag);
         if let Some(wd) = self.register(&flag, added, "its view is checked on every run")
             && let Some((_, watching)) = self.watched.get_mut(&wd)
@@ -134,7 +259,7 @@ impl Watches {
     }
 
     /// A copy of the watches' descriptor, to wait on (it is readable when
-    /// changes are queued; [`Watches::changed`] takes them in).
+    /// changes are queued; [`Notified::changed`] takes them in).
     pub fn descriptor(&self) -> Option<OwnedFd> {
         self.watcher.descriptor()
     }
@@ -324,20 +449,20 @@ mod tests {
     #[test]
     fn watches_report_who_changed_since_last_asked() {
         let root = tempfile::tempdir().unwrap();
-        let mut watches = Watches::new(root.path()).unwrap();
+        let mut watches = Notified::new().unwrap();
         let awaited = key("shop/2015/_SUCCESS");
-        watches.await_flag(1, &awaited);
+        watches.await_flag(1, root.path(), &awaited);
         assert_eq!(watches.watching(1), Some(false), "only the root is there to watch");
         assert_eq!(watches.changed(), Changed::These(HashSet::new()));
         std::fs::create_dir_all(root.path().join("shop/2015")).unwrap();
         assert_eq!(watches.changed(), Changed::These(HashSet::from([1])));
         assert_eq!(watches.watching(1), None);
-        watches.await_flag(1, &awaited);
+        watches.await_flag(1, root.path(), &awaited);
         assert_eq!(watches.watching(1), Some(true), "its own directory is watched now");
         std::fs::write(root.path().join("shop/2015/_SUCCESS"), "").unwrap();
         assert_eq!(watches.changed(), Changed::These(HashSet::from([1])));
 
-        watches.watch_published(2, &awaited);
+        watches.watch_published(2, root.path(), &awaited);
         assert_eq!(watches.watching(2), Some(true));
         std::fs::write(root.path().join("shop/2015/beside"), "").unwrap();
         assert_eq!(
@@ -348,7 +473,7 @@ mod tests {
         std::fs::remove_file(root.path().join("shop/2015/_SUCCESS")).unwrap();
         assert_eq!(watches.changed(), Changed::These(HashSet::from([2])));
 
-        watches.await_flag(3, &Key::of(root.path(), Path::new("/elsewhere/_SUCCESS")));
+        watches.await_flag(3, root.path(), &Key::of(root.path(), Path::new("/elsewhere/_SUCCESS")));
         assert_eq!(watches.watching(3), None);
     }
 }

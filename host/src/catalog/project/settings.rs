@@ -153,6 +153,13 @@ impl Checker<'_> {
                     options.allow_http = Some(*b);
                     allow_http_at = Some(at);
                 }
+                ("poll_interval", toml::Value::String(text)) => match humantime::parse_duration(text) {
+                    Ok(interval) if interval >= std::time::Duration::from_millis(100) => {
+                        options.poll_interval = Some(interval);
+                    }
+                    Ok(_) => self.error(at, format!("project.s3.poll_interval {text:?} is under 100ms")),
+                    Err(e) => self.error(at, format!("project.s3.poll_interval {text:?} is not a duration: {e}")),
+                },
                 ("cache_mib", toml::Value::Integer(mib)) => match u64::try_from(*mib) {
                     Ok(mib) if (1..=MAX_CACHE_MIB).contains(&mib) => options.cache_mib = Some(mib),
                     _ => self.error(
@@ -161,7 +168,7 @@ impl Checker<'_> {
                     ),
                 },
                 ("cache_mib", _) => self.error(at, expected("a whole number of MiB")),
-                ("endpoint" | "region", _) => self.error(at, expected("a string")),
+                ("endpoint" | "region" | "poll_interval", _) => self.error(at, expected("a string")),
                 ("path_style" | "allow_http", _) => self.error(at, expected("true or false")),
                 _ => {
                     let known: Vec<String> = S3_KEYS.iter().map(|k| format!("`{k}`")).collect();

@@ -256,13 +256,13 @@ impl JobContext {
         // object store's inputs staged into the local cache, held there
         // until the job ends; its output is uploaded at publish, as a plugin's.
         let dirs: Vec<PathBuf> = self.sources.iter().flat_map(|source| source.paths.iter().cloned()).collect();
-        let local = match super::local_inputs(self.staging.shared(), dirs).await {
+        let local = match super::local_inputs(self.staging.shared(), dirs.clone()).await {
             Ok(local) => local,
             Err(message) => return failed(FailureClass::Host, message),
         };
-        if local.iter().any(LocalInput::is_staged) {
-            let root = self.staging.storage().root().display().to_string();
-            let message = format!("inputs staged from {root} to a local cache: no s3a connector");
+        let staged_from = staged_roots(self.staging.storage(), &dirs, &local);
+        if !staged_from.is_empty() {
+            let message = format!("inputs staged from {} to a local cache: no s3a connector", staged_from.join(", "));
             lines.push(runtime::LogLine { level: "info", message });
         }
         let mut staged = local.iter();
@@ -271,7 +271,7 @@ impl JobContext {
                 *path = local.path().to_path_buf();
             }
         }
-        let staging = match self.staging.create() {
+        let staging = match self.staging.create_for(&self.data_path) {
             Ok(dir) => dir,
             Err(e) => return failed(FailureClass::Host, format!("cannot create a staging directory: {e}")),
         };
@@ -388,9 +388,7 @@ impl JobContext {
                         gate.published = true;
                         Ok(true)
                     }
-                    Err(e) => {
-                        Err(Some((FailureClass::Host, format!("cannot publish to {}: {e}", self.data_path.display()))))
-                    }
+                    Err(e) => Err(Some(super::publish_failed(&self.data_path, &e))),
                 }
             }
             Verdict::NoData => Ok(false),
@@ -422,4 +420,23 @@ impl JobContext {
         );
         let _ = results.send(TaskReport::Logged { view: self.id, log: Box::new(log) });
     }
+}
+
+/// The roots the staged ones of `local` (the local inputs of `dirs`) were
+/// fetched from, each once, as the user wrote them.
+fn staged_roots(storage: &dyn crate::storage::ViewStore, dirs: &[PathBuf], local: &[LocalInput]) -> Vec<String> {
+    let mut roots: Vec<String> = Vec::new();
+    for (dir, local) in dirs.iter().zip(local) {
+        if !local.is_staged() {
+            continue;
+        }
+        let root = match storage.as_roots() {
+            Some(routed) => routed.route(&storage.key(dir)).0.root().display().to_string(),
+            None => storage.root().display().to_string(),
+        };
+        if !roots.contains(&root) {
+            roots.push(root);
+        }
+    }
+    roots
 }

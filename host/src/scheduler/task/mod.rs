@@ -460,9 +460,19 @@ fn release(inputs: Vec<LocalInput>) {
     }
 }
 
+/// Why a publish failed, and whether it is worth retrying: the host's own
+/// I/O is retried; a commit another writer won (two servers on one bucket
+/// by mistake) is not, since a retry would transform the view again and
+/// replace the winner's version. The winner's output, with its receipt,
+/// is there for the next run to adopt.
+pub(super) fn publish_failed(data_path: &std::path::Path, e: &std::io::Error) -> (FailureClass, String) {
+    let class = if e.kind() == std::io::ErrorKind::AlreadyExists { FailureClass::Fatal } else { FailureClass::Host };
+    (class, format!("cannot publish to {}: {e}", data_path.display()))
+}
+
 /// The staging area of `catalog`'s storage, cleaned.
 fn clean_staging(catalog: &Catalog) -> Result<Staging, Error> {
-    let storage = crate::storage::open(&catalog.settings).map_err(|e| Error::Io(e.to_string()))?;
+    let storage = crate::storage::open(&catalog).map_err(|e| Error::Io(e.to_string()))?;
     let staging = Staging::over(storage);
     staging.clean().map_err(|e| Error::Io(format!("cannot clean {}: {e}", catalog.settings.storage.display())))?;
     Ok(staging)

@@ -150,8 +150,9 @@ impl PluginCall {
         // Staging and publishing are the host's own I/O: trouble there is not
         // the view's fault, and is retried until it passes. However the call
         // ends (an abort included), the directory goes unless published.
-        let dir =
-            staging.create().map_err(|e| (FailureClass::Host, format!("cannot create a staging directory: {e}")))?;
+        let dir = staging
+            .create_for(&self.published.data_path)
+            .map_err(|e| (FailureClass::Host, format!("cannot create a staging directory: {e}")))?;
         request.output_dir = dir.path().to_path_buf();
         let mut prepared = match self.incremental.take() {
             Some(spec) => match prepare(&staging, spec).await {
@@ -246,7 +247,7 @@ impl PluginCall {
         self.receipt.timestamp = self.receipt.timestamp.max(self.clock.millis());
         match staging.publish(dir, data_path, done_flag, &mut self.receipt) {
             Ok(()) => Ok((true, counters, marker)),
-            Err(e) => Err((FailureClass::Host, format!("cannot publish to {}: {e}", data_path.display()))),
+            Err(e) => Err(super::publish_failed(data_path, &e)),
         }
     }
 }

@@ -1,0 +1,157 @@
+//! Several storage roots behind one store: the project's, and the roots
+//! view types declare of their own (`storage = "..."` on a `[[view]]`), so
+//! that raw deliveries can sit in one bucket and marts in another.
+//!
+//! Keys stay what they are everywhere: relative to the project's root, and
+//! a path the lattice rendered outside it (under a type's own root) kept
+//! whole ([`Key::of`]). [`Roots`] routes each key to the store whose root
+//! holds it, the longest root first, and asks that store in its own key.
+//!
+//! Invariant: every key reaches exactly one store, the project's when no
+//! other root holds it; a version is staged in the store it is published
+//! to (a local publish is one rename, which cannot cross file systems).
+
+use std::io;
+use std::path::Path;
+
+use super::{Key, Listed, ObjectDir, Staged, Storage, ViewStore, Walk};
+use crate::metastore::FlagIdentity;
+
+/// The project's store first, then each other root's.
+#[derive(Debug)]
+pub struct Roots {
+    stores: Vec<Storage>,
+}
+
+impl Roots {
+    /// `main`, the project's, and `others`, the view types' own roots.
+    pub fn new(main: Storage, others: Vec<Storage>) -> Roots {
+        let mut stores = vec![main];
+        stores.extend(others);
+        Roots { stores }
+    }
+
+    /// Every store, the project's first.
+    pub fn stores(&self) -> &[Storage] {
+        &self.stores
+    }
+
+    /// The store that holds `key`, and the key in it.
+    pub fn route(&self, key: &Key) -> (&Storage, Key) {
+        route(&self.stores, key, |store| store.root())
+    }
+}
+
+/// The one of `items` whose root (`root_of`) holds `key`, the longest
+/// first; the first item's (the project's) when none does. A key under
+/// the project's root is the first's as it is.
+pub(super) fn route<'a, T>(items: &'a [T], key: &Key, root_of: impl Fn(&T) -> &Path) -> (&'a T, Key) {
+    if key.is_under_root() {
+        return (&items[0], key.clone());
+    }
+    let holder = items[1..]
+        .iter()
+        .filter(|item| key.as_path().starts_with(root_of(item)))
+        .max_by_key(|item| root_of(item).components().count());
+    match holder {
+        Some(item) => (item, Key::of(root_of(item), key.as_path())),
+        None => (&items[0], key.clone()),
+    }
+}
+
+impl ViewStore for Roots {
+    fn root(&self) -> &Path {
+        self.stores[0].root()
+    }
+
+    fn identity(&self, key: &Key) -> Option<FlagIdentity> {
+        let (store, key) = self.route(key);
+        store.identity(&key)
+    }
+
+    fn exists(&self, key: &Key) -> bool {
+        let (store, key) = self.route(key);
+        store.exists(&key)
+    }
+
+    fn holds_data(&self, key: &Key) -> bool {
+        let (store, key) = self.route(key);
+        store.holds_data(&key)
+    }
+
+    fn read(&self, key: &Key) -> io::Result<Option<Vec<u8>>> {
+        let (store, key) = self.route(key);
+        store.read(&key)
+    }
+
+    fn list(&self, key: &Key, walk: &Walk) -> io::Result<Vec<Listed>> {
+        let (store, key) = self.route(key);
+        store.list(&key, walk)
+    }
+
+    fn stage(&self) -> io::Result<Staged> {
+        self.stores[0].stage()
+    }
+
+    fn stage_for(&self, key: &Key) -> io::Result<Staged> {
+        let (store, key) = self.route(key);
+        store.stage_for(&key)
+    }
+
+    fn publish(&self, staged: Staged, key: &Key, done_flag: &str) -> io::Result<()> {
+        let (store, key) = self.route(key);
+        store.publish(staged, &key, done_flag)
+    }
+
+    fn clean_staging(&self) -> io::Result<()> {
+        self.stores.iter().try_for_each(|store| store.clean_staging())
+    }
+
+    fn publish_keeps_identities(&self, key: &Key) -> bool {
+        let (store, key) = self.route(key);
+        store.publish_keeps_identities(&key)
+    }
+
+    fn as_object(&self) -> Option<&ObjectDir> {
+        None
+    }
+
+    fn as_roots(&self) -> Option<&Roots> {
+        Some(self)
+    }
+
+    fn local_input(&self, key: &Key) -> io::Result<super::LocalInput> {
+        let (store, key) = self.route(key);
+        store.local_input(&key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A key under a type's own root reaches that root's store, in its own
+    /// key; one under the project's, the project's; a version for a type's
+    /// root is staged in it (one file system, one rename) and published there.
+    #[test]
+    fn keys_reach_the_root_that_holds_them() {
+        let (project, raw) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let main: Storage = std::sync::Arc::new(super::super::LocalDir::new(project.path()));
+        let other: Storage = std::sync::Arc::new(super::super::LocalDir::new(raw.path()));
+        let roots = Roots::new(main, vec![other]);
+        let under_raw = roots.key(&raw.path().join("shop/2015/05/01"));
+        let (store, key) = roots.route(&under_raw);
+        assert_eq!((store.root(), key.as_path()), (raw.path(), Path::new("shop/2015/05/01")));
+        let under_project = roots.key(&project.path().join("mart/2015"));
+        let (store, key) = roots.route(&under_project);
+        assert_eq!((store.root(), key.as_path()), (project.path(), Path::new("mart/2015")));
+
+        let staged = roots.stage_for(&under_raw).unwrap();
+        assert!(staged.path().starts_with(raw.path()), "{}", staged.path().display());
+        std::fs::write(staged.path().join("part"), "rows").unwrap();
+        roots.publish(staged, &under_raw, "").unwrap();
+        assert_eq!(std::fs::read_to_string(raw.path().join("shop/2015/05/01/part")).unwrap(), "rows");
+        assert!(roots.holds_data(&under_raw));
+        assert!(!roots.holds_data(&under_project));
+    }
+}
