@@ -472,7 +472,7 @@ pub(super) fn publish_failed(data_path: &std::path::Path, e: &std::io::Error) ->
 
 /// The staging area of `catalog`'s storage, cleaned.
 fn clean_staging(catalog: &Catalog) -> Result<Staging, Error> {
-    let storage = crate::storage::open(&catalog).map_err(|e| Error::Io(e.to_string()))?;
+    let storage = crate::storage::open(catalog).map_err(|e| Error::Io(e.to_string()))?;
     let staging = Staging::over(storage);
     staging.clean().map_err(|e| Error::Io(format!("cannot clean {}: {e}", catalog.settings.storage.display())))?;
     Ok(staging)
