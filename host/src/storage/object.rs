@@ -50,6 +50,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 
 use super::cache::{Cache, Fetch};
+use super::counted::LIST_PAGE;
 use super::{Key, Listed, LocalDir, LocalInput, Staged, ViewStore, Walk};
 use crate::metastore::FlagIdentity;
 
@@ -549,9 +550,6 @@ impl Seen {
             && (self.version.is_none() || other.version.is_none() || self.version == other.version)
     }
 }
-
-/// Objects listed per page by S3's ListObjectsV2.
-pub const LIST_PAGE: usize = 1000;
 
 /// Requests a poll has in flight at once.
 const POLLS_IN_FLIGHT: usize = 16;
