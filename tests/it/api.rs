@@ -718,34 +718,6 @@ async fn a_500_names_its_log_entry_and_no_path() {
     assert!(!error.contains(&root) && !error.contains("/tmp"), "{error}");
 }
 
-/// A reload onto a storage root this build cannot serve (object storage)
-/// is refused as serving it at start would be, in the line `validate`
-/// prints, and the server keeps its project.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_reload_onto_object_storage_is_refused_in_one_line() {
-    let project = Project::new(&[1]);
-    let on_s3 = "[project]\nname = \"inprocess\"\nstorage = \"s3://views/proj\"\n\n[[view]]\nname = \"t.raw/In\"\n\
-                 time = { frequency = \"1d\", initial = \"2015-01-01\" }\n";
-    std::fs::write(project.root().join("trellis.toml"), on_s3).unwrap();
-    let reloader = Reloader { dir: project.root().to_path_buf(), runtime: runtime().clone() };
-    let app = App::serving(
-        project.catalog("v1"),
-        project.catalog("v1"),
-        Capacity::default(),
-        without_token(),
-        Some(reloader),
-    )
-    .await;
-    let (_, error) = app.error(Method::POST, "/reload", None, StatusCode::UNPROCESSABLE_ENTITY).await;
-    assert!(
-        error.contains(
-            "trellis.toml:3: project.storage \"s3://views/proj\": object storage is not served by this build yet"
-        ),
-        "{error}"
-    );
-    assert!(!project.root().join("s3:").exists());
-}
-
 /// `GET /plugins` lists each problem of the view types' use of a plugin
 /// under the plugin its diagnostic names, and under no other: here a
 /// transformation plugin given as a view type's checksum, whose message

@@ -604,32 +604,3 @@ fn bench_writes_only_into_a_new_directory_or_its_own() {
     assert_eq!(std::fs::read_to_string(project.join("trellis.toml")).unwrap(), "[project]\nname = \"mine\"\n");
     assert_eq!(std::fs::read_dir(&project).unwrap().count(), 1, "nothing written beside trellis.toml");
 }
-
-/// A storage root this build cannot serve (object storage, for now) is
-/// refused by every command that reads or writes view data, in one line
-/// at its key, before anything is created: it is never read as a local
-/// directory named `s3:`.
-#[test]
-fn an_s3_storage_root_is_refused_in_one_line_not_read_as_a_directory() {
-    let dir = tempfile::tempdir().unwrap();
-    let project = dir.path();
-    std::fs::write(
-        project.join("trellis.toml"),
-        "[project]\nname = \"objects\"\nstorage = \"s3://views/proj\"\n\n[[view]]\nname = \"t.raw/In\"\n",
-    )
-    .unwrap();
-    let file = project.join("trellis.toml");
-    let expected = format!(
-        "{}:3: project.storage \"s3://views/proj\": object storage is not served by this build yet\n\
-         error: 1 problem in {}\n",
-        file.display(),
-        file.display()
-    );
-    for args in [&["validate"][..], &["materialize", "-v", "t.raw/In"], &["views"], &["plan", "-v", "t.raw/In"]] {
-        let refused = run(trellis().current_dir(project).args(args).arg("-p").arg(project));
-        assert_eq!(refused.code, 2, "{args:?}: {}{}", refused.stdout, refused.stderr);
-        assert_eq!(refused.stderr, expected, "{args:?}");
-    }
-    let left: Vec<_> = std::fs::read_dir(project).unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert_eq!(left, ["trellis.toml"], "nothing created beside the project file");
-}

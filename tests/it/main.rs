@@ -123,7 +123,9 @@
 //!   after it, a root's probe; `s3_commands.rs` the commands on an S3 root
 //!   (`validate`/`serve` refusing an unreachable endpoint or a missing
 //!   bucket in one line, `gc`, `views --json` and the API's current
-//!   prefix); `cli.rs` the commands' output and exit codes
+//!   prefix); `s3_project.rs` materializes a project on an S3 root
+//!   with the real binary (plugins' inputs through the local cache, a
+//!   second run idle, a re-delivery rebuilding its cone); `cli.rs` the commands' output and exit codes
 //!   (flags and a pending invalidation shown, attempts per flow);
 //!   `browser.rs` drives the web UI in Debian's headless Chromium over
 //!   WebDriver (fantoccini and chromedriver, installed by the test itself
@@ -168,6 +170,7 @@ mod remote;
 mod runtime;
 mod s3;
 mod s3_commands;
+mod s3_project;
 mod s3_servers;
 mod sandbox;
 mod scenarios;

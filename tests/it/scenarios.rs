@@ -305,8 +305,11 @@ fn run_scenario(steps: &[Step], backend: Backend) -> (String, Vec<String>) {
             }
             Step::Write { path, content } => {
                 let target = project.join(path);
-                std::fs::create_dir_all(target.parent().unwrap()).unwrap();
-                std::fs::write(&target, content.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+                let text = content.iter().map(|l| format!("{l}\n")).collect::<String>();
+                if !place.put(path, &text) {
+                    std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+                    std::fs::write(&target, text).unwrap();
+                }
                 place.on_backend(&target);
                 push(&format!("@write {path}"));
                 content.iter().for_each(|line| push(line));
@@ -357,6 +360,17 @@ impl Place<'_> {
     /// Creates an empty file at `path` (relative to the project): on S3,
     /// an object where it is under the storage root.
     fn touch(&self, path: &str) {
+        if self.put(path, "") {
+            return;
+        }
+        let path = self.project.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "").unwrap();
+    }
+
+    /// On S3, writes `content` as the object at `path` (relative to the
+    /// project) when it is under the storage root: whether it did.
+    fn put(&self, path: &str, content: &str) -> bool {
         if let Some(bucket) = self.bucket
             && let Some(root) = self.storage_dir()
             && let Ok(relative) = Path::new(path.trim_start_matches("./")).strip_prefix(&root)
@@ -364,12 +378,10 @@ impl Place<'_> {
             let moto = crate::moto::moto();
             let location = object_store::path::Path::from(format!("{}/{}", root.display(), relative.display()));
             let client = moto.client(bucket);
-            moto.block_on(object_store::ObjectStoreExt::put(&*client, &location, "".into())).unwrap();
-            return;
+            moto.block_on(object_store::ObjectStoreExt::put(&*client, &location, content.to_string().into())).unwrap();
+            return true;
         }
-        let path = self.project.join(path);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, "").unwrap();
+        false
     }
 
     /// The storage root in the bucket, as the project file now says it.

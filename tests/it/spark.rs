@@ -610,3 +610,74 @@ fn a_refused_connection_is_retried_without_counting_against_retries() {
     assert_eq!(flow["attempts"], 3, "{flow}");
     assert_eq!(flow["status"], "SUCCESSFUL", "{flow}");
 }
+
+/// A project on S3 (moto): Spark has no s3a connector here, so the host
+/// stages the committed inputs into its local cache, Spark reads those,
+/// and the job's output is uploaded and committed as a plugin's is; the
+/// job's log says so in one line. Its rows are csv-aggregate's, computed
+/// beside it through the same cache.
+#[test]
+fn a_spark_view_on_s3_reads_its_inputs_staged_locally_and_commits_to_the_bucket() {
+    use object_store::ObjectStoreExt;
+    use trellis::storage::ViewStore;
+    spark();
+    let moto = crate::moto::moto();
+    let bucket = moto.bucket(false);
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let aggregate = r#"{ plugin = "csv-aggregate", config = { group-by = "shop,day", aggregates = "orders=count(*),revenue=sum(amount)" } }"#;
+    let fields = r#"fields = [{ name = "shop", type = "string" }, { name = "day", type = "date" }, { name = "orders", type = "long" }, { name = "revenue", type = "decimal" }]"#;
+    let mut rest = monthly("t.wasm/Daily", aggregate, "");
+    rest.push_str(&monthly(
+        "t.spark/Daily",
+        r#"{ plugin = "spark-sql", config = { query-file = "jobs/daily.sql" }, resources = ["jobs/daily.sql"] }"#,
+        fields,
+    ));
+    project(
+        root,
+        &[("csv-aggregate", "csv_aggregate"), ("spark-sql", "spark_sql")],
+        &rest,
+        &[("jobs/daily.sql", DAILY_SQL)],
+    );
+    let text = std::fs::read_to_string(root.join("trellis.toml")).unwrap();
+    let on_s3 = format!(
+        "[project]\nname = \"spark-test\"\nstorage = \"s3://{bucket}/proj\"\n\n[project.s3]\nendpoint = \"{}\"\npath_style = true\n",
+        moto.endpoint
+    );
+    std::fs::write(root.join("trellis.toml"), text.replace("[project]\nname = \"spark-test\"\n", &on_s3)).unwrap();
+    // The orders delivered into the bucket by another client.
+    let delivery = root.join("delivery");
+    orders(&delivery, &mut Lcg::new(19));
+    let client = moto.client(&bucket);
+    for name in listing(&delivery).into_iter().filter(|name| delivery.join(name).is_file()) {
+        let location = object_store::path::Path::from(format!("proj/{name}"));
+        let body = std::fs::read(delivery.join(&name)).unwrap();
+        moto.block_on(client.put(&location, body.into())).unwrap();
+    }
+    let on_s3 = |args: &[&str]| {
+        let mut command = trellis();
+        command.args(args).arg("-p").arg(root).envs(crate::moto::ENVIRONMENT.iter().copied());
+        command
+    };
+    for pattern in ["t.wasm/Daily/2015/05", "t.spark/Daily/2015/05"] {
+        let result = run_within(&mut on_s3(&["materialize", "-v", pattern]), LIMIT);
+        assert_eq!(result.code, 0, "{pattern}: {}\n{}", result.stdout, result.stderr);
+    }
+    // Both views' committed versions, fetched as a plugin's inputs are.
+    let local = tempfile::tempdir().unwrap();
+    let store = moto.dir(&bucket, local.path());
+    let fetched = |relative: &str| store.local_input(&store.key(&store.root().join(relative))).unwrap();
+    let (wasm, spark) = (fetched("t/wasm/Daily/2015/05"), fetched("t/spark/Daily/2015/05"));
+    let expected = rows(wasm.path());
+    assert_eq!(expected.len(), 7, "a header and 6 shop-days: {expected:?}");
+    assert_eq!(rows(spark.path()), expected, "Spark SQL over the staged inputs against csv-aggregate");
+    let receipt = trellis::scheduler::publish::RECEIPT;
+    assert_eq!(listing(spark.path()), [receipt, "_SUCCESS", "part-00000.csv"]);
+    let logs = run(&mut on_s3(&["logs", "t.spark/Daily/2015/05"]));
+    let said = format!("inputs staged from s3://{bucket}/proj to a local cache: no s3a connector");
+    assert_eq!(logs.stdout.matches(&said).count(), 1, "{}", logs.stdout);
+    assert!(logs.stdout.contains("input orders: 6 path(s) (csv)"), "{}", logs.stdout);
+    assert!(!root.join("data").exists(), "no view stored locally");
+    assert_eq!(listing(&root.join(".trellis/staging/.trellis-staging")), Vec::<String>::new(), "no staging left");
+    assert!(processes_under(root).is_empty(), "{:?}", processes_under(root));
+}

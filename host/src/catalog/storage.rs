@@ -51,6 +51,9 @@ pub struct S3Options {
     /// How often a server asks the store whether awaited flags arrived
     /// (see [`S3Options::poll_interval`]).
     pub poll_interval: Option<std::time::Duration>,
+    /// The bound of the local cache plugins' and engines' inputs are
+    /// fetched into, in MiB (see [`S3Options::cache_bytes`]).
+    pub cache_mib: Option<u64>,
     /// How long a replaced version (and a crashed publish's orphan) is
     /// kept for outside readers still listing it (see [`S3Options::grace`]).
     pub grace: Option<Duration>,
@@ -61,6 +64,9 @@ pub struct S3Options {
 /// per flag (or per prefix that flags share), so not every second.
 pub const DEFAULT_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// The input cache's bound when `cache_mib` is not set: as large as a
+/// transformation's default output cap, so that one such input fits.
+pub const DEFAULT_CACHE_MIB: u64 = 10 * 1024;
 /// How long a replaced version is kept when `[project.s3] grace` is not set:
 /// long enough for an outside reader's query that listed it to finish.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(60 * 60);
@@ -77,6 +83,11 @@ impl S3Options {
     /// [`DEFAULT_POLL_INTERVAL`].
     pub fn poll_interval(&self) -> std::time::Duration {
         self.poll_interval.unwrap_or(DEFAULT_POLL_INTERVAL)
+    }
+
+    /// The input cache's bound in bytes: `cache_mib`, else [`DEFAULT_CACHE_MIB`].
+    pub fn cache_bytes(&self) -> u64 {
+        self.cache_mib.unwrap_or(DEFAULT_CACHE_MIB).saturating_mul(1 << 20)
     }
 
     /// How long a version stays removable-but-kept: as declared, else
@@ -288,7 +299,8 @@ pub(crate) fn lexical(path: &Path) -> PathBuf {
 }
 
 /// The keys `[project.s3]` takes.
-pub(crate) const S3_KEYS: [&str; 6] = ["endpoint", "region", "path_style", "allow_http", "poll_interval", "grace"];
+pub(crate) const S3_KEYS: [&str; 7] =
+    ["endpoint", "region", "path_style", "allow_http", "poll_interval", "cache_mib", "grace"];
 
 /// Whether a key of `[project.s3]` would hold a credential, which never
 /// goes in the project file.
@@ -472,10 +484,12 @@ mod tests {
                 path_style: Some(true),
                 allow_http: None,
                 poll_interval: None,
+                cache_mib: None,
                 grace: None,
             }
         );
         assert!(settings.s3.allows_http());
+        assert_eq!(settings.s3.cache_bytes(), DEFAULT_CACHE_MIB << 20);
         assert_eq!(settings.s3.grace(), DEFAULT_GRACE);
         // A local project is what it was, and served.
         let local = load(VIEW, Path::new("/p")).unwrap();
@@ -513,7 +527,7 @@ mod tests {
             with("regoin = \"us-east-1\"\n").unwrap_err(),
             [
                 "trellis.toml:5: project.s3: unknown field `regoin`, expected one of `endpoint`, `region`, `path_style`, \
-              `allow_http`, `poll_interval`, `grace`; did you mean `region`?"
+              `allow_http`, `poll_interval`, `cache_mib`, `grace`; did you mean `region`?"
             ]
         );
         assert_eq!(
@@ -543,6 +557,19 @@ mod tests {
                 "trellis.toml:7: project.s3.region \"\" must be a region's name, like `us-east-1`",
             ]
         );
+        // The input cache's bound: a positive whole number of MiB.
+        let bound = "must be a number of MiB from 1 to 1099511627776";
+        for (value, refused) in [
+            ("0", format!("{bound}, not 0")),
+            ("-3", format!("{bound}, not -3")),
+            ("1099511627777", format!("{bound}, not 1099511627777")),
+            ("\"1G\"", "must be a whole number of MiB, not string".to_string()),
+            ("1.5", "must be a whole number of MiB, not float".to_string()),
+        ] {
+            let expected = [format!("trellis.toml:5: project.s3.cache_mib {refused}")];
+            assert_eq!(with(&format!("cache_mib = {value}\n")).unwrap_err(), expected, "{value}");
+        }
+        assert_eq!(with("cache_mib = 512\n").unwrap().settings.s3.cache_bytes(), 512 << 20);
         let with_user = with("endpoint = \"https://me:pw@minio\"\n").unwrap_err();
         assert_eq!(with_user.len(), 1);
         assert!(

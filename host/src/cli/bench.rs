@@ -718,7 +718,7 @@ impl Delivery {
     /// The delivery to the project's root; a local root was delivered to
     /// when the project was written.
     fn to(catalog: &crate::catalog::Catalog, dir: &Path) -> anyhow::Result<Delivery> {
-        let storage = crate::storage::open(&catalog)?;
+        let storage = crate::storage::open(catalog)?;
         Ok(match storage.as_object() {
             Some(_) => Delivery::Store(storage),
             None => Delivery::Local(dir.join("data")),

@@ -20,7 +20,8 @@ use object_store::{
     PutOptions, PutPayload, PutResult, RenameOptions, Result, UploadPart,
 };
 
-use super::object::LIST_PAGE;
+/// Objects listed per page by S3's ListObjectsV2.
+pub const LIST_PAGE: usize = 1000;
 
 /// Requests sent so far, by kind.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

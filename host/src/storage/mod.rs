@@ -32,9 +32,15 @@
 //! where it lies. An outside reader (Spark, Trino, Athena) waits for the
 //! done flag and reads the prefix its body names, `K/_v/<body>/`; the
 //! flag is rewritten only after the commit, and the version it names is
-//! kept for the grace period after a later publish replaces it. The
-//! project's `storage = "s3://..."` chooses the object store
-//! ([`open`]); `validate` and `serve` [`ViewStore::probe`] it at start.
+//! kept for the grace period after a later publish replaces it. A
+//! project whose `storage` is `s3://...` is on it ([`open`]); `validate`
+//! and `serve` [`ViewStore::probe`] each root at start.
+//!
+//! A plugin or an engine reads its inputs as local directories:
+//! [`ViewStore::local_input`] gives one holding a view's current data,
+//! the directory itself for a local root; for an object store, a
+//! read-only copy in the project's [`cache`] (beside the metastore),
+//! fetched once per version and leased while the call runs.
 //!
 //! Beside the store: [`watch`] tells what changed since it was last asked
 //! (inotify here; an object store's watcher would list the watched
@@ -43,6 +49,7 @@
 //! usage against its cap, where a grant really is, an engine's files
 //! moved into staging), which an object store would materialize.
 
+pub mod cache;
 pub mod counted;
 pub mod grant;
 pub mod local;
@@ -72,7 +79,9 @@ pub type Storage = std::sync::Arc<dyn ViewStore>;
 /// the scheduler read the same data the same way.
 pub fn open(catalog: &crate::catalog::Catalog) -> Result<Storage, object::Error> {
     let settings = &catalog.settings;
-    let main = open_root(&settings.storage_url, settings)?;
+    // One cache of inputs for every object root: one bound, one LRU order.
+    let cache = cache::Cache::new(&settings.metastore.with_file_name("cache"), settings.s3.cache_bytes());
+    let main = open_root(&settings.storage_url, settings, &cache)?;
     let mut others: Vec<Storage> = Vec::new();
     for view_type in catalog.types() {
         let Some(url) = &view_type.storage else { continue };
@@ -80,7 +89,7 @@ pub fn open(catalog: &crate::catalog::Catalog) -> Result<Storage, object::Error>
         if root == settings.storage || others.iter().any(|store| store.root() == root) {
             continue;
         }
-        others.push(open_root(url, settings)?);
+        others.push(open_root(url, settings, &cache)?);
     }
     if others.is_empty() {
         return Ok(main);
@@ -89,7 +98,11 @@ pub fn open(catalog: &crate::catalog::Catalog) -> Result<Storage, object::Error>
 }
 
 /// The store of one root.
-fn open_root(url: &crate::catalog::StorageUrl, settings: &crate::catalog::Settings) -> Result<Storage, object::Error> {
+fn open_root(
+    url: &crate::catalog::StorageUrl,
+    settings: &crate::catalog::Settings,
+    cache: &cache::Cache,
+) -> Result<Storage, object::Error> {
     use crate::catalog::StorageUrl;
     match url {
         StorageUrl::Local(path) => Ok(std::sync::Arc::new(LocalDir::new(path))),
@@ -114,7 +127,9 @@ fn open_root(url: &crate::catalog::StorageUrl, settings: &crate::catalog::Settin
                     settings.metastore.with_file_name("staging").join(&digest[..16])
                 }
             };
-            Ok(std::sync::Arc::new(ObjectDir::s3(&config, &staging)?.with_grace(options.grace())))
+            Ok(std::sync::Arc::new(
+                ObjectDir::s3(&config, &staging)?.with_cache(cache.clone()).with_grace(options.grace()),
+            ))
         }
     }
 }
@@ -253,6 +268,12 @@ pub trait ViewStore: Send + Sync + std::fmt::Debug {
         Ok(None)
     }
 
+    /// A local, read-only directory holding the current data at `key`,
+    /// for a plugin or an engine to read as its input; it stays as it is
+    /// while the [`LocalInput`] lives (hold it until the call ends). Called
+    /// on a blocking thread: it may fetch the data first.
+    fn local_input(&self, key: &Key) -> io::Result<LocalInput>;
+
     /// Whether a publish keeps each staged file's mtime and inode (a
     /// rename does), so that a listing of what was published tells the
     /// same identities as the staged version's; else only names and sizes
@@ -271,6 +292,35 @@ pub trait ViewStore: Send + Sync + std::fmt::Debug {
     /// The roots this store routes between, when it is several.
     fn as_roots(&self) -> Option<&roots::Roots> {
         None
+    }
+}
+
+/// A view's data as a local directory, for the length of a call.
+#[derive(Debug)]
+pub struct LocalInput {
+    path: PathBuf,
+    /// The cache's entry it is, kept from eviction; none for a local root.
+    lease: Option<cache::Lease>,
+}
+
+impl LocalInput {
+    /// The directory where it lies.
+    pub fn in_place(path: PathBuf) -> LocalInput {
+        LocalInput { path, lease: None }
+    }
+
+    /// A cache entry, leased.
+    pub fn cached(lease: cache::Lease) -> LocalInput {
+        LocalInput { path: lease.path().to_path_buf(), lease: Some(lease) }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether it is a copy staged from the store (not the data in place).
+    pub fn is_staged(&self) -> bool {
+        self.lease.is_some()
     }
 }
 
@@ -341,7 +391,8 @@ mod tests {
     fn each_root_opens_a_store_whose_keys_are_the_lattices_paths_under_it() {
         for storage in ["data", "s3://views/proj", "s3://views"] {
             let (_dir, settings) = settings(storage);
-            let store = open_root(&settings.storage_url, &settings).unwrap();
+            let cache = cache::Cache::new(&settings.metastore.with_file_name("cache"), settings.s3.cache_bytes());
+            let store = open_root(&settings.storage_url, &settings, &cache).unwrap();
             assert_eq!(store.root(), settings.storage, "{storage}");
             let data = settings.storage.join("a/raw/2015/05/01");
             assert_eq!(store.key(&data).as_path(), Path::new("a/raw/2015/05/01"), "{storage}");

@@ -62,7 +62,9 @@ use object_store::{
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 
-use super::{Key, Listed, LocalDir, Staged, ViewStore, Walk};
+use super::cache::{Cache, Fetch};
+use super::counted::LIST_PAGE;
+use super::{Key, Listed, LocalDir, LocalInput, Staged, ViewStore, Walk};
 use crate::metastore::FlagIdentity;
 
 /// The pointer's name inside a view's data key.
@@ -125,6 +127,8 @@ pub struct ObjectDir {
     /// Where `stage` makes its local directories (a plugin writes into a
     /// real local directory), cleaned as a local root's staging is.
     local: LocalDir,
+    /// Where plugins' and engines' inputs are fetched to ([`ViewStore::local_input`]).
+    cache: Cache,
     /// The store's own runtime, shut down without waiting when dropped
     /// (a drop may happen inside another runtime, where waiting panics).
     runtime: Option<tokio::runtime::Runtime>,
@@ -283,6 +287,7 @@ impl ObjectDir {
             bucket: bucket.trim_end_matches('/').to_string(),
             prefix: Path::from_iter(prefix.split('/').filter(|part| !part.is_empty())),
             local: LocalDir::new(local),
+            cache: Cache::new(&local.join(".trellis-cache"), crate::catalog::S3Options::default().cache_bytes()),
             runtime: Some(runtime),
             grace: crate::catalog::storage::DEFAULT_GRACE,
         })
@@ -620,9 +625,6 @@ impl Seen {
     }
 }
 
-/// Objects listed per page by S3's ListObjectsV2.
-pub const LIST_PAGE: usize = 1000;
-
 /// Requests a poll has in flight at once.
 const POLLS_IN_FLIGHT: usize = 16;
 
@@ -853,11 +855,18 @@ impl ViewStore for ObjectDir {
         self.commit(pending, done_flag)
     }
 
-    /// The local staging directory, as a local root's is cleaned. What a
-    /// crashed publish left in the bucket is for the next commit of its
-    /// view and `trellis gc`, after the grace period.
+    /// The local staging directory, as a local root's is cleaned, and what
+    /// a crash left of the cache's fetches. What a crashed publish left in
+    /// the bucket is for the next commit of its view and `trellis gc`,
+    /// after the grace period.
     fn clean_staging(&self) -> io::Result<()> {
-        self.local.clean_staging()
+        self.local.clean_staging()?;
+        self.cache.clean()
+    }
+
+    /// [`ObjectDir::cached_input`].
+    fn local_input(&self, key: &Key) -> io::Result<LocalInput> {
+        self.cached_input(key)
     }
 }
 
@@ -1314,6 +1323,191 @@ impl Context {
     }
 }
 
+/// Files fetched at once into the cache, for one input.
+const DOWNLOADS_IN_FLIGHT: usize = 8;
+
+impl ObjectDir {
+    /// The same store, its inputs fetched into `cache` (the project's,
+    /// beside its metastore) rather than beside its staging.
+    pub fn with_cache(mut self, cache: Cache) -> ObjectDir {
+        self.cache = cache;
+        self
+    }
+
+    pub fn cache(&self) -> &Cache {
+        &self.cache
+    }
+
+    /// The current data at `key` as a local read-only directory: its
+    /// cache entry, fetched first when it is not there. A view trellis
+    /// published is known by the version its pointer names (one GET when
+    /// cached: a version is never written again); data without a pointer,
+    /// by its listing's names, ETags and sizes (one LIST), each object
+    /// fetched only if its ETag is still the one listed.
+    fn cached_input(&self, key: &Key) -> io::Result<LocalInput> {
+        let data = self.location(key)?;
+        let context = self.context();
+        let (data, current) = self.run(async move {
+            let current = context.pointer(&data).await?;
+            Ok((data, current))
+        })?;
+        let name = format!("{}/{data}", self.bucket);
+        let lease = match current {
+            Some(current) => {
+                let base = data.clone().join(VERSIONS).join(current.version.as_str());
+                let identity = format!("version {}", current.version);
+                let mut fetch = Remote { dir: self, base, published: true, files: None };
+                self.cache.get(&name, identity.as_bytes(), &mut fetch)?
+            }
+            None => {
+                let mut fetch = Remote { dir: self, base: data, published: false, files: None };
+                let files = fetch.files()?;
+                if files.is_empty() {
+                    return Err(io::Error::new(io::ErrorKind::NotFound, format!("{name}: no objects there")));
+                }
+                let mut identity = Vec::new();
+                for file in files.iter() {
+                    for part in [file.name.as_str(), file.e_tag.as_deref().unwrap_or_default()] {
+                        identity.extend_from_slice(part.as_bytes());
+                        identity.push(0);
+                    }
+                    identity.extend_from_slice(&file.size.to_le_bytes());
+                }
+                self.cache.get(&name, &identity, &mut fetch)?
+            }
+        };
+        Ok(LocalInput::cached(lease))
+    }
+}
+
+/// The objects of one input, as the cache fetches them.
+struct Remote<'a> {
+    dir: &'a ObjectDir,
+    /// Where its files are: a version's prefix, or the data's own key.
+    base: Path,
+    /// Whether `base` is a version (else the pointer and versions of a
+    /// view published there are not its files).
+    published: bool,
+    /// Listed, once.
+    files: Option<Vec<RemoteFile>>,
+}
+
+/// An object to fetch: where it is, its name below the input (`/`
+/// between components, each a plain file name), what it was listed with.
+#[derive(Debug, Clone)]
+struct RemoteFile {
+    location: Path,
+    name: String,
+    size: u64,
+    e_tag: Option<String>,
+}
+
+impl Remote<'_> {
+    /// The input's objects, sorted by name (listed the first time).
+    fn files(&mut self) -> io::Result<&[RemoteFile]> {
+        if self.files.is_none() {
+            let (context, base) = (self.dir.context(), self.base.clone());
+            let objects = self.dir.run(async move {
+                context
+                    .store
+                    .list(Some(&base))
+                    .try_collect::<Vec<ObjectMeta>>()
+                    .await
+                    .map_err(|e| context.failed("list", &base, &e))
+            })?;
+            let mut files = Vec::with_capacity(objects.len());
+            for meta in objects {
+                let Some(parts) = meta.location.prefix_match(&self.base) else { continue };
+                let mut names = Vec::new();
+                for part in parts {
+                    let name = percent_encoding::percent_decode_str(part.as_ref()).decode_utf8().ok();
+                    match name.filter(|name| !matches!(name.as_ref(), "" | "." | "..") && !name.contains(['/', '\0'])) {
+                        Some(name) => names.push(name.into_owned()),
+                        None => {
+                            return Err(invalid(format!(
+                                "{}/{} has a name that cannot be a local file's",
+                                self.dir.bucket, meta.location
+                            )));
+                        }
+                    }
+                }
+                if !self.published && (names.first().is_some_and(|first| first == VERSIONS) || names == [POINTER]) {
+                    continue;
+                }
+                if names.is_empty() {
+                    continue;
+                }
+                files.push(RemoteFile {
+                    location: meta.location,
+                    name: names.join("/"),
+                    size: meta.size,
+                    e_tag: meta.e_tag,
+                });
+            }
+            files.sort_by(|a, b| a.name.cmp(&b.name));
+            self.files = Some(files);
+        }
+        Ok(self.files.as_deref().unwrap_or_default())
+    }
+}
+
+impl Fetch for Remote<'_> {
+    fn size(&mut self) -> io::Result<u64> {
+        Ok(self.files()?.iter().map(|file| file.size).sum())
+    }
+
+    fn fetch_into(&mut self, dir: &LocalPath) -> io::Result<()> {
+        let files = self.files()?.to_vec();
+        let (context, dir) = (self.dir.context(), dir.to_path_buf());
+        self.dir.run(async move { context.download_all(files, &dir).await })
+    }
+}
+
+impl Context {
+    /// Writes `files` under `dir`, a few at once.
+    async fn download_all(&self, files: Vec<RemoteFile>, dir: &LocalPath) -> io::Result<()> {
+        for file in &files {
+            if let Some(parent) = dir.join(&file.name).parent() {
+                tokio::fs::create_dir_all(parent).await?;
+            }
+        }
+        let downloads = files.into_iter().map(|file| {
+            let (context, path) = (self.clone(), dir.join(&file.name));
+            async move { context.download_one(&file, &path).await }
+        });
+        let mut results = futures_util::stream::iter(downloads).buffer_unordered(DOWNLOADS_IN_FLIGHT);
+        while let Some(result) = results.next().await {
+            result?;
+        }
+        Ok(())
+    }
+
+    /// One object into `path` (a new file), streamed, its ETag the one it
+    /// was listed with; its bytes on disk before the entry is renamed into place.
+    async fn download_one(&self, file: &RemoteFile, path: &LocalPath) -> io::Result<()> {
+        use tokio::io::AsyncWriteExt;
+        let location = &file.location;
+        let options = object_store::GetOptions { if_match: file.e_tag.clone(), ..Default::default() };
+        let got = self.store.get_opts(location, options).await.map_err(|e| self.failed("read", location, &e))?;
+        let write_failed = |e: io::Error| io::Error::new(e.kind(), format!("cannot write {}: {e}", path.display()));
+        let mut out = tokio::fs::File::create_new(path).await.map_err(write_failed)?;
+        let mut stream = got.into_stream();
+        let mut written = 0;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| self.failed("read", location, &e))?;
+            out.write_all(&chunk).await.map_err(write_failed)?;
+            written += chunk.len() as u64;
+        }
+        if written != file.size {
+            return Err(io::Error::other(format!(
+                "cannot read {}/{location}: {} bytes listed, {written} read (it changed meanwhile)",
+                self.bucket, file.size
+            )));
+        }
+        out.sync_all().await.map_err(write_failed)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1426,6 +1620,40 @@ mod tests {
         assert_eq!(judge(None, &[]), [true, true, false]);
         // The current is never removable.
         assert_eq!(removable(&ids, Some(&b), &[], u64::MAX, Duration::ZERO), [true, false, true]);
+    }
+
+    /// A view's input is fetched into the cache once per version, and a
+    /// version still leased stays while the next is fetched beside it;
+    /// data without a pointer is known by its listing.
+    #[test]
+    fn inputs_are_fetched_into_the_cache_once_per_version() {
+        let (_local, memory, dir) = store();
+        let text = |path: PathBuf| std::fs::read_to_string(path).unwrap();
+        let data = key(&dir, "v/1");
+        dir.publish(staged(&dir, &[("part", "1"), ("sub/x", "2")]), &data, "").unwrap();
+        let first = dir.local_input(&data).unwrap();
+        assert!(first.is_staged() && first.path().starts_with(dir.cache().dir()));
+        assert_eq!(text(first.path().join("sub/x")), "2");
+        assert_eq!(dir.local_input(&data).unwrap().path(), first.path(), "fetched once");
+        dir.publish(staged(&dir, &[("part", "3")]), &data, "").unwrap();
+        let next = dir.local_input(&data).unwrap();
+        assert_ne!(next.path(), first.path());
+        assert_eq!(text(next.path().join("part")), "3");
+        assert!(!next.path().join("sub").exists());
+        assert_eq!(text(first.path().join("sub/x")), "2", "the old version, leased, is kept");
+
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let external = key(&dir, "ext");
+        let deliver = |body: &'static str| {
+            runtime.block_on(memory.put(&Path::from("proj/ext/a"), body.into())).unwrap();
+        };
+        deliver("x");
+        assert_eq!(text(dir.local_input(&external).unwrap().path().join("a")), "x");
+        deliver("yy");
+        assert_eq!(text(dir.local_input(&external).unwrap().path().join("a")), "yy", "a new listing, a new entry");
+        let missing = dir.local_input(&key(&dir, "none")).unwrap_err();
+        assert_eq!(missing.kind(), io::ErrorKind::NotFound);
+        assert_eq!(missing.to_string(), "memory://test/proj/none: no objects there");
     }
 
     /// A version committed whose flag was never written (the process

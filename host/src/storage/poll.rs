@@ -22,8 +22,10 @@
 use std::collections::{HashMap, HashSet};
 
 use super::object::Seen;
-use super::watch::{Changed, Watching};
 use super::{Key, Storage};
+
+/// Who watches, by the caller's own number (as `watch::Watching`).
+type Watching = u32;
 
 /// The watches on an object root.
 pub struct Polled {
@@ -91,13 +93,13 @@ impl Polled {
     }
 
     /// Who a poll found changed since the last call, each no longer watched.
-    pub fn changed(&mut self) -> Changed {
+    pub fn changed(&mut self) -> HashSet<Watching> {
         let changed = std::mem::take(&mut self.changed);
         for who in &changed {
             self.awaited.remove(who);
             self.published.remove(who);
         }
-        Changed::These(changed)
+        changed
     }
 
     /// Looks at every awaited flag: HEADs, or one listing per prefix that

@@ -120,6 +120,11 @@ impl ViewStore for Roots {
         Some(self)
     }
 
+    fn local_input(&self, key: &Key) -> io::Result<super::LocalInput> {
+        let (store, key) = self.route(key);
+        store.local_input(&key)
+    }
+
     /// Every root, the first that fails named.
     fn probe(&self) -> Result<(), String> {
         self.stores.iter().try_for_each(|store| store.probe().map_err(|e| format!("{}: {e}", store.root().display())))

@@ -133,9 +133,7 @@ impl Watches {
             None => HashSet::new(),
         };
         for watches in &mut self.polled {
-            if let Changed::These(more) = watches.changed() {
-                changed.extend(more);
-            }
+            changed.extend(watches.changed());
         }
         Changed::These(changed)
     }

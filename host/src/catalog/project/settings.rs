@@ -16,6 +16,9 @@ use crate::catalog::{
     Settings, StorageUrl, did_you_mean,
 };
 
+/// The largest `[project.s3] cache_mib`: its bytes still fit in 64 bits (an exbibyte).
+const MAX_CACHE_MIB: u64 = 1 << 40;
+
 /// The delay before a first retry when neither `[defaults]` nor the view
 /// type says; it doubles with each retry.
 pub(super) const DEFAULT_BACKOFF: Duration = Duration::from_millis(100);
@@ -157,6 +160,14 @@ impl Checker<'_> {
                     Ok(_) => self.error(at, format!("project.s3.poll_interval {text:?} is under 100ms")),
                     Err(e) => self.error(at, format!("project.s3.poll_interval {text:?} is not a duration: {e}")),
                 },
+                ("cache_mib", toml::Value::Integer(mib)) => match u64::try_from(*mib) {
+                    Ok(mib) if (1..=MAX_CACHE_MIB).contains(&mib) => options.cache_mib = Some(mib),
+                    _ => self.error(
+                        at,
+                        format!("project.s3.cache_mib must be a number of MiB from 1 to {MAX_CACHE_MIB}, not {mib}"),
+                    ),
+                },
+                ("cache_mib", _) => self.error(at, expected("a whole number of MiB")),
                 ("grace", toml::Value::String(text)) => match humantime::parse_duration(text) {
                     Ok(grace) => options.grace = Some(grace),
                     Err(e) => {

@@ -37,6 +37,7 @@ use crate::model::{Counters, counters_of};
 use crate::runtime::{self, Application, JobRequest, Plugin};
 use crate::scheduler::publish::{Receipt, Staging, StagingDir};
 use crate::scheduler::transition::FailureClass;
+use crate::storage::LocalInput;
 
 /// Between a running job and a stop: whichever takes the gate first
 /// decides whether the view's data was published (and will be reported)
@@ -251,6 +252,25 @@ impl JobContext {
         if gate.lock().unwrap_or_else(|p| p.into_inner()).stopped {
             return TaskReport::Reaped { view: id };
         }
+        // Without the s3a connector (not in PySpark's wheel), Spark reads an
+        // object store's inputs staged into the local cache, held there
+        // until the job ends; its output is uploaded at publish, as a plugin's.
+        let dirs: Vec<PathBuf> = self.sources.iter().flat_map(|source| source.paths.iter().cloned()).collect();
+        let local = match super::local_inputs(self.staging.shared(), dirs.clone()).await {
+            Ok(local) => local,
+            Err(message) => return failed(FailureClass::Host, message),
+        };
+        let staged_from = staged_roots(self.staging.storage(), &dirs, &local);
+        if !staged_from.is_empty() {
+            let message = format!("inputs staged from {} to a local cache: no s3a connector", staged_from.join(", "));
+            lines.push(runtime::LogLine { level: "info", message });
+        }
+        let mut staged = local.iter();
+        for path in self.sources.iter_mut().flat_map(|source| source.paths.iter_mut()) {
+            if let Some(local) = staged.next() {
+                *path = local.path().to_path_buf();
+            }
+        }
         let staging = match self.staging.create_for(&self.data_path) {
             Ok(dir) => dir,
             Err(e) => return failed(FailureClass::Host, format!("cannot create a staging directory: {e}")),
@@ -266,6 +286,7 @@ impl JobContext {
             let _ = (&mut *stopped).await;
         };
         let report = self.spark.run(submission, &progress, stop).await;
+        super::release(local);
         lines.extend(report.lines);
         let outcome = match &report.verdict {
             Verdict::Data => "succeeded".to_string(),
@@ -399,4 +420,23 @@ impl JobContext {
         );
         let _ = results.send(TaskReport::Logged { view: self.id, log: Box::new(log) });
     }
+}
+
+/// The roots the staged ones of `local` (the local inputs of `dirs`) were
+/// fetched from, each once, as the user wrote them.
+fn staged_roots(storage: &dyn crate::storage::ViewStore, dirs: &[PathBuf], local: &[LocalInput]) -> Vec<String> {
+    let mut roots: Vec<String> = Vec::new();
+    for (dir, local) in dirs.iter().zip(local) {
+        if !local.is_staged() {
+            continue;
+        }
+        let root = match storage.as_roots() {
+            Some(routed) => routed.route(&storage.key(dir)).0.root().display().to_string(),
+            None => storage.root().display().to_string(),
+        };
+        if !roots.contains(&root) {
+            roots.push(root);
+        }
+    }
+    roots
 }

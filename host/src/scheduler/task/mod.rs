@@ -34,6 +34,7 @@ use crate::lattice::ViewId;
 use crate::model::Counters;
 use crate::plugins::Plugins;
 use crate::runtime::{self, JobField, JobInput, JobRequest, OutputLimit, Plugin, TransformInput, TransformRequest};
+use crate::storage::{LocalInput, Storage};
 
 /// What a task reports back to the run that started it.
 #[derive(Debug)]
@@ -426,6 +427,39 @@ impl Executor {
     }
 }
 
+/// Inputs fetched at once for one call, each on a blocking thread.
+const INPUTS_STAGED_AT_ONCE: usize = 4;
+
+/// Each of `dirs` (views' data paths, in the storage) as a local
+/// directory for a plugin or an engine to read, in order: the directory
+/// itself for a local root, an object store's data fetched into its cache.
+/// A failure is the host's (retried as its own I/O is), one line naming
+/// the object and the cause.
+async fn local_inputs(storage: Storage, dirs: Vec<PathBuf>) -> Result<Vec<LocalInput>, String> {
+    use futures_util::StreamExt;
+    let staging = dirs.into_iter().map(|dir| {
+        let storage = storage.clone();
+        tokio::task::spawn_blocking(move || {
+            storage
+                .local_input(&storage.key(&dir))
+                .map_err(|e| format!("cannot stage the input {} locally: {e}", dir.display()))
+        })
+    });
+    let staged: Vec<_> = futures_util::stream::iter(staging).buffered(INPUTS_STAGED_AT_ONCE).collect().await;
+    staged
+        .into_iter()
+        .map(|joined| joined.map_err(|e| format!("staging an input stopped: {e}")).and_then(|staged| staged))
+        .collect()
+}
+
+/// Ends a call's hold on its inputs: a cache's eviction may remove
+/// directories, off the async workers.
+fn release(inputs: Vec<LocalInput>) {
+    if inputs.iter().any(LocalInput::is_staged) {
+        tokio::task::spawn_blocking(move || drop(inputs));
+    }
+}
+
 /// Why a publish failed, and whether it is worth retrying: the host's own
 /// I/O is retried; a commit another writer won (two servers on one bucket
 /// by mistake) is not, since a retry would transform the view again and
@@ -438,7 +472,7 @@ pub(super) fn publish_failed(data_path: &std::path::Path, e: &std::io::Error) ->
 
 /// The staging area of `catalog`'s storage, cleaned.
 fn clean_staging(catalog: &Catalog) -> Result<Staging, Error> {
-    let storage = crate::storage::open(&catalog).map_err(|e| Error::Io(e.to_string()))?;
+    let storage = crate::storage::open(catalog).map_err(|e| Error::Io(e.to_string()))?;
     let staging = Staging::over(storage);
     staging.clean().map_err(|e| Error::Io(format!("cannot clean {}: {e}", catalog.settings.storage.display())))?;
     Ok(staging)

@@ -154,7 +154,7 @@ impl PluginCall {
             .create_for(&self.published.data_path)
             .map_err(|e| (FailureClass::Host, format!("cannot create a staging directory: {e}")))?;
         request.output_dir = dir.path().to_path_buf();
-        let prepared = match self.incremental.take() {
+        let mut prepared = match self.incremental.take() {
             Some(spec) => match prepare(&staging, spec).await {
                 Ok(prepared) => Some(prepared),
                 Err(message) => {
@@ -164,6 +164,24 @@ impl PluginCall {
             },
             None => None,
         };
+        // Inputs read as local directories: an object store's fetched into
+        // its cache, held there until the call returns.
+        let mut dirs: Vec<PathBuf> = request.inputs.iter().map(|input| input.dir.clone()).collect();
+        let previous = prepared.as_mut().and_then(|(_, prepared)| prepared.increment.previous_output.as_mut());
+        dirs.extend(previous.as_deref().cloned());
+        let local = match super::local_inputs(staging.shared(), dirs).await {
+            Ok(local) => local,
+            Err(message) => {
+                staging.discard(dir);
+                return Err((FailureClass::Host, message));
+            }
+        };
+        for (input, local) in request.inputs.iter_mut().zip(&local) {
+            input.dir = local.path().to_path_buf();
+        }
+        if let (Some(previous), Some(local)) = (previous, local.get(request.inputs.len())) {
+            *previous = local.path().to_path_buf();
+        }
         let called = match &prepared {
             Some((_, prepared)) => self.plugin.transform_incremental(&request, &prepared.increment).await,
             None => self
@@ -172,6 +190,7 @@ impl PluginCall {
                 .await
                 .map(|report| report.map(|outcome| runtime::IncrementalOutcome { outcome, commits: Vec::new() })),
         };
+        super::release(local);
         let mut report = match called {
             Ok(report) => report,
             Err(e) => {
