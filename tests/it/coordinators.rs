@@ -141,12 +141,13 @@ async fn on_an_object_store_a_waiting_action_runs_when_a_poll_sees_its_flag() {
     let moto = crate::moto::moto();
     let bucket = moto.bucket(false);
     let client = moto.client(&bucket);
-    let deliver = |day: u32| {
+    // Inside the test's runtime: the client's requests are awaited here.
+    let deliver = async |day: u32| {
         let flag = object_store::path::Path::from(format!("data/raw/2015/01/{day:02}/_SUCCESS"));
-        moto.block_on(object_store::ObjectStoreExt::put(&*client, &flag, "".into())).unwrap();
+        object_store::ObjectStoreExt::put(&*client, &flag, "".into()).await.unwrap();
     };
     crate::moto::credentials_in_process();
-    deliver(1);
+    deliver(1).await;
     let project = Project::new(&[]);
     let catalog = project.catalog_on_s3("v1", &coordinator("daily", DAILY, ""), &bucket);
     let clock = Clock::manual(time("2015-01-02T07:00:00Z"));
@@ -154,13 +155,10 @@ async fn on_an_object_store_a_waiting_action_runs_when_a_poll_sees_its_flag() {
     action_in(&server.store, "daily", "2015-01-01T06:00:00Z", ActionState::Succeeded).await;
     let waiting = action_in(&server.store, "daily", "2015-01-02T06:00:00Z", ActionState::Waiting).await;
     assert_eq!(waiting.missing, ["t.raw/In/2015/01/02"]);
-    deliver(2);
+    deliver(2).await;
     action_in(&server.store, "daily", "2015-01-02T06:00:00Z", ActionState::Succeeded).await;
-    let published = object_store::path::Path::from("data/t/mart/2015/01/02/_CURRENT");
-    assert!(
-        moto.block_on(object_store::ObjectStoreExt::head(&*client, &published)).is_ok(),
-        "published through its pointer"
-    );
+    let published = object_store::path::Path::from("data/t/mart/Daily/2015/01/02/_CURRENT");
+    assert!(object_store::ObjectStoreExt::head(&*client, &published).await.is_ok(), "published through its pointer");
     server.stop().await;
 }
 
