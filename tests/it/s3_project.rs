@@ -140,3 +140,63 @@ view = "t.mart/Out"
     assert_eq!(now.len(), 4, "the new versions beside the old, within the bound: {now:?}");
     assert!(first.iter().all(|entry| now.contains(entry)));
 }
+
+/// Raw deliveries in a bucket (a view type's own root), marts in the
+/// project's local directory: the mart reads its input through the cache
+/// and is published locally, one rename; the bucket gets nothing of it.
+#[test]
+fn a_view_types_own_root_in_a_bucket_serves_a_project_whose_marts_are_local() {
+    let moto = moto();
+    let bucket = moto.bucket(false);
+    let client = moto.client(&bucket);
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("plugins")).unwrap();
+    std::fs::copy(plugin_path("concat"), root.join("plugins/concat.wasm")).unwrap();
+    let text = format!(
+        r#"[project]
+name = "raw-on-s3"
+
+[project.s3]
+endpoint = "{endpoint}"
+
+[plugins]
+concat = "plugins/concat.wasm"
+
+[[view]]
+name = "t.raw/In"
+storage = "s3://{bucket}/deliveries"
+time = {{ frequency = "1d", initial = "2015-01-01" }}
+path = "orders/${{YEAR}}/${{MONTH}}/${{DAY}}"
+
+[[view]]
+name = "t.mart/Out"
+time = {{ frequency = "1d", initial = "2015-01-01" }}
+transformation = {{ plugin = "concat" }}
+
+[[view.dependency]]
+view = "t.raw/In"
+"#,
+        endpoint = moto.endpoint
+    );
+    std::fs::write(root.join("trellis.toml"), text).unwrap();
+    moto.block_on(async {
+        client.put(&ObjectPath::from("deliveries/orders/2015/01/01/part.csv"), "a,1\n".into()).await.unwrap();
+        client.put(&ObjectPath::from("deliveries/orders/2015/01/01/_SUCCESS"), "".into()).await.unwrap();
+    });
+    let done = trellis_on_s3(root, &["materialize", "-v", "t.mart/Out/2015/01/01"]);
+    assert_eq!(done.code, 0, "{}\n{}", done.stdout, done.stderr);
+    assert_eq!(transformed(root), 1);
+    let out = root.join("data/t/mart/Out/2015/01/01");
+    assert_eq!(std::fs::read_to_string(out.join("part-00000")).unwrap(), "a,1\n");
+    assert!(out.join("_SUCCESS").is_file());
+    let listed: Vec<_> = moto
+        .block_on(futures_util::TryStreamExt::try_collect::<Vec<_>>(client.list(None)))
+        .unwrap()
+        .into_iter()
+        .map(|meta| meta.location.to_string())
+        .collect();
+    assert_eq!(listed.len(), 2, "only the delivery is in the bucket: {listed:?}");
+    let again = trellis_on_s3(root, &["materialize", "-v", "t.mart/Out/2015/01/01"]);
+    assert_eq!((again.code, transformed(root)), (0, 0), "{}", again.stdout);
+}

@@ -270,7 +270,7 @@ mod tests {
     fn tab_completes_commands_flags_and_view_types() {
         expect_test::expect![[r#"
             "ma" -> materialize
-            "" -> actions bench coordinate coordinators demo deps engines exit help invalidate kill listeners logs materialize metastore plan plugins quit reload rerun resume runs stop suspend transformations txlog validate views
+            "" -> actions bench coordinate coordinators demo deps engines exit gc help invalidate kill listeners logs materialize metastore plan plugins quit reload rerun resume runs stop suspend transformations txlog validate views
             "plugins " -> build checksum inspect new run
             "materialize --f" -> --full-refresh
             "views -v shop.d" -> shop.datamart/DailySales/

@@ -43,12 +43,10 @@ impl Roots {
 }
 
 /// The one of `items` whose root (`root_of`) holds `key`, the longest
-/// first; the first item's (the project's) when none does. A key under
-/// the project's root is the first's as it is.
+/// first; the first item's (the project's) when none does, the key as it is.
 pub(super) fn route<'a, T>(items: &'a [T], key: &Key, root_of: impl Fn(&T) -> &Path) -> (&'a T, Key) {
-    if key.is_under_root() {
-        return (&items[0], key.clone());
-    }
+    // The other roots first: an object root's path (`s3://bucket/p`) has
+    // no root component, so a key under it looks relative too.
     let holder = items[1..]
         .iter()
         .filter(|item| key.as_path().starts_with(root_of(item)))
