@@ -440,3 +440,49 @@ fn awaited_flags_are_polled_by_one_listing_where_they_share_a_prefix() {
     // One flag left in its month: a HEAD is cheaper than a listing.
     assert_eq!(watches.poll(), Asked { heads: 1, lists: 0, pages: 0, changed: 0 });
 }
+
+/// A run's judgements look at their flags together: the flags (and
+/// pointers) of a month's days are seen by one listing of the month, each
+/// as `identity` tells it where the bucket keeps no versions (a listing
+/// names no version id, so where it keeps them the identity may differ
+/// and the judgement HEADs); a day with nothing is seen as nothing, a
+/// committed view without its flag by its pointer, and a key alone in its
+/// prefix is left to `identity` (a HEAD is cheaper than a listing).
+#[test]
+fn flags_sharing_a_prefix_are_sighted_by_one_listing() {
+    use trellis::storage::Sighting;
+
+    let (_local, dir, client) = fixture();
+    put(&client, "proj/raw/2015/05/01/_SUCCESS", "");
+    put(&client, "proj/raw/2015/05/02/_SUCCESS", "delivered");
+    put(&client, "proj/raw/2015/05/02/part-0", "rows");
+    put(&client, "proj/raw/2016/01/01/_SUCCESS", "");
+    dir.publish(staged(&dir, &[("part", "rows")]), &key(&dir, "raw/2015/05/04"), "").unwrap();
+    let keys: Vec<Key> = [
+        "raw/2015/05/01/_SUCCESS",
+        "raw/2015/05/02/_SUCCESS",
+        "raw/2015/05/03/_SUCCESS",
+        "raw/2015/05/04/_SUCCESS",
+        "raw/2016/01/01/_SUCCESS",
+    ]
+    .iter()
+    .map(|relative| key(&dir, relative))
+    .collect();
+
+    let before = dir.requests();
+    let sighted = dir.sight(&keys);
+    let sent = dir.requests().since(&before);
+    assert_eq!((sent.list, sent.total()), (1, 1), "{sent}");
+    let identity = |relative: &str| dir.identity(&key(&dir, relative));
+    assert_eq!(
+        sighted,
+        [
+            Sighting::Listed(identity("raw/2015/05/01/_SUCCESS")),
+            Sighting::Listed(identity("raw/2015/05/02/_SUCCESS")),
+            Sighting::Listed(None),
+            Sighting::Listed(identity("raw/2015/05/04/_CURRENT")),
+            Sighting::Unknown,
+        ]
+    );
+    assert!(matches!(sighted[0], Sighting::Listed(Some(_))) && matches!(sighted[3], Sighting::Listed(Some(_))));
+}

@@ -169,6 +169,33 @@ impl Key {
     pub fn as_path(&self) -> &Path {
         &self.0
     }
+
+    /// The key this one is inside (a flag's data), if it is not the root.
+    pub fn parent(&self) -> Option<Key> {
+        let parent = self.0.parent()?;
+        (!parent.as_os_str().is_empty() && parent != Path::new(".")).then(|| Key(parent.to_path_buf()))
+    }
+
+    /// The prefix a flag shares with its siblings' flags: the directory
+    /// above its view's data (`raw/SHOP10/2015/05` for
+    /// `raw/SHOP10/2015/05/01/_SUCCESS`), if that is below the root (the
+    /// whole root is never listed for a flag). One listing of it sees
+    /// every day's flag and pointer of the month.
+    pub fn shared_prefix(&self) -> Option<Key> {
+        self.parent()?.parent()
+    }
+}
+
+/// A done flag as one look at many saw it ([`ViewStore::sight`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sighting {
+    /// Not looked at: [`ViewStore::identity`] tells.
+    Unknown,
+    /// As a listing saw it. `None`: nothing is there. An identity equals
+    /// the one [`ViewStore::identity`] tells where the bucket keeps no
+    /// versions; a listing names no version id, so where it keeps them,
+    /// one that differs may still be the same object.
+    Listed(Option<FlagIdentity>),
 }
 
 /// One entry of a listing: its name relative to the listed key (`/`
@@ -207,6 +234,15 @@ pub trait ViewStore: Send + Sync + std::fmt::Debug {
     /// directory when a view has no flag), links followed; `None` when
     /// there is nothing there or it cannot be read.
     fn identity(&self, key: &Key) -> Option<FlagIdentity>;
+
+    /// What [`ViewStore::identity`] would tell of each of `keys`, where
+    /// looking at them together costs fewer requests: one listing of a
+    /// prefix several share (the days of a month, [`Key::shared_prefix`])
+    /// in place of a HEAD each. `Unknown` for the rest, and for every key
+    /// of a local root, whose stat is cheaper than anything.
+    fn sight(&self, keys: &[Key]) -> Vec<Sighting> {
+        vec![Sighting::Unknown; keys.len()]
+    }
 
     /// Whether anything is at `key`.
     fn exists(&self, key: &Key) -> bool {

@@ -64,7 +64,7 @@ use tokio::io::AsyncReadExt;
 
 use super::cache::{Cache, Fetch};
 use super::counted::LIST_PAGE;
-use super::{Key, Listed, LocalDir, LocalInput, Staged, ViewStore, Walk};
+use super::{Key, Listed, LocalDir, LocalInput, Sighting, Staged, ViewStore, Walk};
 use crate::metastore::FlagIdentity;
 
 /// The pointer's name inside a view's data key.
@@ -606,13 +606,32 @@ pub struct Seen {
 }
 
 impl Seen {
+    /// An object as a HEAD or a listing tells it. Last-Modified is kept in
+    /// whole seconds, as a HEAD's header has it: a listing's may name
+    /// milliseconds (MinIO's does), and the same object must be seen the
+    /// same whichever way it was looked at.
     fn of(meta: &ObjectMeta) -> Seen {
         Seen {
             e_tag: meta.e_tag.clone(),
-            last_modified: meta.last_modified.timestamp_nanos_opt().unwrap_or(i64::MAX),
+            last_modified: meta.last_modified.timestamp().saturating_mul(1_000_000_000),
             size: meta.size,
             version: meta.version.clone(),
         }
+    }
+
+    /// Its identity in the metastore's format: its Last-Modified as the
+    /// mtime, its size, and in place of an inode a 64-bit fingerprint of its
+    /// ETag and version id (the version id changes on every write where the
+    /// bucket keeps versions, even when the ETag does not).
+    pub fn identity(&self) -> FlagIdentity {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(self.e_tag.as_deref().unwrap_or_default().as_bytes());
+        hasher.update(&[0]);
+        hasher.update(self.version.as_deref().unwrap_or_default().as_bytes());
+        let fingerprint = hasher.finalize();
+        let mut inode = [0; 8];
+        inode.copy_from_slice(&fingerprint.as_bytes()[..8]);
+        FlagIdentity { mtime_nanos: self.last_modified, size: self.size, inode: u64::from_le_bytes(inode) }
     }
 
     /// Whether two sightings may be of the same object: the same ETag,
@@ -663,6 +682,68 @@ impl ObjectDir {
     }
 }
 
+/// Looking at many flags at once, for a run's or a plan's judgements.
+impl ObjectDir {
+    /// See [`ViewStore::sight`]. Keys that share a prefix with at least
+    /// one other are seen by one listing of it, a few listings at once. A
+    /// listing that would take as many pages as the HEADs it replaces is
+    /// given up (one more page at most), as is one that fails: its keys
+    /// are `Unknown`, each looked at alone later. A key is seen as
+    /// [`ViewStore::identity`] looks for it: the object itself, else the
+    /// pointer of the view whose data it is, else the pointer of the view
+    /// it is the flag of; all three lie below its shared prefix.
+    pub fn sight(&self, keys: &[Key]) -> Vec<Sighting> {
+        let mut sightings = vec![Sighting::Unknown; keys.len()];
+        let mut by_prefix: std::collections::HashMap<Key, Vec<usize>> = std::collections::HashMap::new();
+        for (index, key) in keys.iter().enumerate() {
+            if let Some(prefix) = key.shared_prefix().filter(|_| key.is_under_root()) {
+                by_prefix.entry(prefix).or_default().push(index);
+            }
+        }
+        let shared: Vec<(Key, Vec<usize>)> = by_prefix.into_iter().filter(|(_, at)| at.len() >= 2).collect();
+        if shared.is_empty() {
+            return sightings;
+        }
+        let lists: Vec<(io::Result<Path>, usize)> =
+            shared.iter().map(|(prefix, at)| (self.location(prefix), at.len())).collect();
+        let context = self.context();
+        let root = self.prefix.clone();
+        let listed = self.run(async move {
+            Ok(futures_util::stream::iter(lists.into_iter().map(|(location, heads)| {
+                let (context, root) = (context.clone(), root.clone());
+                async move { context.listing_within(&location?, &root, heads.saturating_sub(1).max(1)).await }
+            }))
+            .buffered(POLLS_IN_FLIGHT)
+            .collect::<Vec<_>>()
+            .await)
+        });
+        let Ok(listed) = listed else { return sightings };
+        for ((prefix, at), listing) in shared.into_iter().zip(listed) {
+            let objects = match listing {
+                Ok(Some((objects, _))) => objects,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::debug!(
+                        "cannot list {}: {e}; its views are looked at one by one",
+                        prefix.as_path().display()
+                    );
+                    continue;
+                }
+            };
+            let found: std::collections::HashMap<&Key, &Seen> = objects.iter().map(|(key, seen)| (key, seen)).collect();
+            for index in at {
+                let key = &keys[index];
+                let seen = found
+                    .get(key)
+                    .or_else(|| found.get(&key.join(POINTER)))
+                    .or_else(|| key.parent().and_then(|data| found.get(&data.join(POINTER))));
+                sightings[index] = Sighting::Listed(seen.map(|seen| seen.identity()));
+            }
+        }
+        sightings
+    }
+}
+
 /// Writing an object as a producer of external data would (no pointer,
 /// no version): what the benchmarks deliver their raw data with.
 impl ObjectDir {
@@ -682,8 +763,22 @@ pub type Listing = (Vec<(Key, Seen)>, usize);
 
 impl Context {
     async fn listing(&self, location: &Path, root: &Path) -> io::Result<Listing> {
-        let objects: Vec<ObjectMeta> =
-            self.store.list(Some(location)).try_collect().await.map_err(|e| self.failed("list", location, &e))?;
+        let listed = self.listing_within(location, root, usize::MAX).await?;
+        Ok(listed.expect("a listing without a bound is never given up"))
+    }
+
+    /// The listing, given up (`None`) once it has taken more than `pages`
+    /// pages: no further page is asked for.
+    async fn listing_within(&self, location: &Path, root: &Path, pages: usize) -> io::Result<Option<Listing>> {
+        let most = pages.saturating_mul(LIST_PAGE);
+        let mut listed = self.store.list(Some(location));
+        let mut objects: Vec<ObjectMeta> = Vec::new();
+        while let Some(meta) = listed.try_next().await.map_err(|e| self.failed("list", location, &e))? {
+            if objects.len() == most {
+                return Ok(None);
+            }
+            objects.push(meta);
+        }
         let pages = objects.len().div_ceil(LIST_PAGE).max(1);
         let mut seen = Vec::with_capacity(objects.len());
         for meta in &objects {
@@ -694,7 +789,7 @@ impl Context {
             }
             seen.push((Key::of(LocalPath::new(""), &relative), Seen::of(meta)));
         }
-        Ok((seen, pages))
+        Ok(Some((seen, pages)))
     }
 }
 
@@ -717,6 +812,10 @@ impl ViewStore for ObjectDir {
 
     fn as_object(&self) -> Option<&ObjectDir> {
         Some(self)
+    }
+
+    fn sight(&self, keys: &[Key]) -> Vec<Sighting> {
+        ObjectDir::sight(self, keys)
     }
 
     /// The object at `key` (a done flag), else the pointer of the view
@@ -870,23 +969,9 @@ impl ViewStore for ObjectDir {
     }
 }
 
-/// An object's identity in the metastore's format, unchanged: its
-/// Last-Modified as the mtime, its size, and in place of an inode a 64-bit
-/// fingerprint of its ETag and version id (the version id changes on every
-/// write where the bucket keeps versions, even when the ETag does not).
+/// An object's identity in the metastore's format (see [`Seen::identity`]).
 fn identity_of(meta: &ObjectMeta) -> FlagIdentity {
-    let mut hasher = blake3::Hasher::new();
-    hasher.update(meta.e_tag.as_deref().unwrap_or_default().as_bytes());
-    hasher.update(&[0]);
-    hasher.update(meta.version.as_deref().unwrap_or_default().as_bytes());
-    let fingerprint = hasher.finalize();
-    let mut inode = [0; 8];
-    inode.copy_from_slice(&fingerprint.as_bytes()[..8]);
-    FlagIdentity {
-        mtime_nanos: meta.last_modified.timestamp_nanos_opt().unwrap_or(i64::MAX),
-        size: meta.size,
-        inode: u64::from_le_bytes(inode),
-    }
+    Seen::of(meta).identity()
 }
 
 /// A file of a staged version: its name relative to the version (`/`

@@ -23,6 +23,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::object::Seen;
 use super::{Key, Storage};
+use crate::metastore::FlagIdentity;
 
 /// Who watches, by the caller's own number (as `watch::Watching`).
 type Watching = u32;
@@ -65,23 +66,27 @@ impl Polled {
         (self.awaited.contains_key(&who) || self.published.contains(&who)).then_some(true)
     }
 
-    /// Sees the flag at `flag` now (one HEAD) and watches it from there. A
+    /// Sees the flag at `flag` now (one HEAD) and watches it from there,
+    /// and says what it saw (`None` when it did not look: watched already,
+    /// or the HEAD failed), so that the caller need not look again. A
     /// flag that cannot be seen is not watched (its view is checked on
     /// every run), nor is a key outside the root.
-    pub fn await_flag(&mut self, who: Watching, flag: &Key) {
+    pub fn await_flag(&mut self, who: Watching, flag: &Key) -> Option<Option<FlagIdentity>> {
         if self.watching(who).is_some() || !flag.is_under_root() {
-            return;
+            return None;
         }
-        let Some(object) = self.store.as_object() else { return };
+        let object = self.store.as_object()?;
         let (mut heads, _) = object.seen(std::slice::from_ref(flag), &[]);
-        match heads.pop() {
-            Some(Ok(seen)) => {
+        match heads.pop()? {
+            Ok(seen) => {
+                let identity = seen.as_ref().map(Seen::identity);
                 self.awaited.insert(who, (flag.clone(), seen));
+                Some(identity)
             }
-            Some(Err(e)) => {
-                tracing::debug!("not watching {}: {e}; its view is checked on every run", flag.as_path().display())
+            Err(e) => {
+                tracing::debug!("not watching {}: {e}; its view is checked on every run", flag.as_path().display());
+                None
             }
-            None => {}
         }
     }
 
@@ -110,7 +115,7 @@ impl Polled {
         let mut by_prefix: HashMap<Key, Vec<Watching>> = HashMap::new();
         let mut alone = Vec::new();
         for (&who, (flag, _)) in &self.awaited {
-            match shared_prefix(flag) {
+            match flag.shared_prefix() {
                 Some(prefix) => by_prefix.entry(prefix).or_default().push(who),
                 None => alone.push(who),
             }
@@ -168,13 +173,4 @@ impl Polled {
             self.changed.insert(who);
         }
     }
-}
-
-/// The prefix a flag shares with its siblings' flags: the directory above
-/// its view's data (`raw/SHOP10/2015/05` for `raw/SHOP10/2015/05/01/_SUCCESS`),
-/// if that is below the root (a listing of the whole root is never taken).
-fn shared_prefix(flag: &Key) -> Option<Key> {
-    let prefix = flag.as_path().parent()?.parent()?;
-    (!prefix.as_os_str().is_empty() && prefix != std::path::Path::new("."))
-        .then(|| Key::of(std::path::Path::new(""), prefix))
 }

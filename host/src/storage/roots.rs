@@ -14,7 +14,7 @@
 use std::io;
 use std::path::Path;
 
-use super::{Key, Listed, ObjectDir, Staged, Storage, ViewStore, Walk};
+use super::{Key, Listed, ObjectDir, Sighting, Staged, Storage, ViewStore, Walk};
 use crate::metastore::FlagIdentity;
 
 /// The project's store first, then each other root's.
@@ -39,6 +39,29 @@ impl Roots {
     /// The store that holds `key`, and the key in it.
     pub fn route(&self, key: &Key) -> (&Storage, Key) {
         route(&self.stores, key, |store| store.root())
+    }
+
+    /// Asks each store about its share of `keys` in one call, in its own
+    /// keys, and gives the answers back in the order of `keys`: a store
+    /// that looks at many keys together still does across roots.
+    fn each_store<T>(&self, keys: &[Key], ask: impl Fn(&Storage, &[Key]) -> Vec<T>) -> Vec<T> {
+        let mut shares: Vec<(Vec<usize>, Vec<Key>)> = self.stores.iter().map(|_| Default::default()).collect();
+        for (index, key) in keys.iter().enumerate() {
+            let (store, key) = self.route(key);
+            let at = self.stores.iter().position(|each| std::sync::Arc::ptr_eq(each, store)).unwrap_or(0);
+            shares[at].0.push(index);
+            shares[at].1.push(key);
+        }
+        let mut answers: Vec<Option<T>> = keys.iter().map(|_| None).collect();
+        for (store, (indexes, share)) in self.stores.iter().zip(shares) {
+            if share.is_empty() {
+                continue;
+            }
+            for (index, answer) in indexes.into_iter().zip(ask(store, &share)) {
+                answers[index] = Some(answer);
+            }
+        }
+        answers.into_iter().map(|answer| answer.expect("each store answers each of its keys")).collect()
     }
 }
 
@@ -130,12 +153,11 @@ impl ViewStore for Roots {
 
     /// Each key asked of the store that holds it.
     fn current_prefixes(&self, keys: &[Key]) -> Vec<Option<String>> {
-        keys.iter()
-            .map(|key| {
-                let (store, key) = self.route(key);
-                store.current_prefixes(std::slice::from_ref(&key)).pop().flatten()
-            })
-            .collect()
+        self.each_store(keys, |store, keys| store.current_prefixes(keys))
+    }
+
+    fn sight(&self, keys: &[Key]) -> Vec<Sighting> {
+        self.each_store(keys, |store, keys| store.sight(keys))
     }
 }
 

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use inotify::{EventMask, Inotify, WatchMask};
 
 use super::Key;
+use crate::metastore::FlagIdentity;
 
 /// Who watches: the caller's own number for what it watches (a view).
 pub type Watching = u32;
@@ -93,13 +94,16 @@ impl Watches {
     }
 
     /// Watches for a done flag at `flag` to arrive, change or go, before
-    /// it is read (see [`Notified::await_flag`], [`super::poll::Polled::await_flag`]).
-    pub fn await_flag(&mut self, who: Watching, flag: &Key) {
+    /// it is read (see [`Notified::await_flag`], [`super::poll::Polled::await_flag`]):
+    /// on an object store, what the watch's first look saw of it, which
+    /// the caller need not ask again (a HEAD saves a HEAD).
+    pub fn await_flag(&mut self, who: Watching, flag: &Key) -> Option<Option<FlagIdentity>> {
         match self.route(flag) {
             (root, Route::Local, key) => {
                 if let Some(watches) = &mut self.notified {
                     watches.await_flag(who, &root, &key);
                 }
+                None
             }
             (_, Route::Polled(index), key) => self.polled[index].await_flag(who, &key),
         }
