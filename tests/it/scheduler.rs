@@ -971,3 +971,42 @@ async fn flow_statuses_are_in_the_event_log() {
     let again = materialize(&mut scheduler, &in_(DAYS[0]), Mode::Default).await;
     assert_eq!(flow_events(&store, &again.id, &in_(DAYS[0])), [Queued, Idle]);
 }
+
+/// On an object store a run's cost is counted in requests. An unchanged
+/// run sees the flags of a month's days with one listing of the month, and
+/// asks nothing of each view alone but a view alone in its prefix (here
+/// the summary, one HEAD); a redelivered day is still seen, and rebuilds
+/// exactly its cone.
+#[tokio::test(flavor = "multi_thread")]
+async fn on_an_object_store_an_unchanged_run_lists_each_shared_prefix_once_and_asks_no_view_alone() {
+    let moto = crate::moto::moto();
+    let bucket = moto.bucket(false);
+    let client = moto.client(&bucket);
+    let deliver = async |day: u32, body: &'static str| {
+        let flag = object_store::path::Path::from(format!("data/raw/2015/01/{day:02}/_SUCCESS"));
+        object_store::ObjectStoreExt::put(&*client, &flag, body.into()).await.unwrap();
+    };
+    crate::moto::credentials_in_process();
+    for day in 1..=3 {
+        deliver(day, "").await;
+    }
+    let project = Project::new(&[]);
+    let catalog = project.catalog_on_s3("v1", "", &bucket);
+    let mut scheduler = open(&catalog).await;
+    let storage = scheduler.storage();
+    let object = storage.as_object().expect("the project's root is in the bucket");
+    let first = scheduler.materialize(SUMMARY, Mode::Default).await.unwrap();
+    assert_eq!(first.count(FlowStatus::Successful), 7, "{first:?}");
+
+    let before = object.requests();
+    let unchanged = scheduler.materialize(SUMMARY, Mode::Default).await.unwrap();
+    let sent = object.requests().since(&before);
+    assert_eq!((unchanged.views(), unchanged.count(FlowStatus::Successful)), (7, 0), "{unchanged:?}");
+    // In's three flags and Daily's three, a listing each; Summary's, a HEAD.
+    assert_eq!((sent.list, sent.head, sent.total()), (2, 1, 3), "{sent}");
+
+    // Seen by the listing as a different flag from the one recorded: HEADed, and rebuilt.
+    deliver(2, "again").await;
+    let rebuilt = scheduler.materialize(SUMMARY, Mode::Default).await.unwrap();
+    assert_eq!(rebuilt.count(FlowStatus::Successful), 3, "In/02 seen again, Daily/02 and the summary: {rebuilt:?}");
+}

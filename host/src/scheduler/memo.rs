@@ -95,9 +95,10 @@ impl Memo {
     }
 
     /// Watches an external view's done flag (see [`Watches::await_flag`]:
-    /// every directory from the storage root down to it), before the flag is read.
-    pub fn watch(&mut self, id: ViewId, flag: &Key) {
-        self.watches.await_flag(id.0, flag);
+    /// every directory from the storage root down to it), before the flag
+    /// is read; on an object store, says what its first look saw.
+    pub fn watch(&mut self, id: ViewId, flag: &Key) -> Option<Option<crate::metastore::FlagIdentity>> {
+        self.watches.await_flag(id.0, flag)
     }
 
     /// Whether an external view is watched: no change to its flag has

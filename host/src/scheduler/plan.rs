@@ -257,6 +257,7 @@ impl Scheduler {
     fn plan_of(&mut self, addressed: &[ViewId], mode: Mode) -> Vec<(ViewId, Verdict)> {
         self.resolve_latest_below(addressed);
         let order = self.dependencies_first(addressed);
+        self.views.sight_flags(order.iter().copied());
         let mut will_change = vec![false; self.views.lattice().len()];
         let mut no_data = vec![false; self.views.lattice().len()];
         let mut plan = Vec::with_capacity(order.len());
@@ -322,6 +323,7 @@ impl Scheduler {
             };
             plan.push((id, verdict));
         }
+        self.views.forget_sightings();
         plan
     }
 }

@@ -306,6 +306,8 @@ impl Scheduler {
             table.current_run_flows.clear();
         });
         self.views.begin_run(self.clock.millis());
+        let closure = self.views.lattice().closure(addressed);
+        self.views.sight_flags(closure);
         let views = self
             .views
             .slots()
@@ -629,6 +631,7 @@ impl Scheduler {
     /// is not current any more and, if the metastore still takes it, its
     /// record says why.
     pub fn finish(&mut self, mut run: Run, steps: Result<(), Error>) -> Result<RunSummary, Error> {
+        self.views.forget_sightings();
         if let Err(e) = steps {
             self.with_table(|table| table.current_run = None);
             let _ = self.finish_unstarted(run.record, Termination::Failed(e.to_string()));

@@ -5,7 +5,7 @@
 //! once the commit that writes it has succeeded, and the table and the
 //! memo follow the slots, never run ahead of them.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::memo::Memo;
@@ -15,7 +15,7 @@ use crate::catalog::{Catalog, Transformation, ViewTypeId};
 use crate::lattice::{self, Lattice, Resolution, ViewId};
 use crate::metastore::{FlagIdentity, SeenFlag, ViewRecord};
 use crate::model::ViewState;
-use crate::storage::Storage;
+use crate::storage::{Key, Sighting, Storage};
 
 /// What the scheduler keeps per view between runs.
 #[derive(Debug, Clone, Default)]
@@ -89,6 +89,9 @@ pub(super) struct Views {
     /// recorded before it, so a view rebuilt is newer than all views built
     /// in earlier runs, even in the same millisecond.
     stamp_floor: i64,
+    /// What one look at many flags saw of the views a run or a plan is
+    /// about to judge ([`Views::sight_flags`]), each taken by its judgement.
+    sighted: HashMap<ViewId, Sighting>,
 }
 
 impl Views {
@@ -102,6 +105,7 @@ impl Views {
             schema_changed,
             last_stamp: 0,
             stamp_floor: 0,
+            sighted: HashMap::new(),
         }
     }
 
@@ -135,6 +139,50 @@ impl Views {
     /// has no flag), if there is one: one look in the storage.
     pub(super) fn flag_identity(&self, id: ViewId) -> Option<FlagIdentity> {
         self.storage.identity(&self.storage.key(&self.lattice.done_flag_path(id)))
+    }
+
+    /// Looks at the flags of those of `ids` whose judgement reads one (an
+    /// external view's; a materialized view's, whether its data is still
+    /// there) together, where the storage can do that for fewer requests
+    /// than one each (an object store lists a month's days at once), so
+    /// that an unchanged run costs a request per prefix, not per view.
+    /// Only without a memo: a memo's watches see each flag when they start
+    /// watching it, and a sighting older than that could hide a change.
+    /// The sightings last until [`Views::forget_sightings`].
+    pub(super) fn sight_flags(&mut self, ids: impl IntoIterator<Item = ViewId>) {
+        if self.memo.is_some() || self.storage.as_object().is_none() && self.storage.as_roots().is_none() {
+            return;
+        }
+        let judged: Vec<ViewId> = ids
+            .into_iter()
+            .filter(|&id| {
+                let record = &self.slots[id.0 as usize].record;
+                matches!(self.lattice.view_type(id).transformation, Transformation::External)
+                    || record.timestamp.is_some() && record.done_flag != Some(SeenFlag::Absent)
+            })
+            .collect();
+        let keys: Vec<Key> = judged.iter().map(|&id| self.storage.key(&self.lattice.done_flag_path(id))).collect();
+        for (id, sighting) in judged.into_iter().zip(self.storage.sight(&keys)) {
+            if sighting != Sighting::Unknown {
+                self.sighted.insert(id, sighting);
+            }
+        }
+    }
+
+    /// Drops what [`Views::sight_flags`] saw: the run or plan it was for is over.
+    pub(super) fn forget_sightings(&mut self) {
+        self.sighted.clear();
+    }
+
+    /// The view's flag for its judgement: as sighted with its run's
+    /// others, where that tells (nothing there; the identity recorded, or
+    /// any at all for whether data is there), else looked at alone.
+    fn judged_flag(&mut self, id: ViewId, recorded: Option<&FlagIdentity>, exact: bool) -> Option<FlagIdentity> {
+        match self.sighted.remove(&id) {
+            Some(Sighting::Listed(None)) => None,
+            Some(Sighting::Listed(Some(listed))) if !exact || recorded == Some(&listed) => Some(listed),
+            _ => self.flag_identity(id),
+        }
     }
 
     pub(super) fn schema_changed(&self) -> &HashSet<ViewTypeId> {
@@ -468,10 +516,20 @@ impl Views {
         let (external, type_id) = (matches!(view_type.transformation, Transformation::External), view_type.id);
         let external_flag = external.then(|| {
             let flag = self.lattice.done_flag_path(id);
-            if let Some(memo) = &mut self.memo {
-                memo.watch(id, &self.storage.key(&flag));
+            // A watch on an object store starts with a HEAD of the flag:
+            // what it saw is the flag now.
+            let watched = self.memo.as_mut().and_then(|memo| memo.watch(id, &self.storage.key(&flag)));
+            if let Some(found) = watched {
+                return flag_check(&self.slots[id.0 as usize].record, found);
             }
-            flag_check(&self.slots[id.0 as usize].record, self.flag_identity(id))
+            let recorded = match &self.slots[id.0 as usize].record.done_flag {
+                Some(SeenFlag::Present { identity, .. }) => Some(*identity),
+                _ => None,
+            };
+            // A listing names no version id: an external flag seen so is
+            // taken only where it is the one recorded, else HEADed.
+            let found = self.judged_flag(id, recorded.as_ref(), true);
+            flag_check(&self.slots[id.0 as usize].record, found)
         });
         // A view recorded as materialized has published its data, done
         // flag inside: one stat says whether it is still there.
@@ -482,7 +540,7 @@ impl Views {
             if let Some(memo) = &mut self.memo {
                 memo.watch_published(id, &self.storage.key(&flag));
             }
-            self.flag_identity(id).is_none()
+            self.judged_flag(id, None, false).is_none()
         };
         let slot = &self.slots[id.0 as usize];
         let facts = Facts {
