@@ -666,14 +666,11 @@ impl ObjectDir {
             .buffered(POLLS_IN_FLIGHT)
             .collect::<Vec<_>>()
             .await;
-            let lists = futures_util::stream::iter(list_at.into_iter().map(|location| {
-                let (context, root) = (context.clone(), root.clone());
-                async move { context.listing(&location?, &root).await }
-            }))
-            .buffered(POLLS_IN_FLIGHT)
-            .collect::<Vec<_>>()
-            .await;
-            Ok((heads, lists))
+            let unbounded = list_at.into_iter().map(|location| (location, usize::MAX)).collect();
+            let lists = context.listings(unbounded, &root).await.into_iter();
+            let lists =
+                lists.map(|listed| listed.map(|listed| listed.expect("a listing without a bound is never given up")));
+            Ok((heads, lists.collect()))
         });
         polled.unwrap_or_else(|e| {
             let failed = || io::Error::new(e.kind(), e.to_string());
@@ -704,19 +701,12 @@ impl ObjectDir {
         if shared.is_empty() {
             return sightings;
         }
+        // Cheaper than a HEAD each only below as many pages as keys.
         let lists: Vec<(io::Result<Path>, usize)> =
-            shared.iter().map(|(prefix, at)| (self.location(prefix), at.len())).collect();
+            shared.iter().map(|(prefix, at)| (self.location(prefix), at.len().saturating_sub(1).max(1))).collect();
         let context = self.context();
         let root = self.prefix.clone();
-        let listed = self.run(async move {
-            Ok(futures_util::stream::iter(lists.into_iter().map(|(location, heads)| {
-                let (context, root) = (context.clone(), root.clone());
-                async move { context.listing_within(&location?, &root, heads.saturating_sub(1).max(1)).await }
-            }))
-            .buffered(POLLS_IN_FLIGHT)
-            .collect::<Vec<_>>()
-            .await)
-        });
+        let listed = self.run(async move { Ok(context.listings(lists, &root).await) });
         let Ok(listed) = listed else { return sightings };
         for ((prefix, at), listing) in shared.into_iter().zip(listed) {
             let objects = match listing {
@@ -762,9 +752,15 @@ impl ObjectDir {
 pub type Listing = (Vec<(Key, Seen)>, usize);
 
 impl Context {
-    async fn listing(&self, location: &Path, root: &Path) -> io::Result<Listing> {
-        let listed = self.listing_within(location, root, usize::MAX).await?;
-        Ok(listed.expect("a listing without a bound is never given up"))
+    /// Each of `at` listed (see `listing_within`, each with its bound of
+    /// pages), a few at once, in the order given.
+    async fn listings(&self, at: Vec<(io::Result<Path>, usize)>, root: &Path) -> Vec<io::Result<Option<Listing>>> {
+        futures_util::stream::iter(
+            at.into_iter().map(|(location, pages)| async move { self.listing_within(&location?, root, pages).await }),
+        )
+        .buffered(POLLS_IN_FLIGHT)
+        .collect::<Vec<_>>()
+        .await
     }
 
     /// The listing, given up (`None`) once it has taken more than `pages`
