@@ -42,6 +42,21 @@ fn entries(cache: &Path) -> Vec<String> {
     names
 }
 
+/// Writes a project into `root` on the `concat` plugin: `head` (its
+/// `[project]` tables), external `t.raw/In` (with the lines `raw`: its
+/// path, its own storage), `t.mart/Out` over it, then `more`.
+fn concat_project(root: &Path, head: &str, raw: &str, more: &str) {
+    std::fs::create_dir_all(root.join("plugins")).unwrap();
+    std::fs::copy(plugin_path("concat"), root.join("plugins/concat.wasm")).unwrap();
+    let daily = "time = { frequency = \"1d\", initial = \"2015-01-01\" }";
+    let text = format!(
+        "{head}\n[plugins]\nconcat = \"plugins/concat.wasm\"\n\n[[view]]\nname = \"t.raw/In\"\n{daily}\n{raw}\n\n\
+         [[view]]\nname = \"t.mart/Out\"\n{daily}\ntransformation = {{ plugin = \"concat\" }}\n\n\
+         [[view.dependency]]\nview = \"t.raw/In\"\n\n{more}"
+    );
+    std::fs::write(root.join("trellis.toml"), text).unwrap();
+}
+
 #[test]
 fn a_project_on_s3_is_materialized_its_plugins_reading_inputs_through_the_cache() {
     let moto = moto();
@@ -49,44 +64,12 @@ fn a_project_on_s3_is_materialized_its_plugins_reading_inputs_through_the_cache(
     let client = moto.client(&bucket);
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    std::fs::create_dir_all(root.join("plugins")).unwrap();
-    std::fs::copy(plugin_path("concat"), root.join("plugins/concat.wasm")).unwrap();
-    let text = format!(
-        r#"[project]
-name = "on-s3"
-storage = "s3://{bucket}/proj"
-
-[project.s3]
-endpoint = "{endpoint}"
-path_style = true
-
-[plugins]
-concat = "plugins/concat.wasm"
-
-[[view]]
-name = "t.raw/In"
-time = {{ frequency = "1d", initial = "2015-01-01" }}
-path = "raw/${{YEAR}}/${{MONTH}}/${{DAY}}"
-
-[[view]]
-name = "t.mart/Out"
-time = {{ frequency = "1d", initial = "2015-01-01" }}
-transformation = {{ plugin = "concat" }}
-
-[[view.dependency]]
-view = "t.raw/In"
-
-[[view]]
-name = "t.mart/Top"
-time = {{ frequency = "1d", initial = "2015-01-01" }}
-transformation = {{ plugin = "concat" }}
-
-[[view.dependency]]
-view = "t.mart/Out"
-"#,
-        endpoint = moto.endpoint
+    let head = format!(
+        "[project]\nname = \"on-s3\"\nstorage = \"s3://{bucket}/proj\"\n\n[project.s3]\nendpoint = \"{}\"\npath_style = true\n",
+        moto.endpoint
     );
-    std::fs::write(root.join("trellis.toml"), text).unwrap();
+    let top = "[[view]]\nname = \"t.mart/Top\"\ntime = { frequency = \"1d\", initial = \"2015-01-01\" }\ntransformation = { plugin = \"concat\" }\n\n[[view.dependency]]\nview = \"t.mart/Out\"\n";
+    concat_project(root, &head, "path = \"raw/${YEAR}/${MONTH}/${DAY}\"", top);
     // Delivered by another party: a file in a subdirectory, then the flag.
     let deliver = |part: &str, flag: &str| {
         moto.block_on(async {
@@ -151,35 +134,9 @@ fn a_view_types_own_root_in_a_bucket_serves_a_project_whose_marts_are_local() {
     let client = moto.client(&bucket);
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    std::fs::create_dir_all(root.join("plugins")).unwrap();
-    std::fs::copy(plugin_path("concat"), root.join("plugins/concat.wasm")).unwrap();
-    let text = format!(
-        r#"[project]
-name = "raw-on-s3"
-
-[project.s3]
-endpoint = "{endpoint}"
-
-[plugins]
-concat = "plugins/concat.wasm"
-
-[[view]]
-name = "t.raw/In"
-storage = "s3://{bucket}/deliveries"
-time = {{ frequency = "1d", initial = "2015-01-01" }}
-path = "orders/${{YEAR}}/${{MONTH}}/${{DAY}}"
-
-[[view]]
-name = "t.mart/Out"
-time = {{ frequency = "1d", initial = "2015-01-01" }}
-transformation = {{ plugin = "concat" }}
-
-[[view.dependency]]
-view = "t.raw/In"
-"#,
-        endpoint = moto.endpoint
-    );
-    std::fs::write(root.join("trellis.toml"), text).unwrap();
+    let head = format!("[project]\nname = \"raw-on-s3\"\n\n[project.s3]\nendpoint = \"{}\"\n", moto.endpoint);
+    let raw = format!("storage = \"s3://{bucket}/deliveries\"\npath = \"orders/${{YEAR}}/${{MONTH}}/${{DAY}}\"");
+    concat_project(root, &head, &raw, "");
     moto.block_on(async {
         client.put(&ObjectPath::from("deliveries/orders/2015/01/01/part.csv"), "a,1\n".into()).await.unwrap();
         client.put(&ObjectPath::from("deliveries/orders/2015/01/01/_SUCCESS"), "".into()).await.unwrap();
