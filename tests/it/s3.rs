@@ -486,3 +486,30 @@ fn flags_sharing_a_prefix_are_sighted_by_one_listing() {
     );
     assert!(matches!(sighted[0], Sighting::Listed(Some(_))) && matches!(sighted[3], Sighting::Listed(Some(_))));
 }
+
+/// A `latest()` walk asks whether each day's flag is there, from the
+/// newest day back, one at a time: its presence lists each month once at
+/// the first day asked in it, where each absent day would cost three
+/// HEADs. Its answers are what `exists` says, a published view's included.
+#[test]
+fn a_walk_asking_day_after_day_lists_each_month_once() {
+    let (_local, dir, client) = fixture();
+    put(&client, "proj/raw/2015/05/02/_SUCCESS", "");
+    put(&client, "proj/raw/2015/04/30/_SUCCESS", "");
+    dir.publish(staged(&dir, &[("part", "rows")]), &key(&dir, "raw/2015/05/04"), "").unwrap();
+    let days: Vec<Key> = (1..=30)
+        .rev()
+        .map(|day| format!("raw/2015/05/{day:02}/_SUCCESS"))
+        .chain((1..=30).rev().map(|day| format!("raw/2015/04/{day:02}/_SUCCESS")))
+        .map(|relative| key(&dir, &relative))
+        .collect();
+
+    let before = dir.requests();
+    let presence = dir.presence();
+    let found: Vec<bool> = days.iter().map(|day| presence.exists(day)).collect();
+    let sent = dir.requests().since(&before);
+    assert_eq!((sent.list, sent.total()), (2, 2), "{sent}");
+    assert_eq!(found, days.iter().map(|day| dir.exists(day)).collect::<Vec<_>>());
+    let present: Vec<&Key> = days.iter().zip(&found).filter(|(_, there)| **there).map(|(day, _)| day).collect();
+    assert_eq!(present, [&days[26], &days[28], &days[30]], "May 4th (published), May 2nd, April 30th");
+}

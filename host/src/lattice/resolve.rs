@@ -18,9 +18,11 @@ pub struct Resolution<'a> {
 }
 
 /// The usual answer to "does this view's data exist": its done flag is in
-/// `storage`.
+/// `storage`, asked through one [`ViewStore::presence`] for the walk (an
+/// object store lists a month once rather than HEAD each day of it).
 pub fn on_disk(storage: &dyn ViewStore) -> impl Fn(&Lattice, &ResolvedView) -> bool + '_ {
-    move |lattice, view| storage.exists(&storage.key(&lattice.done_flag_path_of(view)))
+    let presence = storage.presence();
+    move |lattice, view| presence.exists(&storage.key(&lattice.done_flag_path_of(view)))
 }
 
 /// A view that is about to be interned, as `latest()` sees it.

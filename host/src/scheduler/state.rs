@@ -323,8 +323,8 @@ impl Scheduler {
         evaluation: chrono::DateTime<chrono::Utc>,
     ) -> Result<Vec<ViewId>, Error> {
         let pattern = pattern::parse(pattern_text)?;
-        let storage = self.executor.staging().clone();
-        let on_disk = move |l: &Lattice, v: &lattice::ResolvedView<'_>| storage.exists(&l.done_flag_path_of(v));
+        let storage = self.executor.staging().shared();
+        let on_disk = lattice::on_disk(&*storage);
         let resolution = Resolution { evaluation_time: evaluation, exists: &on_disk };
         let addressed = self.views.instantiate(&pattern, &resolution)?;
         self.take_in_new_views()?;
@@ -469,8 +469,8 @@ impl Scheduler {
     /// that cannot be made (the lattice is full) keeps the old edges, with
     /// a warning. Returns whether the edges changed.
     pub(super) fn resolve_latest(&mut self, id: ViewId, evaluation: chrono::DateTime<chrono::Utc>) -> bool {
-        let staging = self.executor.staging().clone();
-        let on_disk = move |l: &Lattice, v: &lattice::ResolvedView<'_>| staging.exists(&l.done_flag_path_of(v));
+        let storage = self.executor.staging().shared();
+        let on_disk = lattice::on_disk(&*storage);
         self.resolve_latest_with(id, evaluation, &on_disk)
     }
 
@@ -618,12 +618,13 @@ impl Scheduler {
         if self.views.lattice().any_latest() {
             let pinned = pinned.map(|flags| self.storage_paths(flags));
             let storage = self.catalog.settings.storage.clone();
-            let staging = self.executor.staging().clone();
+            let staging = self.executor.staging().shared();
+            let presence = staging.presence();
             let exists = |l: &Lattice, v: &lattice::ResolvedView<'_>| {
                 let flag = l.done_flag_path_of(v);
                 let there = match &pinned {
                     Some(pinned) => pinned.contains(&flag),
-                    None => staging.exists(&flag),
+                    None => presence.exists(&staging.key(&flag)),
                 };
                 if there && let Ok(relative) = flag.strip_prefix(&storage) {
                     found.borrow_mut().insert(relative.to_string_lossy().into_owned());

@@ -186,6 +186,20 @@ impl Key {
     }
 }
 
+/// Whether anything is at a key, asked during one walk ([`ViewStore::presence`]).
+pub trait Presence {
+    fn exists(&self, key: &Key) -> bool;
+}
+
+/// A store's presence where nothing is cheaper than asking each key.
+struct AskEach<'a, S: ?Sized>(&'a S);
+
+impl<S: ViewStore + ?Sized> Presence for AskEach<'_, S> {
+    fn exists(&self, key: &Key) -> bool {
+        self.0.exists(key)
+    }
+}
+
 /// A done flag as one look at many saw it ([`ViewStore::sight`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sighting {
@@ -247,6 +261,15 @@ pub trait ViewStore: Send + Sync + std::fmt::Debug {
     /// Whether anything is at `key`.
     fn exists(&self, key: &Key) -> bool {
         self.identity(key).is_some()
+    }
+
+    /// For a walk that asks [`ViewStore::exists`] of many keys one at a
+    /// time, not knowing the next ahead (`latest()`, from the newest
+    /// instance back): an object store lists each shared prefix once, at
+    /// the first key asked below it, where each key would cost up to three
+    /// HEADs. Lives for one walk: what it listed does not change under it.
+    fn presence(&self) -> Box<dyn Presence + '_> {
+        Box::new(AskEach(self))
     }
 
     /// Whether `key` holds a version's data that can be read as inputs: a

@@ -734,6 +734,62 @@ impl ObjectDir {
     }
 }
 
+/// The pages a walk's listing of one shared prefix may take before its
+/// keys are asked one by one instead: a prefix this full holds big
+/// deliveries, and a walk seldom asks more than a month of it.
+const PRESENCE_PAGES: usize = 4;
+
+/// [`ViewStore::presence`] on an object store: each shared prefix listed
+/// once, at the first key asked below it (`None`: given up, or it failed;
+/// its keys are asked alone).
+struct Listings<'a> {
+    dir: &'a ObjectDir,
+    listed: std::sync::Mutex<std::collections::HashMap<Key, Option<std::collections::HashSet<Key>>>>,
+}
+
+impl ObjectDir {
+    /// Every key below `prefix`, by one listing of at most `pages` pages;
+    /// `None` past them, or when it fails.
+    fn keys_below(&self, prefix: &Key, pages: usize) -> Option<std::collections::HashSet<Key>> {
+        let location = self.location(prefix);
+        let context = self.context();
+        let root = self.prefix.clone();
+        let listed = self.run(async move { Ok(context.listings(vec![(location, pages)], &root).await) });
+        match listed.map(|mut each| each.pop()) {
+            Ok(Some(Ok(Some((objects, _))))) => Some(objects.into_iter().map(|(key, _)| key).collect()),
+            Ok(Some(Ok(None))) => None,
+            Ok(Some(Err(e))) | Err(e) => {
+                tracing::debug!("cannot list {}: {e}; its keys are looked at one by one", prefix.as_path().display());
+                None
+            }
+            Ok(None) => None,
+        }
+    }
+}
+
+impl super::Presence for Listings<'_> {
+    /// As [`ViewStore::identity`] looks: the object, else the pointer of
+    /// the view whose data it is, else that of the view it is the flag of.
+    fn exists(&self, key: &Key) -> bool {
+        let Some(prefix) = key.shared_prefix().filter(|_| key.is_under_root()) else {
+            return self.dir.exists(key);
+        };
+        let mut listed = self.listed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let below = listed.entry(prefix).or_insert_with_key(|prefix| self.dir.keys_below(prefix, PRESENCE_PAGES));
+        match below {
+            Some(keys) => {
+                keys.contains(key)
+                    || keys.contains(&key.join(POINTER))
+                    || key.parent().is_some_and(|data| keys.contains(&data.join(POINTER)))
+            }
+            None => {
+                drop(listed);
+                self.dir.exists(key)
+            }
+        }
+    }
+}
+
 /// Writing an object as a producer of external data would (no pointer,
 /// no version): what the benchmarks deliver their raw data with.
 impl ObjectDir {
@@ -812,6 +868,10 @@ impl ViewStore for ObjectDir {
 
     fn sight(&self, keys: &[Key]) -> Vec<Sighting> {
         ObjectDir::sight(self, keys)
+    }
+
+    fn presence(&self) -> Box<dyn super::Presence + '_> {
+        Box::new(Listings { dir: self, listed: Default::default() })
     }
 
     /// The object at `key` (a done flag), else the pointer of the view

@@ -14,7 +14,7 @@
 use std::io;
 use std::path::Path;
 
-use super::{Key, Listed, ObjectDir, Sighting, Staged, Storage, ViewStore, Walk};
+use super::{Key, Listed, ObjectDir, Presence, Sighting, Staged, Storage, ViewStore, Walk};
 use crate::metastore::FlagIdentity;
 
 /// The project's store first, then each other root's.
@@ -41,14 +41,19 @@ impl Roots {
         route(&self.stores, key, |store| store.root())
     }
 
+    /// [`Roots::route`], the store named by its place in `stores`.
+    fn route_to_index(&self, key: &Key) -> (usize, Key) {
+        let (store, key) = self.route(key);
+        (self.stores.iter().position(|each| std::sync::Arc::ptr_eq(each, store)).unwrap_or(0), key)
+    }
+
     /// Asks each store about its share of `keys` in one call, in its own
     /// keys, and gives the answers back in the order of `keys`: a store
     /// that looks at many keys together still does across roots.
     fn each_store<T>(&self, keys: &[Key], ask: impl Fn(&Storage, &[Key]) -> Vec<T>) -> Vec<T> {
         let mut shares: Vec<(Vec<usize>, Vec<Key>)> = self.stores.iter().map(|_| Default::default()).collect();
         for (index, key) in keys.iter().enumerate() {
-            let (store, key) = self.route(key);
-            let at = self.stores.iter().position(|each| std::sync::Arc::ptr_eq(each, store)).unwrap_or(0);
+            let (at, key) = self.route_to_index(key);
             shares[at].0.push(index);
             shares[at].1.push(key);
         }
@@ -158,6 +163,23 @@ impl ViewStore for Roots {
 
     fn sight(&self, keys: &[Key]) -> Vec<Sighting> {
         self.each_store(keys, |store, keys| store.sight(keys))
+    }
+
+    fn presence(&self) -> Box<dyn Presence + '_> {
+        Box::new(EachRoot { roots: self, each: self.stores.iter().map(|store| store.presence()).collect() })
+    }
+}
+
+/// Each root's own presence, a key asked of the root that holds it.
+struct EachRoot<'a> {
+    roots: &'a Roots,
+    each: Vec<Box<dyn Presence + 'a>>,
+}
+
+impl Presence for EachRoot<'_> {
+    fn exists(&self, key: &Key) -> bool {
+        let (at, key) = self.roots.route_to_index(key);
+        self.each[at].exists(&key)
     }
 }
 
