@@ -31,40 +31,61 @@ pub const ENVIRONMENT: &[(&str, &str)] =
 
 /// A project file's text with its views' data in `bucket` on this
 /// server: `[project]`'s `storage = "X"` (`data` when unset, and a
-/// `[project]` table added when there is none) becomes `s3://BUCKET/X`,
-/// with the server's endpoint in `[project.s3]`.
-pub fn on_bucket(text: &str, bucket: &str) -> String {
-    let mut out = String::new();
-    let (mut in_project, mut storage_set, mut has_project) = (false, false, false);
-    let root = |dir: &str| format!("storage = \"s3://{bucket}/{dir}\"\n");
-    for line in text.lines() {
-        let trimmed = line.trim();
-        if trimmed.starts_with('[') {
-            if in_project && !storage_set {
-                out.push_str(&root("data"));
-                storage_set = true;
+/// `[project]` table added at the end when there is none) becomes
+/// `s3://BUCKET/X`, with the server's endpoint in `[project.s3]` at the
+/// end (where some root is on it: trellis refuses options that do nothing). No line moves, so that errors name the lines the file's author
+/// wrote: an unset root takes the place of the blank line that ends the
+/// `[project]` table (such a table without one is refused). A root that is
+/// not a plain relative directory (`.`, an absolute path) is about the
+/// local layout and stays as it is, as does one naming a file of
+/// `project`.
+pub fn on_bucket(text: &str, bucket: &str, project: &Path) -> String {
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let root = |dir: &str| format!("storage = \"s3://{bucket}/{dir}\"");
+    let table = lines.iter().position(|line| line.trim() == "[project]");
+    let table_end = |start: usize| {
+        lines[start + 1..]
+            .iter()
+            .position(|line| line.trim_start().starts_with('['))
+            .map_or(lines.len(), |i| start + 1 + i)
+    };
+    match table {
+        Some(start) => {
+            let end = table_end(start);
+            let storage = (start + 1..end).find(|&i| {
+                let line = lines[i].trim();
+                line.strip_prefix("storage").map(str::trim_start).is_some_and(|rest| rest.starts_with('='))
+            });
+            match storage {
+                Some(i) => {
+                    let value = lines[i].split_once('=').unwrap().1.trim().trim_matches('"').to_string();
+                    let dir = value.trim_start_matches("./").trim_end_matches('/');
+                    let plain = !dir.is_empty()
+                        && !dir.starts_with('/')
+                        && !dir.split('/').any(|c| c == "." || c == "..")
+                        && !project.join(dir).is_file();
+                    if plain {
+                        lines[i] = root(dir);
+                    }
+                }
+                None if end == lines.len() => lines.push(root("data")),
+                None => {
+                    let blank = (start + 1..end).rev().find(|&i| lines[i].trim().is_empty());
+                    let blank = blank.unwrap_or_else(|| {
+                        panic!("on S3, a `[project]` table without `storage` needs a blank line before the next table:\n{text}")
+                    });
+                    lines[blank] = root("data");
+                }
             }
-            in_project = trimmed == "[project]";
-            has_project |= in_project;
         }
-        match trimmed.strip_prefix("storage").map(str::trim_start).and_then(|rest| rest.strip_prefix('=')) {
-            Some(value) if in_project => {
-                out.push_str(&root(value.trim().trim_matches('"').trim_start_matches("./").trim_end_matches('/')));
-                storage_set = true;
-            }
-            _ => {
-                out.push_str(line);
-                out.push('\n');
-            }
-        }
+        None => lines.extend([String::new(), "[project]".into(), root("data")]),
     }
-    if in_project && !storage_set {
-        out.push_str(&root("data"));
+    let mut out = lines.join("\n");
+    if out.contains(&format!("\"s3://{bucket}/")) {
+        out.push_str(&format!("\n\n[project.s3]\nendpoint = \"{}\"\n", moto().endpoint));
+    } else {
+        out.push('\n');
     }
-    if !has_project {
-        out.push_str(&format!("\n[project]\n{}", root("data")));
-    }
-    out.push_str(&format!("\n[project.s3]\nendpoint = \"{}\"\n", moto().endpoint));
     out
 }
 
@@ -74,7 +95,7 @@ pub fn on_bucket(text: &str, bucket: &str) -> String {
 pub fn move_to_bucket(project: &Path, bucket: &str) {
     let file = project.join("trellis.toml");
     let text = std::fs::read_to_string(&file).unwrap();
-    std::fs::write(&file, on_bucket(&text, bucket)).unwrap();
+    std::fs::write(&file, on_bucket(&text, bucket, project)).unwrap();
     let client = moto().client(bucket);
     let data = project.join("data");
     let mut pending = vec![data.clone()];
