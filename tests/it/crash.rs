@@ -138,6 +138,28 @@ impl Backend {
         }
     }
 
+    /// Whether an outside reader finds the view's done flag: on S3, the
+    /// object beside the pointer, naming the version it points to (a kill
+    /// between the commit and the flag leaves it to the next run to write).
+    fn flag_for_outside_readers(&self, project: &Path, data: &Path) -> bool {
+        match self {
+            Backend::Local => data.join("_SUCCESS").exists(),
+            Backend::S3(bucket) => {
+                let moto = crate::moto::moto();
+                let client = moto.client(bucket);
+                let key = data.strip_prefix(project).unwrap().display().to_string();
+                let get = |location: String| {
+                    let location = object_store::path::Path::from(location);
+                    moto.block_on(async { Some(client.get(&location).await.ok()?.bytes().await.unwrap()) })
+                };
+                let pointer: serde_json::Value =
+                    serde_json::from_slice(&get(format!("{key}/_CURRENT")).unwrap()).unwrap();
+                get(format!("{key}/_SUCCESS"))
+                    .is_some_and(|flag| flag == pointer["version"].as_str().unwrap().as_bytes())
+            }
+        }
+    }
+
     /// Where its staging directories are made.
     fn staging(&self, project: &Path) -> std::path::PathBuf {
         match self {
@@ -296,6 +318,7 @@ fn kill_loop(backend: Backend) {
             let marker: serde_json::Value = serde_json::from_slice(&marker).unwrap();
             assert_eq!(Some(head.generation), marker["generation"].as_u64(), "{view}");
         }
+        assert!(backend.flag_for_outside_readers(&project, data), "{view}: no done flag for outside readers");
         let expected = if view.contains("/Inc/") { "n,s\n2,3\n" } else { "v\n1\n2\n" };
         let file = if view.contains("/Inc/") { "part-00000.csv" } else { "part-00000" };
         assert_eq!(String::from_utf8(backend.read(&project, data, file)).unwrap(), expected, "{view}");

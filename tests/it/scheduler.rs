@@ -1010,3 +1010,47 @@ async fn on_an_object_store_an_unchanged_run_lists_each_shared_prefix_once_and_a
     let rebuilt = scheduler.materialize(SUMMARY, Mode::Default).await.unwrap();
     assert_eq!(rebuilt.count(FlowStatus::Successful), 3, "In/02 seen again, Daily/02 and the summary: {rebuilt:?}");
 }
+
+/// A server's first run over views materialized before it started: its
+/// watches HEAD each external flag once (what they start from), but the
+/// materialized views, whose flags it reads to look for an unrecorded
+/// publish and then to check their data is still there, are seen by a
+/// listing of their month each time; then nothing is asked of them.
+#[tokio::test(flavor = "multi_thread")]
+async fn on_an_object_store_a_servers_first_run_lists_the_materialized_views_of_a_month_once() {
+    let moto = crate::moto::moto();
+    let bucket = moto.bucket(false);
+    let client = moto.client(&bucket);
+    crate::moto::credentials_in_process();
+    for day in 1..=3 {
+        let flag = object_store::path::Path::from(format!("data/raw/2015/01/{day:02}/_SUCCESS"));
+        object_store::ObjectStoreExt::put(&*client, &flag, "".into()).await.unwrap();
+    }
+    let project = Project::new(&[]);
+    let catalog = project.catalog_on_s3("v1", "", &bucket);
+    let mut embedded = open(&catalog).await;
+    let first = embedded.materialize(SUMMARY, Mode::Default).await.unwrap();
+    assert_eq!(first.count(FlowStatus::Successful), 7, "{first:?}");
+    drop(embedded);
+
+    let mut server = open(&catalog).await;
+    server.remember_freshness();
+    let storage = server.storage();
+    let object = storage.as_object().expect("the project's root is in the bucket");
+    let before = object.requests();
+    let unchanged = server.materialize(SUMMARY, Mode::Default).await.unwrap();
+    let sent = object.requests().since(&before);
+    assert_eq!((unchanged.views(), unchanged.count(FlowStatus::Successful)), (7, 0), "{unchanged:?}");
+    // Loading the records, an unrecorded publish is looked for (a kill
+    // between a publish and its commit): Daily's three flags by a listing,
+    // the Summary's by a HEAD. The run: In's three flags a HEAD each (the
+    // watches start from them), Daily's a listing, the Summary's a HEAD.
+    assert_eq!((sent.list, sent.head, sent.total()), (2, 5, 7), "{sent}");
+
+    // Then only the view asked for is looked at (a HEAD); the clean views
+    // below it cost nothing.
+    let before = object.requests();
+    server.materialize(SUMMARY, Mode::Default).await.unwrap();
+    let sent = object.requests().since(&before);
+    assert_eq!((sent.head, sent.total()), (1, 1), "{sent}");
+}

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::metastore::{FlagIdentity, SeenFlag, ViewRecord};
 use crate::model::Counters;
-use crate::storage::{LocalDir, Staged, Storage, ViewStore, Walk};
+use crate::storage::{LocalDir, Sighting, Staged, Storage, ViewStore, Walk};
 
 use super::transition::Settled;
 
@@ -111,19 +111,31 @@ pub struct Unrecorded {
 /// Whether the output at `data_path` was published by an attempt that
 /// `record` (the view's, as committed) does not reflect, and is exactly
 /// what that attempt published. One `stat` of the flag for a view whose
-/// record is current; the receipt is read, and the output walked, only
-/// when the flag is not the one recorded.
+/// record is current, none where `sighting` (a listing of its month with
+/// others) tells already; the receipt is read, and the output walked,
+/// only when the flag is not the one recorded.
 pub fn recognise(
     storage: &dyn ViewStore,
     view: &str,
     record: &ViewRecord,
     data_path: &Path,
     flag_path: &Path,
+    sighting: Sighting,
 ) -> Option<Unrecorded> {
+    let recorded = match record.done_flag {
+        Some(SeenFlag::Present { identity, .. }) => Some(identity),
+        _ => None,
+    };
+    // Seen with others by a listing: nothing there, or the flag recorded
+    // (a listing's identity equals a HEAD's only where both name no
+    // version id), is all that needs telling; anything else is looked at.
+    match sighting {
+        Sighting::Listed(None) => return None,
+        Sighting::Listed(Some(listed)) if recorded == Some(listed) => return None,
+        _ => {}
+    }
     let flag = storage.identity(&storage.key(flag_path))?;
-    if let Some(SeenFlag::Present { identity, .. }) = record.done_flag
-        && identity == flag
-    {
+    if recorded == Some(flag) {
         return None;
     }
     let data = storage.key(data_path);
@@ -315,7 +327,7 @@ mod tests {
         let view = "v/2015/05/01";
         let before = ViewRecord { timestamp: Some(5), ..ViewRecord::default() };
 
-        let found = recognise(staging.storage(), view, &before, &data, &flag).expect("recognised");
+        let found = recognise(staging.storage(), view, &before, &data, &flag, Sighting::Unknown).expect("recognised");
         assert_eq!(found.receipt, published);
         assert_eq!(Some(found.flag), staging.flag_identity(&flag));
         // Recorded: its flag is the one the record holds.
@@ -324,23 +336,30 @@ mod tests {
             done_flag: Some(SeenFlag::Present { identity: found.flag, seen: 10 }),
             ..ViewRecord::default()
         };
-        assert_eq!(recognise(staging.storage(), view, &recorded, &data, &flag), None);
+        assert_eq!(recognise(staging.storage(), view, &recorded, &data, &flag, Sighting::Unknown), None);
         // Another view's output, or older than the record.
-        assert_eq!(recognise(staging.storage(), "w/2015/05/01", &before, &data, &flag), None);
+        assert_eq!(recognise(staging.storage(), "w/2015/05/01", &before, &data, &flag, Sighting::Unknown), None);
         assert_eq!(
-            recognise(staging.storage(), view, &ViewRecord { timestamp: Some(10), ..before.clone() }, &data, &flag),
+            recognise(
+                staging.storage(),
+                view,
+                &ViewRecord { timestamp: Some(10), ..before.clone() },
+                &data,
+                &flag,
+                Sighting::Unknown
+            ),
             None
         );
         // Changed since: a file added, or one rewritten.
         std::fs::write(data.join("extra"), "mine").unwrap();
-        assert_eq!(recognise(staging.storage(), view, &before, &data, &flag), None);
+        assert_eq!(recognise(staging.storage(), view, &before, &data, &flag, Sighting::Unknown), None);
         std::fs::remove_file(data.join("extra")).unwrap();
-        assert!(recognise(staging.storage(), view, &before, &data, &flag).is_some());
+        assert!(recognise(staging.storage(), view, &before, &data, &flag, Sighting::Unknown).is_some());
         std::fs::write(data.join("sub/part"), "ROWS").unwrap();
-        assert_eq!(recognise(staging.storage(), view, &before, &data, &flag), None);
+        assert_eq!(recognise(staging.storage(), view, &before, &data, &flag, Sighting::Unknown), None);
         // No flag: nothing published there.
         std::fs::remove_file(&flag).unwrap();
-        assert_eq!(recognise(staging.storage(), view, &before, &data, &flag), None);
+        assert_eq!(recognise(staging.storage(), view, &before, &data, &flag, Sighting::Unknown), None);
     }
 
     /// On an object store an upload keeps no mtime or inode: what was
@@ -361,14 +380,14 @@ mod tests {
         let mut published = receipt(10);
         staging.publish(dir, data, "_SUCCESS", &mut published).unwrap();
         let (view, before) = ("v/2015/05/01", ViewRecord { timestamp: Some(5), ..ViewRecord::default() });
-        let found = recognise(staging.storage(), view, &before, data, &flag).expect("recognised");
+        let found = recognise(staging.storage(), view, &before, data, &flag, Sighting::Unknown).expect("recognised");
         assert_eq!(found.receipt, published);
         assert_eq!(Some(found.flag), staging.flag_identity(&flag));
 
         let version = staging.storage().as_object().unwrap().current_version(&staging.storage().key(data)).unwrap();
         let extra = object_store::path::Path::from(format!("proj/v/2015/05/01/_v/{}/extra", version.unwrap()));
         tokio::runtime::Runtime::new().unwrap().block_on(memory.put(&extra, "mine".into())).unwrap();
-        assert_eq!(recognise(staging.storage(), view, &before, data, &flag), None);
+        assert_eq!(recognise(staging.storage(), view, &before, data, &flag, Sighting::Unknown), None);
     }
 
     #[test]

@@ -17,6 +17,7 @@ use crate::lattice::{self, Lattice, Resolution, ViewId};
 use crate::metastore::{Commit, Metastore, RunRecord, SchemaChange, ViewRecord};
 use crate::model::{Termination, ViewState};
 use crate::plugins::Plugins;
+use crate::storage::{Key, Sighting};
 
 /// The action an event of a recovered publish ends with (see
 /// `Scheduler::adopt_published`).
@@ -346,6 +347,7 @@ impl Scheduler {
         // has its slot, row and memo entry, so that no view is half taken in.
         let mut failed = None;
         let mut recovered = Commit::default();
+        let sighted = self.sight_published(new.clone());
         for index in new {
             let url: Arc<str> = self.views.lattice().url_path(ViewId(index as u32)).into();
             let mut record = match self.store.view(&url) {
@@ -357,7 +359,8 @@ impl Scheduler {
             };
             // In-flight states do not survive the process that had them.
             record.state = super::record::previous_stable(record.state, &record);
-            let record = self.adopt_published(ViewId(index as u32), &url, record, &mut recovered);
+            let sighting = sighted.get(index - known).copied().unwrap_or(Sighting::Unknown);
+            let record = self.adopt_published(ViewId(index as u32), &url, record, sighting, &mut recovered);
             self.views.take_in(url, record);
         }
         self.views.taken_in(known);
@@ -375,7 +378,36 @@ impl Scheduler {
     /// Only output exactly as that attempt published it counts (see
     /// `publish::recognise`), of a run recorded and never ended, under the
     /// type's schema as it is; anything else leaves the record as it is.
-    fn adopt_published(&self, id: ViewId, url: &Arc<str>, record: ViewRecord, commit: &mut Commit) -> ViewRecord {
+    /// Where the store looks at many flags for fewer requests than one
+    /// each (an object store: a listing per month), the flags of the new
+    /// views `range` that a plugin publishes, for [`Scheduler::adopt_published`]
+    /// to look for an unrecorded publish with: a process's first load of a
+    /// lattice then costs a listing per prefix, not a HEAD per view. Empty
+    /// (all unknown) on a local root, whose stat is cheaper than anything.
+    fn sight_published(&self, range: std::ops::Range<usize>) -> Vec<Sighting> {
+        let storage = self.executor.staging().storage();
+        if storage.as_object().is_none() && storage.as_roots().is_none() {
+            return Vec::new();
+        }
+        let lattice = self.views.lattice();
+        let published = |id: ViewId| matches!(lattice.view_type(id).transformation, Transformation::Plugin { .. });
+        let ids: Vec<ViewId> = range.map(|index| ViewId(index as u32)).collect();
+        let keys: Vec<Key> =
+            ids.iter().filter(|&&id| published(id)).map(|&id| storage.key(&lattice.done_flag_path(id))).collect();
+        let mut sighted = storage.sight(&keys).into_iter();
+        ids.into_iter()
+            .map(|id| if published(id) { sighted.next().unwrap_or(Sighting::Unknown) } else { Sighting::Unknown })
+            .collect()
+    }
+
+    fn adopt_published(
+        &self,
+        id: ViewId,
+        url: &Arc<str>,
+        record: ViewRecord,
+        sighting: Sighting,
+        commit: &mut Commit,
+    ) -> ViewRecord {
         if !matches!(self.views.lattice().view_type(id).transformation, Transformation::Plugin { .. }) {
             return record;
         }
@@ -386,6 +418,7 @@ impl Scheduler {
             &record,
             &data_path,
             &self.views.lattice().done_flag_path(id),
+            sighting,
         ) else {
             return record;
         };
@@ -402,6 +435,14 @@ impl Scheduler {
         };
         if !interrupted || receipt.schema != self.views.lattice().view_type(id).schema_checksum {
             return record;
+        }
+        // Killed between the commit and the flag: outside readers wait for it.
+        let storage = self.executor.staging().storage();
+        let done_flag = &self.views.lattice().view_type(id).done_flag;
+        match storage.restore_flag(&storage.key(&data_path), done_flag) {
+            Ok(true) => tracing::info!(view = %url, "its done flag {done_flag} written again, for outside readers"),
+            Ok(false) => {}
+            Err(e) => tracing::warn!(view = %url, "cannot write its done flag again for outside readers: {e}"),
         }
         let facts = super::record::Facts {
             mode: super::Mode::Default,

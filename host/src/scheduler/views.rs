@@ -146,19 +146,25 @@ impl Views {
     /// there) together, where the storage can do that for fewer requests
     /// than one each (an object store lists a month's days at once), so
     /// that an unchanged run costs a request per prefix, not per view.
-    /// Only without a memo: a memo's watches see each flag when they start
-    /// watching it, and a sighting older than that could hide a change.
+    /// With a memo, only the materialized views it does not know clean
+    /// (those its run will judge; a server's first run judges them all):
+    /// its watches see each external flag when they start watching it,
+    /// and a sighting older than that could hide a change.
     /// The sightings last until [`Views::forget_sightings`].
     pub(super) fn sight_flags(&mut self, ids: impl IntoIterator<Item = ViewId>) {
-        if self.memo.is_some() || self.storage.as_object().is_none() && self.storage.as_roots().is_none() {
+        if self.storage.as_object().is_none() && self.storage.as_roots().is_none() {
             return;
         }
         let judged: Vec<ViewId> = ids
             .into_iter()
             .filter(|&id| {
                 let record = &self.slots[id.0 as usize].record;
-                matches!(self.lattice.view_type(id).transformation, Transformation::External)
-                    || record.timestamp.is_some() && record.done_flag != Some(SeenFlag::Absent)
+                let external = matches!(self.lattice.view_type(id).transformation, Transformation::External);
+                let materialized = record.timestamp.is_some() && record.done_flag != Some(SeenFlag::Absent);
+                match &self.memo {
+                    None => external || materialized,
+                    Some(memo) => !external && materialized && !memo.is_clean(id),
+                }
             })
             .collect();
         let keys: Vec<Key> = judged.iter().map(|&id| self.storage.key(&self.lattice.done_flag_path(id))).collect();

@@ -299,6 +299,15 @@ pub trait ViewStore: Send + Sync + std::fmt::Debug {
     /// writes it again after the commit, for them.
     fn publish(&self, staged: Staged, key: &Key, done_flag: &str) -> io::Result<()>;
 
+    /// Writes the done flag of the view at `key` again, where the store
+    /// writes it after the commit for outside readers and a process ended
+    /// between the two (the version committed, the flag never written).
+    /// Whether it wrote one; a local root's flag is inside the version.
+    fn restore_flag(&self, key: &Key, done_flag: &str) -> io::Result<bool> {
+        let _ = (key, done_flag);
+        Ok(false)
+    }
+
     /// Removes the staging an interrupted process left behind, and
     /// nothing it did not make.
     fn clean_staging(&self) -> io::Result<()>;

@@ -870,6 +870,26 @@ impl ViewStore for ObjectDir {
         ObjectDir::sight(self, keys)
     }
 
+    /// The flag written as the commit writes it (its body the current
+    /// version's id), only where it is missing and the view has a pointer.
+    fn restore_flag(&self, key: &Key, done_flag: &str) -> io::Result<bool> {
+        if done_flag.is_empty() {
+            return Ok(false);
+        }
+        let data = self.location(key)?;
+        let flag = data.clone().join(done_flag);
+        let context = self.context();
+        self.run(async move {
+            if context.head(&flag).await?.is_some() {
+                return Ok(false);
+            }
+            let Some(current) = context.pointer(&data).await? else { return Ok(false) };
+            let id = Bytes::from(current.version);
+            context.store.put(&flag, id.into()).await.map_err(|e| context.failed("write the done flag", &flag, &e))?;
+            Ok(true)
+        })
+    }
+
     fn presence(&self) -> Box<dyn super::Presence + '_> {
         Box::new(Listings { dir: self, listed: Default::default() })
     }

@@ -165,6 +165,11 @@ impl ViewStore for Roots {
         self.each_store(keys, |store, keys| store.sight(keys))
     }
 
+    fn restore_flag(&self, key: &Key, done_flag: &str) -> io::Result<bool> {
+        let (store, key) = self.route(key);
+        store.restore_flag(&key, done_flag)
+    }
+
     fn presence(&self) -> Box<dyn Presence + '_> {
         Box::new(EachRoot { roots: self, each: self.stores.iter().map(|store| store.presence()).collect() })
     }
