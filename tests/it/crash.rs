@@ -125,15 +125,8 @@ impl Backend {
         match self {
             Backend::Local => std::fs::read(data.join(file)).unwrap(),
             Backend::S3(bucket) => {
-                let moto = crate::moto::moto();
-                let client = moto.client(bucket);
-                let key = data.strip_prefix(project).unwrap().display().to_string();
-                let get = |location: String| {
-                    let location = object_store::path::Path::from(location);
-                    moto.block_on(async { client.get(&location).await.unwrap().bytes().await.unwrap() }).to_vec()
-                };
-                let pointer: serde_json::Value = serde_json::from_slice(&get(format!("{key}/_CURRENT"))).unwrap();
-                get(format!("{key}/_v/{}/{file}", pointer["version"].as_str().unwrap()))
+                let version = s3_current_version(bucket, project, data);
+                s3_object(bucket, project, data, &format!("_v/{version}/{file}")).unwrap()
             }
         }
     }
@@ -144,19 +137,8 @@ impl Backend {
     fn flag_for_outside_readers(&self, project: &Path, data: &Path) -> bool {
         match self {
             Backend::Local => data.join("_SUCCESS").exists(),
-            Backend::S3(bucket) => {
-                let moto = crate::moto::moto();
-                let client = moto.client(bucket);
-                let key = data.strip_prefix(project).unwrap().display().to_string();
-                let get = |location: String| {
-                    let location = object_store::path::Path::from(location);
-                    moto.block_on(async { Some(client.get(&location).await.ok()?.bytes().await.unwrap()) })
-                };
-                let pointer: serde_json::Value =
-                    serde_json::from_slice(&get(format!("{key}/_CURRENT")).unwrap()).unwrap();
-                get(format!("{key}/_SUCCESS"))
-                    .is_some_and(|flag| flag == pointer["version"].as_str().unwrap().as_bytes())
-            }
+            Backend::S3(bucket) => s3_object(bucket, project, data, "_SUCCESS")
+                .is_some_and(|flag| flag == s3_current_version(bucket, project, data).as_bytes()),
         }
     }
 
@@ -167,6 +149,22 @@ impl Backend {
             Backend::S3(_) => project.join(".trellis/staging/.trellis-staging"),
         }
     }
+}
+
+/// The object `name` below a view's key in `bucket`, if it is there.
+fn s3_object(bucket: &str, project: &Path, data: &Path, name: &str) -> Option<Vec<u8>> {
+    let moto = crate::moto::moto();
+    let client = moto.client(bucket);
+    let key = data.strip_prefix(project).unwrap().display().to_string();
+    let location = object_store::path::Path::from(format!("{key}/{name}"));
+    moto.block_on(async { Some(client.get(&location).await.ok()?.bytes().await.unwrap().to_vec()) })
+}
+
+/// The version a view's pointer names.
+fn s3_current_version(bucket: &str, project: &Path, data: &Path) -> String {
+    let pointer = s3_object(bucket, project, data, "_CURRENT").expect("a pointer");
+    let pointer: serde_json::Value = serde_json::from_slice(&pointer).unwrap();
+    pointer["version"].as_str().unwrap().to_string()
 }
 
 /// Killed with SIGKILL again and again, each time as soon as it has
