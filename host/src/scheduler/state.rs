@@ -371,13 +371,6 @@ impl Scheduler {
         failed.map_or(Ok(()), |e| Err(e.into()))
     }
 
-    /// A view's record, with an output that an attempt published and its
-    /// run never recorded (the process ended between the rename and the
-    /// commit) taken in: the record, event and flow that commit would have
-    /// written go into `commit`, so that the view is not built again.
-    /// Only output exactly as that attempt published it counts (see
-    /// `publish::recognise`), of a run recorded and never ended, under the
-    /// type's schema as it is; anything else leaves the record as it is.
     /// Where the store looks at many flags for fewer requests than one
     /// each (an object store: a listing per month), the flags of the new
     /// views `range` that a plugin publishes, for [`Scheduler::adopt_published`]
@@ -400,6 +393,16 @@ impl Scheduler {
             .collect()
     }
 
+    /// A view's record, with an output that an attempt published and its
+    /// run never recorded (the process ended between the rename and the
+    /// commit) taken in: the record, event and flow that commit would have
+    /// written go into `commit`, so that the view is not built again.
+    /// Only output exactly as that attempt published it counts (see
+    /// `publish::recognise`), of a run recorded and never ended, under the
+    /// type's schema as it is; anything else leaves the record as it is.
+    /// `sighting` is its flag as a listing of its month saw it, if one did.
+    /// An adopted view's done flag is written again where the process
+    /// ended before it (an object store writes it after the commit).
     fn adopt_published(
         &self,
         id: ViewId,
