@@ -441,6 +441,39 @@ fn awaited_flags_are_polled_by_one_listing_where_they_share_a_prefix() {
     assert_eq!(watches.poll(), Asked { heads: 1, lists: 0, pages: 0, changed: 0 });
 }
 
+/// Many flags awaited at once start their watches from one listing of
+/// the month they share: those it sees absent are watched from it (no
+/// HEAD each), the one there is left to a HEAD (its version id); a flag
+/// that arrives afterwards is reported by the next poll, as after a HEAD.
+#[test]
+fn awaited_flags_absent_from_a_listing_are_watched_without_a_head_each() {
+    use std::collections::HashSet;
+    use trellis::storage::watch::{Changed, Watches};
+
+    let (_local, dir, client) = fixture();
+    let put = |relative: &str| {
+        moto().block_on(client.put(&ObjectPath::from(format!("proj/{relative}")), "".into())).unwrap();
+    };
+    put("raw/S/2015/05/02/_SUCCESS");
+    let storage: trellis::storage::Storage = Arc::new(dir);
+    let object = storage.as_object().unwrap();
+    let mut watches = Watches::of(&storage).unwrap();
+    let days: Vec<(u32, Key)> =
+        (1..=5).map(|day| (day, key(object, &format!("raw/S/2015/05/{day:02}/_SUCCESS")))).collect();
+
+    let before = object.requests();
+    let started = watches.await_absent(&days);
+    let sent = object.requests().since(&before);
+    assert_eq!(started, [true, false, true, true, true]);
+    assert_eq!((sent.list, sent.total()), (1, 1), "{sent}");
+    assert_eq!((watches.watching(1), watches.watching(2)), (Some(true), None));
+    assert!(watches.await_flag(2, &days[1].1).is_some_and(|seen| seen.is_some()), "the one there: a HEAD");
+
+    put("raw/S/2015/05/04/_SUCCESS");
+    watches.poll();
+    assert_eq!(watches.changed(), Changed::These(HashSet::from([4])));
+}
+
 /// A run's judgements look at their flags together: the flags (and
 /// pointers) of a month's days are seen by one listing of the month, each
 /// as `identity` tells it where the bucket keeps no versions (a listing

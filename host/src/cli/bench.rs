@@ -206,8 +206,9 @@ pub(super) async fn bench(args: &BenchArgs, runtime: &Runtime) -> anyhow::Result
 
 /// One poll of `flags` awaited done flags on an object store, none of
 /// them delivered: `shops` shops' days from `start`, the flags of a month
-/// sharing its prefix. Says what watching them cost, what the poll sent
-/// (one LIST per month's prefix) and what one HEAD per flag would.
+/// sharing its prefix. Says what watching them cost (a listing per month
+/// sees them absent), what the poll sent (one LIST per month's prefix) and
+/// what one HEAD per flag would.
 fn bench_poll(dir: &Path, on_store: &str, shops: usize, flags: usize, start: NaiveDate) -> anyhow::Result<Status> {
     std::fs::write(dir.join("trellis.toml"), format!("{on_store}[[view]]\nname = \"bench.raw/Orders\"\n"))?;
     let catalog = super::project::load(dir)?;
@@ -217,10 +218,20 @@ fn bench_poll(dir: &Path, on_store: &str, shops: usize, flags: usize, start: Nai
     let days = flags.div_ceil(shops.max(1));
     let started = Instant::now();
     let before = object.requests();
-    for index in 0..flags {
-        let (shop, day) = (index / days, start + Duration::days((index % days) as i64));
-        let flag = format!("raw/SHOP{shop:03}/{}/{:02}/{:02}/_SUCCESS", day.year(), day.month(), day.day());
-        watches.await_flag(index as u32, &storage.key(&storage.root().join(flag)));
+    let awaited: Vec<(u32, crate::storage::Key)> = (0..flags)
+        .map(|index| {
+            let (shop, day) = (index / days, start + Duration::days((index % days) as i64));
+            let flag = format!("raw/SHOP{shop:03}/{}/{:02}/{:02}/_SUCCESS", day.year(), day.month(), day.day());
+            (index as u32, storage.key(&storage.root().join(flag)))
+        })
+        .collect();
+    // As a server's first run starts them: a listing per month for the
+    // absent ones, a HEAD for any left.
+    let absent = watches.await_absent(&awaited);
+    for ((who, flag), absent) in awaited.iter().zip(absent) {
+        if !absent {
+            watches.await_flag(*who, flag);
+        }
     }
     let watched = object.requests().since(&before);
     println!("watching {flags} flags: {:.3} s, {watched}", started.elapsed().as_secs_f64());

@@ -101,6 +101,13 @@ impl Memo {
         self.watches.await_flag(id.0, flag)
     }
 
+    /// Starts the watches of the external views among `flags` whose flag
+    /// a listing sees absent, and says which (see [`Watches::await_absent`]).
+    pub fn watch_absent(&mut self, flags: &[(ViewId, Key)]) -> Vec<bool> {
+        let flags: Vec<(u32, Key)> = flags.iter().map(|(id, key)| (id.0, key.clone())).collect();
+        self.watches.await_absent(&flags)
+    }
+
     /// Whether an external view is watched: no change to its flag has
     /// come in since it was last watched.
     pub fn is_watched(&self, id: ViewId) -> bool {

@@ -155,6 +155,8 @@ impl Views {
         if self.storage.as_object().is_none() && self.storage.as_roots().is_none() {
             return;
         }
+        let ids: Vec<ViewId> = ids.into_iter().collect();
+        self.start_absent_watches(&ids);
         let judged: Vec<ViewId> = ids
             .into_iter()
             .filter(|&id| {
@@ -171,6 +173,30 @@ impl Views {
         for (id, sighting) in judged.into_iter().zip(self.storage.sight(&keys)) {
             if sighting != Sighting::Unknown {
                 self.sighted.insert(id, sighting);
+            }
+        }
+    }
+
+    /// With a memo on an object store, the watches of the external views
+    /// among `ids` not watched yet start together: those whose flag a
+    /// listing of its month sees absent (a server's first run, thousands
+    /// of days awaited) are watched from that listing, and their
+    /// judgement takes it; the others start with a HEAD each, as before.
+    fn start_absent_watches(&mut self, ids: &[ViewId]) {
+        let Some(memo) = &mut self.memo else { return };
+        let awaited: Vec<(ViewId, Key)> = ids
+            .iter()
+            .filter(|&&id| {
+                matches!(self.lattice.view_type(id).transformation, Transformation::External) && !memo.is_watched(id)
+            })
+            .map(|&id| (id, self.storage.key(&self.lattice.done_flag_path(id))))
+            .collect();
+        if awaited.len() < 2 {
+            return;
+        }
+        for ((id, _), started) in awaited.iter().zip(memo.watch_absent(&awaited)) {
+            if started {
+                self.sighted.insert(*id, Sighting::Listed(None));
             }
         }
     }

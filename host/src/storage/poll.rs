@@ -90,6 +90,30 @@ impl Polled {
         }
     }
 
+    /// Starts watching those of `flags` that one listing of a prefix they
+    /// share sees absent, with nothing there as what was seen, and says
+    /// which it watches: the rest are left to [`Polled::await_flag`] (a
+    /// HEAD, whose version id a listing cannot name). Many flags awaited
+    /// at once (a server's first run, 100,000 waiting days) then cost a
+    /// listing per month, not a HEAD each. A flag that arrives after the
+    /// listing is seen by the next poll, as after a HEAD.
+    pub fn await_absent(&mut self, flags: &[(Watching, Key)]) -> Vec<bool> {
+        let mut watched = vec![false; flags.len()];
+        let Some(object) = self.store.as_object() else { return watched };
+        let asked: Vec<usize> = (0..flags.len())
+            .filter(|&at| self.watching(flags[at].0).is_none() && flags[at].1.is_under_root())
+            .collect();
+        let keys: Vec<Key> = asked.iter().map(|&at| flags[at].1.clone()).collect();
+        for (at, sighting) in asked.into_iter().zip(object.sight(&keys)) {
+            if sighting == super::Sighting::Listed(None) {
+                let (who, flag) = &flags[at];
+                self.awaited.insert(*who, (flag.clone(), None));
+                watched[at] = true;
+            }
+        }
+        watched
+    }
+
     /// Watches a published flag: trellis's own, not polled (see the module's docs).
     pub fn watch_published(&mut self, who: Watching) {
         if self.watching(who).is_none() {

@@ -109,6 +109,30 @@ impl Watches {
         }
     }
 
+    /// Starts watching those of `flags` on an object store that a listing
+    /// of their shared prefix sees absent (see
+    /// [`super::poll::Polled::await_absent`]), and says which; a local
+    /// root's are left to [`Watches::await_flag`], whose watch costs no request.
+    pub fn await_absent(&mut self, flags: &[(Watching, Key)]) -> Vec<bool> {
+        let mut watched = vec![false; flags.len()];
+        // Each polled store's share of `flags`: where each is in `flags`, and
+        // the flag in the store's own key.
+        let mut places: Vec<Vec<usize>> = vec![Vec::new(); self.polled.len()];
+        let mut shares: Vec<Vec<(Watching, Key)>> = vec![Vec::new(); self.polled.len()];
+        for (at, (who, flag)) in flags.iter().enumerate() {
+            if let (_, Route::Polled(index), key) = self.route(flag) {
+                places[index].push(at);
+                shares[index].push((*who, key));
+            }
+        }
+        for ((polled, places), share) in self.polled.iter_mut().zip(places).zip(shares) {
+            for (at, started) in places.into_iter().zip(polled.await_absent(&share)) {
+                watched[at] = started;
+            }
+        }
+        watched
+    }
+
     /// Watches a published done flag itself.
     pub fn watch_published(&mut self, who: Watching, flag: &Key) {
         match self.route(flag) {
